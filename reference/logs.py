@@ -1,0 +1,126 @@
+"""The offset log, the commit log and the metadata file (SPEC sections 2 and 3).
+
+Entries are versioned JSON like Spark's ``HDFSMetadataLog``: a first line
+``v1`` and then one JSON document. A missing, truncated or unparseable entry is
+a ``CheckpointFormatError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from . import layout
+from .storage import CheckpointFormatError, Storage
+
+LOG_VERSION = "v1"
+
+
+def encode_entry(body: dict[str, Any]) -> bytes:
+    return (LOG_VERSION + "\n" + json.dumps(body, sort_keys=True, separators=(",", ":"))).encode()
+
+
+def decode_entry(data: bytes, path: str) -> dict[str, Any]:
+    text = data.decode(errors="replace")
+    head, _, body = text.partition("\n")
+    if head != LOG_VERSION:
+        raise CheckpointFormatError(f"{path}: log entry version {head!r}, expected {LOG_VERSION!r}")
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise CheckpointFormatError(f"{path}: truncated or corrupt log entry: {exc}") from None
+    if not isinstance(value, dict):
+        raise CheckpointFormatError(f"{path}: log entry is not a JSON object")
+    return value
+
+
+@dataclass(frozen=True)
+class OffsetEntry:
+    batch: int
+    start: tuple[int, ...]
+    end: tuple[int, ...]
+
+    def encode(self) -> bytes:
+        return encode_entry({"batch": self.batch, "start_offsets": list(self.start), "end_offsets": list(self.end)})
+
+    @staticmethod
+    def read(storage: Storage, batch: int) -> "OffsetEntry":
+        path = layout.offset_path(batch)
+        body = decode_entry(storage.read(path), path)
+        try:
+            return OffsetEntry(int(body["batch"]), tuple(body["start_offsets"]), tuple(body["end_offsets"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointFormatError(f"{path}: offset entry lacks {exc}") from None
+
+
+@dataclass(frozen=True)
+class CommitEntry:
+    batch: int
+    watermark_ms: int
+    next_trackers: list[dict[str, Any]]
+    state_lineage: dict[str, dict[str, str]]  # store id -> partition -> uid of version batch + 1
+
+    def encode(self) -> bytes:
+        return encode_entry({"batch": self.batch, "watermark_ms": self.watermark_ms,
+                             "next_trackers": self.next_trackers, "state_lineage": self.state_lineage})
+
+    @staticmethod
+    def read(storage: Storage, batch: int) -> "CommitEntry":
+        path = layout.commit_path(batch)
+        body = decode_entry(storage.read(path), path)
+        try:
+            return CommitEntry(int(body["batch"]), int(body["watermark_ms"]), list(body["next_trackers"]),
+                               dict(body["state_lineage"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointFormatError(f"{path}: commit entry lacks {exc}") from None
+
+
+def log_batches(storage: Storage, folder: str) -> list[int]:
+    """Batch ids present in ``offsets/`` or ``commits/``, ascending."""
+    out = []
+    for path in storage.list(folder + "/"):
+        batch = layout.batch_of(path, folder)
+        if batch is not None:
+            out.append(batch)
+    return sorted(out)
+
+
+def write_metadata(storage: Storage, query_id: str, digest: str) -> None:
+    storage.write(layout.METADATA, encode_entry({"id": query_id, "scenario_digest": digest}))
+
+
+def check_metadata(storage: Storage, digest: str) -> str | None:
+    """The query id of an existing checkpoint; refuses one written by a different scenario."""
+    if not storage.exists(layout.METADATA):
+        return None
+    body = decode_entry(storage.read(layout.METADATA), layout.METADATA)
+    if body.get("scenario_digest") != digest:
+        raise CheckpointFormatError(
+            f"{layout.METADATA}: checkpoint belongs to a different query (scenario digest "
+            f"{body.get('scenario_digest')!r}, this scenario is {digest!r})")
+    return str(body.get("id"))
+
+
+def purge_logs(storage: Storage, min_batches_to_retain: int) -> list[str]:
+    """Keep the newest ``min_batches_to_retain`` entries of each log, and never what recovery reads.
+
+    Recovery reads the latest commit entry and every offset entry from the
+    latest committed batch on (SPEC section 2), so nothing from that batch on
+    is deleted whatever the retention says.
+    """
+    commits = log_batches(storage, layout.COMMITS)
+    deleted = []
+    for folder in (layout.OFFSETS, layout.COMMITS):
+        batches = log_batches(storage, folder)
+        if len(batches) <= min_batches_to_retain:
+            continue
+        cutoff = batches[-min_batches_to_retain]
+        if commits:
+            cutoff = min(cutoff, commits[-1])
+        for batch in batches:
+            if batch < cutoff:
+                path = f"{folder}/{batch}"
+                storage.delete(path)
+                deleted.append(path)
+    return deleted

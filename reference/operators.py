@@ -1,0 +1,195 @@
+"""Stateful operators with Spark's semantics, as pure functions (SPEC section 1).
+
+``apply_operator(spec, states, rows, watermark_ms)`` takes one state
+partition's state (a dict per state store of the operator), the batch's rows
+routed to that partition in (source partition, offset) order, and the
+operator's watermark for this batch, and returns the new state and the output
+rows. It never mutates its inputs. Every backend runs exactly these functions,
+so they agree by construction on semantics and differ only in protocol.
+
+Conventions (documented in docs/semantics.md):
+- a row is late, and dropped, when ``event_time_ms < watermark_ms``;
+- window state and dedup state are evicted when their end / expiry is
+  ``<= watermark_ms``;
+- the watermark of batch b is ``max(previous, max event time seen in batches
+  before b - delay)``, starting at 0; a join takes the minimum over its sides.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from .scenario import OperatorSpec
+
+State = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    value: Any
+    event_time_ms: int
+    side: str = "main"
+
+
+def store_names(spec: OperatorSpec) -> tuple[str, ...]:
+    """The state stores one operator keeps per partition ('' is the single store)."""
+    if spec.kind == "join":
+        return ("left", "right")
+    if spec.kind in ("map", "chain"):
+        return ()
+    return ("",)
+
+
+def sort_rows(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: (r.key, json.dumps(r.value, sort_keys=True), r.event_time_ms, r.side))
+
+
+def apply_operator(spec: OperatorSpec, states: Mapping[str, State], rows: Sequence[Row],
+                   watermark_ms: int) -> tuple[dict[str, State], list[Row]]:
+    """One batch of one operator on one state partition."""
+    fn = _OPERATORS[spec.kind]
+    new_states = {name: dict(states.get(name, {})) for name in store_names(spec)}
+    output = fn(spec, new_states, list(rows), watermark_ms)
+    return new_states, output
+
+
+def _map(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+    return [Row(r.key, r.value, r.event_time_ms) for r in rows]
+
+
+def _agg_step(agg: str | None, row: Row) -> int:
+    return 1 if agg == "count" else row.value
+
+
+def _aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+    state = states[""]
+    latest: dict[str, int] = {}
+    for row in rows:
+        state[row.key] = state.get(row.key, 0) + _agg_step(spec.agg, row)
+        latest[row.key] = max(latest.get(row.key, row.event_time_ms), row.event_time_ms)
+    return sort_rows([Row(k, state[k], t) for k, t in latest.items()])
+
+
+def window_key(key: str, start_ms: int) -> str:
+    return f"{key}|{start_ms}"
+
+
+def _window_aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+    state = states[""]
+    size = spec.window_ms
+    assert size is not None
+    for row in rows:
+        start = row.event_time_ms - row.event_time_ms % size
+        if row.event_time_ms < wm or start + size <= wm:
+            continue
+        skey = window_key(row.key, start)
+        state[skey] = state.get(skey, 0) + _agg_step(spec.agg, row)
+    out = []
+    for skey in sorted(state):
+        key, _, start_text = skey.rpartition("|")
+        start = int(start_text)
+        if start + size <= wm:
+            out.append(Row(key, [start, start + size, state.pop(skey)], start + size - 1))
+    return sort_rows(out)
+
+
+def _dedup_within_watermark(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+    state = states[""]
+    delay = spec.watermark_delay_ms or 0
+    out = []
+    for row in rows:
+        if row.event_time_ms < wm or row.key in state:
+            continue
+        state[row.key] = row.event_time_ms + delay
+        out.append(Row(row.key, row.value, row.event_time_ms))
+    for key in [k for k, expiry in state.items() if expiry <= wm]:
+        del state[key]
+    return sort_rows(out)
+
+
+def _join(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+    bound = spec.time_bound_ms or 0
+    horizon = wm - bound
+    out = []
+    for side, other in (("left", "right"), ("right", "left")):
+        mine, theirs = states[side], states[other]
+        for row in rows:
+            if row.side != side or row.event_time_ms < horizon:
+                continue
+            for t, v in theirs.get(row.key, []):
+                if abs(t - row.event_time_ms) <= bound:
+                    pair = [row.value, v] if side == "left" else [v, row.value]
+                    out.append(Row(row.key, pair, max(t, row.event_time_ms)))
+            mine[row.key] = sorted(mine.get(row.key, []) + [[row.event_time_ms, row.value]])
+    for store in states.values():
+        for key in list(store):
+            kept = [pair for pair in store[key] if pair[0] >= horizon]
+            if kept:
+                store[key] = kept
+            else:
+                del store[key]
+    return sort_rows(out)
+
+
+def _stateful_function(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+    """``session_sum``: per key [sum, count, last_event_ms]; on timeout emit [sum, count] and drop."""
+    state = states[""]
+    timeout = spec.timeout_ms or 0
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.event_time_ms >= wm:
+            grouped.setdefault(row.key, []).append(row)
+    for key in sorted(grouped):
+        total, count, last = state.get(key, [0, 0, grouped[key][0].event_time_ms])
+        for row in grouped[key]:
+            total, count, last = total + row.value, count + 1, max(last, row.event_time_ms)
+        state[key] = [total, count, last]
+    out = []
+    for key in sorted(state):
+        total, count, last = state[key]
+        if key not in grouped and last + timeout < wm:
+            out.append(Row(key, [total, count], last + timeout))
+            del state[key]
+    return sort_rows(out)
+
+
+_OPERATORS: dict[str, Callable[[OperatorSpec, dict[str, State], list[Row], int], list[Row]]] = {
+    "map": _map,
+    "aggregate": _aggregate,
+    "window_aggregate": _window_aggregate,
+    "dedup_within_watermark": _dedup_within_watermark,
+    "join": _join,
+    "stateful_function": _stateful_function,
+}
+
+
+# ---------------------------------------------------------------- watermark
+
+
+def initial_watermark_state() -> dict[str, Any]:
+    return {"watermark_ms": 0, "max_event_ms": {}}
+
+
+def max_event_times(rows: Sequence[Row]) -> dict[str, int]:
+    """The largest event time per input side: what a batch contributes to a watermark."""
+    seen: dict[str, int] = {}
+    for row in rows:
+        seen[row.side] = max(seen.get(row.side, row.event_time_ms), row.event_time_ms)
+    return seen
+
+
+def advance_watermark(spec: OperatorSpec, tracker: Mapping[str, Any],
+                      max_event_ms: Mapping[str, int]) -> dict[str, Any]:
+    """Fold one batch's per-side maxima into an operator's watermark tracker (Spark 3.5+: per operator)."""
+    seen = dict(tracker["max_event_ms"])
+    for side, t in max_event_ms.items():
+        seen[side] = max(seen.get(side, t), t)
+    wm = tracker["watermark_ms"]
+    if spec.watermark_delay_ms is not None:
+        sides = ("left", "right") if spec.kind == "join" else ("main",)
+        if all(s in seen for s in sides):
+            wm = max(wm, min(seen[s] for s in sides) - spec.watermark_delay_ms)
+    return {"watermark_ms": wm, "max_event_ms": dict(sorted(seen.items()))}

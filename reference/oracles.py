@@ -1,0 +1,335 @@
+"""The oracles of SPEC section 5: the judge of every backend's outcome.
+
+Each oracle is a named function ``(scenario, outcome, context) -> Verdict``.
+Given the scenario's input and the outcome's committed batch boundaries, the
+context recomputes failure-free and in order what every committed version and
+every batch's output must be (``query.run_sequential``). A verdict names the
+check and, when it fails, where (operator store, partition, version, batch),
+what was expected against what was found, and the first key that differs.
+
+``reconstruction`` and ``lineage`` read checkpoint files, so they need the
+checkpoint (a ``Storage``); without one they say so (status ``n/a``) rather
+than pass.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from . import layout
+from .logs import CommitEntry, log_batches
+from .outcome import digest_rows
+from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
+from .retained import committed_chain, latest_lineage, retained_range
+from .scenario import Scenario
+from .sources import SourceData
+from .state_store import load_version
+from .storage import CheckpointFormatError, Storage
+
+PASS, FAIL, NA = "pass", "fail", "n/a"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    check: str
+    status: str
+    message: str = ""
+    operator: str | None = None
+    partition: int | None = None
+    version: int | None = None
+    batch: int | None = None
+    key: str | None = None
+    expected: Any = None
+    actual: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != FAIL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def describe(self) -> str:
+        where = ", ".join(f"{k} {v}" for k, v in (("operator", self.operator), ("partition", self.partition),
+                                                  ("version", self.version), ("batch", self.batch),
+                                                  ("key", self.key)) if v is not None)
+        text = f"[{self.status.upper()}] {self.check}"
+        if where:
+            text += f" ({where})"
+        if self.message:
+            text += f": {self.message}"
+        if self.status == FAIL and (self.expected is not None or self.actual is not None):
+            text += f"\n    expected: {json.dumps(self.expected)[:300]}\n    actual:   {json.dumps(self.actual)[:300]}"
+        return text
+
+
+@dataclass
+class Context:
+    """What every oracle shares: the scenario's input and the failure-free recomputation."""
+
+    scenario: Scenario
+    outcome: dict[str, Any]
+    storage: Storage | None = None
+    data: SourceData = field(init=False)
+    bounds: list[BatchBounds] = field(init=False)
+    expected: SequentialRun = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data = SourceData(self.scenario)
+        self.bounds = [BatchBounds(b["id"], tuple(b["start_offsets"]), tuple(b["end_offsets"]))
+                       for b in sorted(self.outcome.get("batches", []), key=lambda b: b["id"])]
+        self.expected = run_sequential(self.scenario, self.data, self.bounds)
+
+    def expected_state(self, sid: str, partition: int, version: int) -> list[list[Any]]:
+        """State after every committed batch with id < version (folded ids leave gaps)."""
+        before = [b.batch for b in self.bounds if b.batch < version]
+        if not before:
+            return []
+        return self.expected.states[max(before) + 1][sid][partition]
+
+    @property
+    def store_ids(self) -> list[str]:
+        return pipeline_store_ids(self.scenario.operator.flatten())
+
+
+def _first_diff(expected: list[list[Any]], actual: list[list[Any]]) -> str | None:
+    e, a = dict(map(tuple, expected)), dict(map(tuple, actual))  # type: ignore[arg-type]
+    for key in sorted(set(e) | set(a)):
+        if e.get(key) != a.get(key):
+            return key
+    return None
+
+
+# --------------------------------------------------------------- oracles
+
+
+def state_equivalence(ctx: Context) -> Verdict:
+    state = ctx.outcome.get("state", {})
+    checked = 0
+    for sid in ctx.store_ids:
+        for p in range(ctx.scenario.state_partitions):
+            versions = state.get(sid, {}).get(str(p), {})
+            for v_text in sorted(versions, key=int):
+                v = int(v_text)
+                expected, actual = ctx.expected_state(sid, p, v), versions[v_text]
+                checked += 1
+                if expected != actual:
+                    key = _first_diff(expected, actual)
+                    e, a = dict(map(tuple, expected)), dict(map(tuple, actual))  # type: ignore[arg-type]
+                    return Verdict("state_equivalence", FAIL, "committed version differs from the failure-free run",
+                                   sid, p, v, v - 1, key, e.get(key), a.get(key))
+    return Verdict("state_equivalence", PASS, f"{checked} retained versions equal the failure-free run")
+
+
+def output_semantics(ctx: Context) -> Verdict:
+    sink = {entry["batch"]: entry for entry in ctx.outcome.get("sink", [])}
+    batches = [b.batch for b in ctx.bounds]
+    if ctx.scenario.sink_mode == "exactly_once":
+        for b in batches:
+            expected = ctx.expected.outputs[b]
+            entry = sink.get(b)
+            if entry is None:
+                return Verdict("output_semantics", FAIL, "committed batch has no sink commit", batch=b,
+                               expected=expected, actual=None)
+            if sorted(entry["rows"], key=json.dumps) != sorted(expected, key=json.dumps):
+                return Verdict("output_semantics", FAIL, "sink rows differ from the failure-free output", batch=b,
+                               expected=expected, actual=entry["rows"])
+            digests = entry.get("delivery_digests", [])
+            want = digest_rows(expected)
+            if any(d != want for d in digests):
+                return Verdict("output_semantics", FAIL, "a delivery of this batch had other rows than the final "
+                                                         "one: a re-run did not replace it identically", batch=b,
+                               expected=want, actual=digests)
+        extra = sorted(set(sink) - set(batches))
+        if extra:
+            return Verdict("output_semantics", FAIL, "sink commits for batches that are not committed", batch=extra[0],
+                           actual=sink[extra[0]]["rows"])
+        return Verdict("output_semantics", PASS, f"{len(batches)} batches delivered exactly once")
+    rerun = _rerun_batches(ctx.outcome)
+    for b in batches:
+        have = Counter(json.dumps(r) for r in sink.get(b, {}).get("rows", []))
+        want = Counter(json.dumps(r) for r in ctx.expected.outputs[b])
+        missing = want - have
+        if missing:
+            return Verdict("output_semantics", FAIL, "at-least-once sink lost rows", batch=b,
+                           expected=sorted(want.elements())[:10], actual=sorted(missing.elements())[:10])
+        if have - want and b not in rerun:
+            return Verdict("output_semantics", FAIL, "duplicate rows outside any re-run range", batch=b,
+                           actual=sorted((have - want).elements())[:10])
+    for b in sorted(set(sink) - set(batches)):
+        if b not in rerun:
+            return Verdict("output_semantics", FAIL, "output of a batch that was neither committed nor re-run",
+                           batch=b, actual=sink[b]["rows"][:10])
+    return Verdict("output_semantics", PASS, "at-least-once: all output present, duplicates only from re-runs")
+
+
+def _rerun_batches(outcome: dict[str, Any]) -> set[int]:
+    out = {b for r in outcome.get("recoveries", []) for b in r.get("rerun_batches", [])}
+    out |= {b["id"] for b in outcome.get("batches", []) if b.get("attempts", 1) > 1}
+    out |= {e["batch"] for e in outcome.get("sink", []) if e.get("deliveries", 1) > 1}
+    return out
+
+
+def replay_bound(ctx: Context) -> Verdict:
+    e = ctx.scenario.engine
+    if e.progress_mode == "async":
+        for r in ctx.outcome.get("recoveries", []):
+            rerun = r.get("rerun_batches", [])
+            if rerun and rerun != list(range(rerun[0], rerun[-1] + 1)):
+                return Verdict("replay_bound", FAIL, "async progress re-ran a non-contiguous range",
+                               actual=rerun)
+        return Verdict("replay_bound", PASS, "async progress: re-runs are the batches since the last "
+                                             "persisted offset entry")
+    bound = 1 + (e.state_checkpoint == "async") + (1 if e.pipelining else 0)
+    for r in ctx.outcome.get("recoveries", []):
+        logged_reruns = [b for b in r.get("rerun_batches", [])]
+        if len(logged_reruns) > bound:
+            return Verdict("replay_bound", FAIL, f"a restart re-ran {len(logged_reruns)} batches; at most {bound} "
+                                                 "allowed in these modes", expected=bound, actual=logged_reruns)
+    return Verdict("replay_bound", PASS, f"every restart re-ran at most {bound} batch(es)")
+
+
+def no_loss(ctx: Context) -> Verdict:
+    damaging = any(f.kind in ("corrupt_file", "delete_file") for f in ctx.scenario.faults)
+    error = ctx.outcome.get("error")
+    if error:
+        if damaging:
+            return Verdict("no_loss", PASS, f"failed loudly after a damaged checkpoint file: {error}")
+        return Verdict("no_loss", FAIL, f"the run stopped with an error: {error}")
+    parts = len(ctx.data.partitions)
+    position = (0,) * parts
+    for b in ctx.bounds:
+        if b.start != position:
+            return Verdict("no_loss", FAIL, "batch does not start where the previous one ended", batch=b.batch,
+                           expected=list(position), actual=list(b.start))
+        position = b.end
+    totals = tuple(ctx.data.totals)
+    if position != totals:
+        return Verdict("no_loss", FAIL, "committed offsets do not reach the end of input",
+                       expected=list(totals), actual=list(position))
+    if ctx.bounds and ctx.store_ids:
+        latest = ctx.bounds[-1].batch + 1
+        for sid in ctx.store_ids:
+            for p in range(ctx.scenario.state_partitions):
+                if str(latest) not in ctx.outcome.get("state", {}).get(sid, {}).get(str(p), {}):
+                    return Verdict("no_loss", FAIL, "the newest committed version is not in the outcome", sid, p,
+                                   latest)
+    return Verdict("no_loss", PASS, "all input up to the committed offsets is reflected")
+
+
+def retention(ctx: Context) -> Verdict:
+    errors = ctx.outcome.get("state_errors", [])
+    if errors and not any(f.kind in ("corrupt_file", "delete_file") for f in ctx.scenario.faults):
+        return Verdict("retention", FAIL, f"a retained version would not load: {errors[0]}")
+    if not ctx.bounds or not ctx.store_ids or ctx.outcome.get("error"):
+        return Verdict("retention", PASS, "nothing to retain")
+    retain = ctx.scenario.engine.min_batches_to_retain
+    committed = {b.batch + 1 for b in ctx.bounds}
+    latest = max(committed)
+    want = sorted(v for v in committed if v > latest - retain)
+    for sid in ctx.store_ids:
+        for p in range(ctx.scenario.state_partitions):
+            have = ctx.outcome.get("state", {}).get(sid, {}).get(str(p), {})
+            for v in want:
+                if str(v) not in have:
+                    return Verdict("retention", FAIL, f"version within the last {retain} is not loadable", sid, p, v)
+    return Verdict("retention", PASS, f"the last {retain} versions load")
+
+
+def reconstruction(ctx: Context) -> Verdict:
+    if ctx.storage is None:
+        return Verdict("reconstruction", NA, "needs the checkpoint directory")
+    latest = latest_lineage(ctx.storage)
+    if latest is None or not ctx.store_ids:
+        return Verdict("reconstruction", PASS, "no committed state")
+    version, lineage = latest
+    checked = 0
+    for sid in ctx.store_ids:
+        for p in range(ctx.scenario.state_partitions):
+            uid = lineage.get(sid, {}).get(str(p))
+            if uid is None:
+                continue
+            chain = committed_chain(ctx.storage, sid, p, version, uid)
+            uids = {link.version: link.uid for link in chain}
+            snaps = sorted(link.version for link in chain if link.snapshot)
+            for v in retained_range(chain):
+                loads = {}
+                for base in [s for s in snaps if s <= v] + [0]:
+                    skip = frozenset(s for s in snaps if s > base)
+                    try:
+                        loads[base] = load_version(ctx.storage, sid, p, v, uids[v], skip_snapshots=skip)
+                    except CheckpointFormatError:
+                        continue
+                    checked += 1
+                values = list(loads.values())
+                if any(x != values[0] for x in values[1:]):
+                    base = next(b for b, x in loads.items() if x != values[0])
+                    return Verdict("reconstruction", FAIL, f"loading from base {base} differs from the nearest "
+                                                           "snapshot", sid, p, v,
+                                   key=_first_diff(sorted(map(list, values[0].items())),
+                                                   sorted(map(list, loads[base].items()))))
+    return Verdict("reconstruction", PASS, f"{checked} loads from different bases agree")
+
+
+def lineage(ctx: Context) -> Verdict:
+    if ctx.storage is None:
+        return Verdict("lineage", NA, "needs the checkpoint directory")
+    latest = latest_lineage(ctx.storage)
+    if latest is None or not ctx.store_ids:
+        return Verdict("lineage", PASS, "no committed state")
+    version, newest = latest
+    for sid in ctx.store_ids:
+        for p in range(ctx.scenario.state_partitions):
+            chain = committed_chain(ctx.storage, sid, p, version, newest.get(sid, {}).get(str(p), ""))
+            on_chain = {link.version: link.uid for link in chain}
+            for batch in log_batches(ctx.storage, layout.COMMITS):
+                try:
+                    entry = CommitEntry.read(ctx.storage, batch)
+                except CheckpointFormatError:
+                    continue
+                uid = entry.state_lineage.get(sid, {}).get(str(p))
+                v = batch + 1
+                if v in on_chain and uid is not None and on_chain[v] != uid:
+                    return Verdict("lineage", FAIL, "the committed chain reads a file of another attempt than "
+                                                    f"{layout.commit_path(batch)} committed", sid, p, v, batch,
+                                   expected=uid, actual=on_chain[v])
+    return Verdict("lineage", PASS, "every version on the committed chain is the attempt its commit named")
+
+
+ORACLES: dict[str, Callable[[Context], Verdict]] = {
+    "state_equivalence": state_equivalence,
+    "output_semantics": output_semantics,
+    "replay_bound": replay_bound,
+    "no_loss": no_loss,
+    "retention": retention,
+    "reconstruction": reconstruction,
+    "lineage": lineage,
+}
+
+
+def check_outcome(scenario: Scenario, outcome: dict[str, Any], storage: Storage | None = None) -> list[Verdict]:
+    """Run every oracle on one outcome (from any backend)."""
+    try:
+        ctx = Context(scenario, outcome, storage)
+    except (KeyError, TypeError, ValueError) as exc:
+        return [Verdict("outcome_shape", FAIL, f"outcome cannot be judged: {exc!r}")]
+    return [fn(ctx) for fn in ORACLES.values()]
+
+
+def determinism(first: bytes | str, second: bytes | str) -> Verdict:
+    """The same scenario and seed must give byte-identical outcomes."""
+    a = first.encode() if isinstance(first, str) else first
+    b = second.encode() if isinstance(second, str) else second
+    if a == b:
+        return Verdict("determinism", PASS, f"{len(a)} bytes identical")
+    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return Verdict("determinism", FAIL, f"outcomes differ from byte {index}",
+                   expected=a[max(0, index - 40):index + 40].decode(errors="replace"),
+                   actual=b[max(0, index - 40):index + 40].decode(errors="replace"))
+
+
+def failures(verdicts: list[Verdict]) -> list[Verdict]:
+    return [v for v in verdicts if not v.ok]

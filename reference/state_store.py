@@ -1,0 +1,318 @@
+"""The reference state store: one per (operator store, partition).
+
+It models the three providers of SPEC section 2 over a ``Storage``:
+
+- ``changelog`` (RocksDB with changelog checkpointing): each commit writes
+  ``<v>_<uid>.changelog``; a commit that is ``min_deltas_for_snapshot`` versions
+  past the last snapshot also freezes a pending snapshot, which only
+  maintenance uploads (``<v>_<uid>.snapshot``).
+- ``delta`` (the HDFS-backed provider): ``<v>_<uid>.delta`` every commit,
+  snapshots by maintenance under the same rule.
+- ``snapshot`` (RocksDB with changelog checkpointing off): every commit writes
+  a full ``<v>_<uid>.snapshot``.
+
+Version ``v`` is the state after batches ``0..v-1``. A commit is split into the
+three protocol steps so async state checkpointing can separate them:
+``seal`` (``task_apply`` ends: the in-memory version advances), ``write``
+(``changelog_write``) and ``mark_durable`` (``state_commit``).
+
+Loading version ``j`` walks the lineage back from ``(j, uid)``: each changelog
+names its parent uid, and the walk stops at the newest snapshot on the chain
+(``<= j`` by construction). A corrupt snapshot falls back to the changelog of
+the same version when one exists (SPARK-21696); otherwise the load fails
+loudly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import layout
+from .changelog import Change, StateFileHeader, decode_state_file, encode_state_file
+from .storage import CheckpointFormatError, Storage
+
+PROVIDERS = ("changelog", "delta", "snapshot")
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A version whose changes are fixed in memory but maybe not yet durable."""
+
+    version: int
+    uid: str
+    parent_uid: str
+    changes: tuple[Change, ...]
+    snapshot: tuple[tuple[str, Any], ...] | None  # the full state, when a snapshot is due
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """How a version is rebuilt: a base (snapshot or empty) and the files replayed on top."""
+
+    version: int
+    uid: str
+    base_version: int
+    base_file: str | None
+    replayed: tuple[str, ...]
+
+
+@dataclass
+class StateStore:
+    storage: Storage
+    op: str
+    partition: int
+    provider: str = "changelog"
+    min_deltas_for_snapshot: int = 10
+    version: int = 0
+    uid: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    changes: dict[str, Any] = field(default_factory=dict)
+    last_snapshot_version: int = 0
+    pending_snapshot: Sealed | None = None
+    durable_versions: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"state_store.provider {self.provider!r}: expected one of {PROVIDERS}")
+
+    # ----------------------------------------------------------------- naming
+    def file_path(self, version: int, uid: str, kind: str) -> str:
+        return layout.state_file(self.op, self.partition, version, uid, kind)
+
+    @property
+    def delta_kind(self) -> str:
+        return "delta" if self.provider == "delta" else "changelog"
+
+    # ------------------------------------------------------------ operations
+    def get(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def put(self, key: str, value: Any) -> None:
+        if value is None:
+            raise ValueError(f"state value for key {key!r} must not be None (use delete)")
+        self.data[key] = value
+        self.changes[key] = value
+
+    def delete(self, key: str) -> None:
+        if key in self.data:
+            del self.data[key]
+            self.changes[key] = None
+
+    def delete_range(self, start: str, end: str) -> None:
+        """Delete every key in ``[start, end)``; each delete is recorded (SPARK-55510)."""
+        for key in [k for k in self.data if start <= k < end]:
+            self.delete(key)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted(self.data.items())
+
+    def abort(self) -> None:
+        """Discard uncommitted changes by reloading the current version."""
+        if self.changes:
+            self.load(self.version, self.uid)
+
+    # ---------------------------------------------------------------- commit
+    def seal(self, uid: str) -> Sealed:
+        """End of ``task_apply``: fix this version's changes in memory and advance."""
+        new_version = self.version + 1
+        snapshot = None
+        due = new_version - self.last_snapshot_version >= self.min_deltas_for_snapshot
+        if self.provider == "snapshot" or due:
+            snapshot = tuple(sorted(self.data.items()))
+        sealed = Sealed(new_version, uid, self.uid, tuple(self.changes.items()), snapshot)
+        if snapshot is not None and self.provider != "snapshot":
+            self.pending_snapshot = sealed
+            self.last_snapshot_version = new_version
+        self.version, self.uid, self.changes = new_version, uid, {}
+        return sealed
+
+    def write(self, sealed: Sealed) -> str:
+        """``changelog_write``: the one file this commit writes."""
+        if self.provider == "snapshot":
+            assert sealed.snapshot is not None
+            return self._write_snapshot(sealed)
+        path = self.file_path(sealed.version, sealed.uid, self.delta_kind)
+        header = StateFileHeader(self.delta_kind, sealed.version, sealed.uid, sealed.parent_uid)
+        self.storage.write(path, encode_state_file(header, sealed.changes))
+        return path
+
+    def mark_durable(self, sealed: Sealed) -> int:
+        """``state_commit``: the version is durable and may be named in the commit log."""
+        self.durable_versions.add(sealed.version)
+        return sealed.version
+
+    def commit(self, uid: str) -> int:
+        """Seal, write and mark durable in one call (synchronous state checkpointing)."""
+        sealed = self.seal(uid)
+        self.write(sealed)
+        return self.mark_durable(sealed)
+
+    # ----------------------------------------------------------- maintenance
+    def do_maintenance(self) -> str | None:
+        """``snapshot_upload``: upload the newest pending snapshot if its version is durable."""
+        pending = self.pending_snapshot
+        if pending is None or pending.version not in self.durable_versions:
+            return None
+        self.pending_snapshot = None
+        return self._write_snapshot(pending)
+
+    def _write_snapshot(self, sealed: Sealed) -> str:
+        path = self.file_path(sealed.version, sealed.uid, "snapshot")
+        header = StateFileHeader("snapshot", sealed.version, sealed.uid, sealed.parent_uid)
+        self.storage.write(path, encode_state_file(header, sealed.snapshot or ()), overwrite=True)
+        return path
+
+    # ------------------------------------------------------------------ load
+    def load(self, version: int, uid: str | None = None) -> None:
+        """Load version ``version`` (lineage ``uid``) from the checkpoint, dropping memory."""
+        self.data = load_version(self.storage, self.op, self.partition, version, uid)
+        self.version = version
+        self.uid = uid if uid is not None else resolve_uid(self.storage, self.op, self.partition, version)
+        self.changes = {}
+        self.pending_snapshot = None
+        plan = plan_load(self.storage, self.op, self.partition, version, self.uid)
+        self.last_snapshot_version = plan.base_version
+        self.durable_versions = {version}
+
+    def cleanup(self, min_versions_to_retain: int) -> list[str]:
+        """Delete files no version in the retained window of this store's version needs."""
+        return cleanup_store(self.storage, self.op, self.partition, min_versions_to_retain,
+                             self.version, self.uid)
+
+
+# --------------------------------------------------------------------------
+# Reading a store's files: used by loads, by purge and by the oracles.
+
+
+def store_files(storage: Storage, op: str, partition: int) -> dict[tuple[int, str, str], str]:
+    """Map (version, uid, kind) -> path for every state file of one store."""
+    out = {}
+    for path in storage.list(layout.store_dir(op, partition) + "/"):
+        parsed = layout.parse_state_file(path)
+        if parsed is not None:
+            out[(parsed.version, parsed.uid, parsed.kind)] = path
+    return out
+
+
+def resolve_uid(storage: Storage, op: str, partition: int, version: int) -> str:
+    """The one uid present for ``version``; ambiguous or missing lineage is an error."""
+    if version == 0:
+        return ""
+    uids = sorted({uid for (v, uid, _k) in store_files(storage, op, partition) if v == version})
+    if len(uids) == 1:
+        return uids[0]
+    where = f"{layout.store_dir(op, partition)} version {version}"
+    if not uids:
+        raise CheckpointFormatError(f"{where}: no state file for this version")
+    raise CheckpointFormatError(f"{where}: files of several attempts {uids} and no lineage id to choose one")
+
+
+def plan_load(storage: Storage, op: str, partition: int, version: int, uid: str | None,
+              *, skip_snapshots: frozenset[int] = frozenset()) -> LoadPlan:
+    """Walk lineage back from (version, uid) to the newest usable snapshot (or version 0)."""
+    files = store_files(storage, op, partition)
+    if uid is None:
+        uid = resolve_uid(storage, op, partition, version)
+    replayed: list[str] = []
+    v, u = version, uid
+    while v > 0:
+        snap = files.get((v, u, "snapshot"))
+        if snap is not None and v not in skip_snapshots:
+            return LoadPlan(version, uid, v, snap, tuple(reversed(replayed)))
+        delta = files.get((v, u, "changelog")) or files.get((v, u, "delta"))
+        if delta is None:
+            raise CheckpointFormatError(
+                f"{layout.store_dir(op, partition)}: cannot load version {version}: "
+                f"no snapshot or changelog for version {v} with lineage id {u!r}")
+        replayed.append(delta)
+        header, _ = _header(storage, delta)
+        v, u = v - 1, header.parent_uid
+    return LoadPlan(version, uid, 0, None, tuple(reversed(replayed)))
+
+
+def _header(storage: Storage, path: str) -> tuple[StateFileHeader, list[Change]]:
+    return decode_state_file(storage.read(path), path)
+
+
+def load_version(storage: Storage, op: str, partition: int, version: int, uid: str | None,
+                 *, skip_snapshots: frozenset[int] = frozenset()) -> dict[str, Any]:
+    """Rebuild version ``version``: snapshot plus replayed changelogs.
+
+    A snapshot that fails to decode is skipped in favour of an older base when
+    the changelog of its version exists (SPARK-21696); the error propagates
+    when there is nothing to fall back on.
+    """
+    skip = set(skip_snapshots)
+    while True:
+        plan = plan_load(storage, op, partition, version, uid, skip_snapshots=frozenset(skip))
+        try:
+            return apply_plan(storage, plan)
+        except CheckpointFormatError as exc:
+            if plan.base_file is None or plan.base_version in skip or str(exc).find(plan.base_file) < 0:
+                raise
+            files = store_files(storage, op, partition)
+            base_uid = layout.parse_state_file(plan.base_file).uid  # type: ignore[union-attr]
+            has_changelog = any((plan.base_version, base_uid, k) in files for k in ("changelog", "delta"))
+            if not has_changelog:
+                raise CheckpointFormatError(
+                    f"{exc}; no changelog of version {plan.base_version} to fall back on") from None
+            skip.add(plan.base_version)
+
+
+def apply_plan(storage: Storage, plan: LoadPlan) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if plan.base_file is not None:
+        header, records = _header(storage, plan.base_file)
+        _check_header(header, plan.base_file, plan.base_version, "snapshot")
+        data.update(records)
+    expected = plan.base_version
+    for path in plan.replayed:
+        header, records = _header(storage, path)
+        expected += 1
+        _check_header(header, path, expected, None)
+        for key, value in records:
+            if value is None:
+                data.pop(key, None)
+            else:
+                data[key] = value
+    return data
+
+
+def _check_header(header: StateFileHeader, path: str, version: int, kind: str | None) -> None:
+    if header.version != version:
+        raise CheckpointFormatError(f"{path}: header says version {header.version}, expected {version}")
+    if kind is not None and header.kind != kind:
+        raise CheckpointFormatError(f"{path}: is a {header.kind} file, expected a {kind}")
+
+
+def parent_uid(storage: Storage, files: dict[tuple[int, str, str], str], op: str, partition: int,
+               version: int, uid: str) -> str:
+    """The lineage parent of (version, uid), read from any of its files' headers."""
+    for kind in ("changelog", "delta", "snapshot"):
+        path = files.get((version, uid, kind))
+        if path is not None:
+            return _header(storage, path)[0].parent_uid
+    raise CheckpointFormatError(
+        f"{layout.store_dir(op, partition)}: no file for version {version} with lineage id {uid!r}")
+
+
+def cleanup_store(storage: Storage, op: str, partition: int, min_versions_to_retain: int,
+                  latest_version: int, latest_uid: str) -> list[str]:
+    """Delete what no version in ``[latest - retain + 1, latest]`` needs.
+
+    Walk the valid lineage down from (latest, uid) to the newest snapshot S at
+    or below the oldest retained version. Every retained version loads from S,
+    so every file of a version below S, of any attempt, is deleted. Nothing at
+    or above S is touched, so in-flight attempts and newer versions are safe.
+    """
+    oldest = max(latest_version - min_versions_to_retain + 1, 1)
+    files = store_files(storage, op, partition)
+    v, u = latest_version, latest_uid
+    while v > 0 and not (v <= oldest and (v, u, "snapshot") in files):
+        u = parent_uid(storage, files, op, partition, v, u)
+        v -= 1
+    doomed = sorted(path for (ver, _u, _k), path in files.items() if ver < v)
+    for path in doomed:
+        storage.delete(path)
+    return doomed

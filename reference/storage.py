@@ -1,0 +1,156 @@
+"""Modelled durable storage: the checkpoint directory of SPEC section 3.
+
+The reference model never touches a real disk while it runs. It writes to a
+``DurableStorage``: a map from slash-separated relative paths to bytes with the
+guarantees an HDFS-like checkpoint file manager gives Spark: a file appears
+whole or not at all (write to a temporary name, then rename), renames are
+atomic, and listing is consistent. Everything in memory outside this object is
+lost on a driver crash.
+
+``LocalStorage`` adapts the same interface to a real directory so that an
+outcome's checkpoint can be written out and read back by the verifier.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Protocol
+
+
+class StorageError(Exception):
+    """A storage operation failed (an injected ``storage_write_error``, or a real I/O error)."""
+
+
+class CheckpointFormatError(Exception):
+    """A checkpoint file is missing, truncated or unreadable. The message names the file."""
+
+
+class Storage(Protocol):
+    """What the protocol needs from a checkpoint filesystem."""
+
+    def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None: ...
+    def read(self, path: str) -> bytes: ...
+    def exists(self, path: str) -> bool: ...
+    def delete(self, path: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def list(self, prefix: str = "") -> list[str]: ...
+
+
+@dataclass
+class DurableStorage:
+    """In-memory durable storage with atomic create, rename, delete and list.
+
+    ``bytes_written`` and ``ops`` are counters the experiments read; they have
+    no effect on behaviour.
+    """
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    bytes_written: int = 0
+    ops: int = 0
+
+    def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+        """Atomically create ``path`` (temp file + rename). Refuses to replace unless ``overwrite``."""
+        _check_path(path)
+        if not overwrite and path in self.files:
+            raise StorageError(f"{path}: already exists (atomic create refuses to overwrite)")
+        self.files[path] = bytes(data)
+        self.bytes_written += len(data)
+        self.ops += 1
+
+    def read(self, path: str) -> bytes:
+        try:
+            return self.files[path]
+        except KeyError:
+            raise CheckpointFormatError(f"{path}: file not found in checkpoint") from None
+
+    def exists(self, path: str) -> bool:
+        return path in self.files
+
+    def delete(self, path: str) -> None:
+        self.files.pop(path, None)
+        self.ops += 1
+
+    def rename(self, src: str, dst: str) -> None:
+        if src not in self.files:
+            raise StorageError(f"rename {src} -> {dst}: source does not exist")
+        self.files[dst] = self.files.pop(src)
+        self.ops += 1
+
+    def list(self, prefix: str = "") -> list[str]:
+        return sorted(p for p in self.files if p.startswith(prefix))
+
+    def copy(self) -> "DurableStorage":
+        return DurableStorage(dict(self.files), self.bytes_written, self.ops)
+
+    def dump_to(self, directory: str | os.PathLike[str]) -> None:
+        """Write every file under ``directory`` so the verifier can read it as a real checkpoint."""
+        local = LocalStorage(directory)
+        for path, data in self.files.items():
+            local.write(path, data, overwrite=True)
+
+
+class LocalStorage:
+    """The ``Storage`` interface over a real local directory (atomic via rename)."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root)
+
+    def _full(self, path: str) -> Path:
+        _check_path(path)
+        return self.root / path
+
+    def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+        full = self._full(path)
+        if not overwrite and full.exists():
+            raise StorageError(f"{path}: already exists (atomic create refuses to overwrite)")
+        full.parent.mkdir(parents=True, exist_ok=True)
+        tmp = full.with_name(f".{full.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, full)
+
+    def read(self, path: str) -> bytes:
+        try:
+            return self._full(path).read_bytes()
+        except FileNotFoundError:
+            raise CheckpointFormatError(f"{self.root / path}: file not found in checkpoint") from None
+
+    def exists(self, path: str) -> bool:
+        return self._full(path).exists()
+
+    def delete(self, path: str) -> None:
+        try:
+            self._full(path).unlink()
+        except FileNotFoundError:
+            pass
+
+    def rename(self, src: str, dst: str) -> None:
+        target = self._full(dst)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self._full(src), target)
+
+    def list(self, prefix: str = "") -> list[str]:
+        if not self.root.exists():
+            return []
+        out = []
+        for dirpath, _dirs, names in os.walk(self.root):
+            for name in names:
+                if name.startswith("."):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, name), self.root).replace(os.sep, "/")
+                if rel.startswith(prefix):
+                    out.append(rel)
+        return sorted(out)
+
+
+def _check_path(path: str) -> None:
+    if not path or path.startswith("/") or ".." in path.split("/"):
+        raise ValueError(f"checkpoint path {path!r} must be relative and stay inside the checkpoint")
+
+
+def paths_under(storage: Storage, prefixes: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for prefix in prefixes:
+        out.extend(storage.list(prefix))
+    return sorted(set(out))

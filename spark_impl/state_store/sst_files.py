@@ -1,0 +1,198 @@
+"""RocksDB snapshots in the checkpoint: shared SST files plus a small manifest.
+
+Implements the ``<v>_<uid>.snapshot`` file of SPEC section 3 for the RocksDB
+providers (``changelog`` and ``snapshot``), in the spirit of Spark's
+``RocksDBFileManager`` (not its code):
+
+- A snapshot starts as a RocksDB checkpoint (hard links of the live DB's
+  files, memtable flushed) taken at commit time. It is immutable from then on.
+- Upload copies every SST file of the checkpoint to
+  ``state/<op>/<p>/SSTs/<stem>-<content-hash>.sst``. The name carries a hash of
+  the bytes, so an SST is uploaded once and referenced by every later snapshot
+  that still contains it, and two different files that happen to share a local
+  name (``000008.sst`` of two DB instances: SPARK-45419, SPARK-49770,
+  SPARK-51717) can never be confused.
+- Reuse is decided against the checkpoint listing *at upload time*, not
+  against a memory of earlier uploads, so an SST deleted meanwhile by another
+  executor's maintenance is uploaded again (SPARK-55892).
+- The manifest (versioned JSON with its own CRC) lists the SSTs with sizes and
+  hashes and carries the small non-SST files (CURRENT, MANIFEST-*, OPTIONS-*)
+  inline, so writing it is the single atomic step that makes a snapshot exist.
+- Restore verifies every byte count and hash; any mismatch is a
+  ``CheckpointFormatError`` naming the snapshot file and its version.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reference.storage import CheckpointFormatError, Storage
+
+from .checkpoint_fs import StoreId, list_sst_names
+
+MANIFEST_FORMAT = "lightspeed-rocksdb-snapshot"
+MANIFEST_FORMAT_VERSION = 1
+CONTENT_HASH_HEX_CHARS = 24
+MAX_INLINE_FILE_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class SstEntry:
+    local_name: str
+    dfs_name: str
+    size_bytes: int
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class InlineFile:
+    name: str
+    size_bytes: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class SnapshotManifest:
+    version: int
+    uid: str
+    parent_uid: str
+    ssts: tuple[SstEntry, ...]
+    other_files: tuple[InlineFile, ...]
+
+    def encode(self) -> bytes:
+        body = {
+            "format": MANIFEST_FORMAT,
+            "format_version": MANIFEST_FORMAT_VERSION,
+            "version": self.version,
+            "uid": self.uid,
+            "parent_uid": self.parent_uid,
+            "ssts": [{"local_name": s.local_name, "dfs_name": s.dfs_name, "size_bytes": s.size_bytes,
+                      "content_hash": s.content_hash} for s in self.ssts],
+            "other_files": [{"name": f.name, "size_bytes": f.size_bytes,
+                             "data_b64": base64.b64encode(f.data).decode()} for f in self.other_files],
+        }
+        raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        return json.dumps({"crc32": zlib.crc32(raw), "manifest": body},
+                          sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode_manifest(data: bytes, path: str) -> SnapshotManifest:
+    """Parse and verify a manifest; every failure names the file (and the version when known)."""
+    try:
+        outer = json.loads(data)
+        body = outer["manifest"]
+        raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise CheckpointFormatError(f"{path}: unreadable snapshot manifest: {exc!r}") from None
+    where = f"{path} (version {body.get('version', '?') if isinstance(body, dict) else '?'})"
+    if outer.get("crc32") != zlib.crc32(raw):
+        raise CheckpointFormatError(f"{where}: manifest checksum mismatch (file is corrupt)")
+    if body.get("format") != MANIFEST_FORMAT or body.get("format_version") != MANIFEST_FORMAT_VERSION:
+        raise CheckpointFormatError(f"{where}: unknown manifest format {body.get('format')!r} "
+                                    f"v{body.get('format_version')!r}")
+    try:
+        ssts = tuple(SstEntry(s["local_name"], s["dfs_name"], int(s["size_bytes"]), s["content_hash"])
+                     for s in body["ssts"])
+        others = tuple(InlineFile(f["name"], int(f["size_bytes"]), base64.b64decode(f["data_b64"]))
+                       for f in body["other_files"])
+        return SnapshotManifest(int(body["version"]), body["uid"], body["parent_uid"], ssts, others)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointFormatError(f"{where}: malformed manifest: {exc!r}") from None
+
+
+@dataclass(frozen=True)
+class LocalCheckpoint:
+    """An immutable RocksDB checkpoint of version ``version`` (lineage ``uid``) on local disk.
+
+    ``hash_cache`` is the content-hash memo of the DB instance that produced it,
+    keyed by (local name, size): local SST names are unique only within one
+    instance, so the memo is never shared across instances.
+    """
+
+    path: str
+    version: int
+    uid: str
+    parent_uid: str
+    hash_cache: dict[tuple[str, int], str] = field(default_factory=dict, compare=False, hash=False)
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=CONTENT_HASH_HEX_CHARS // 2).hexdigest()
+
+
+def dfs_sst_name(local_name: str, digest: str) -> str:
+    stem = local_name[:-4] if local_name.endswith(".sst") else local_name
+    return f"{stem}-{digest}.sst"
+
+
+def upload_checkpoint(storage: Storage, store: StoreId, checkpoint: LocalCheckpoint,
+                      manifest_path: str) -> SnapshotManifest:
+    """Upload the SSTs the checkpoint dir lacks, then the manifest (the atomic step)."""
+    present = list_sst_names(storage, store)
+    ssts: list[SstEntry] = []
+    others: list[InlineFile] = []
+    root = Path(checkpoint.path)
+    for name in sorted(os.listdir(root)):
+        full = root / name
+        if not full.is_file():
+            continue
+        size = full.stat().st_size
+        if name.endswith(".sst"):
+            digest = checkpoint.hash_cache.get((name, size))
+            data: bytes | None = None
+            if digest is None:
+                data = full.read_bytes()
+                digest = content_hash(data)
+                checkpoint.hash_cache[(name, size)] = digest
+            dfs_name = dfs_sst_name(name, digest)
+            if dfs_name not in present:
+                storage.write(store.sst_path(dfs_name), data if data is not None else full.read_bytes(),
+                              overwrite=True)
+                present.add(dfs_name)
+            ssts.append(SstEntry(name, dfs_name, size, digest))
+        else:
+            if size > MAX_INLINE_FILE_BYTES:
+                raise ValueError(f"{full}: {size} bytes is too large to inline in a snapshot manifest")
+            others.append(InlineFile(name, size, full.read_bytes()))
+    manifest = SnapshotManifest(checkpoint.version, checkpoint.uid, checkpoint.parent_uid,
+                                tuple(ssts), tuple(others))
+    storage.write(manifest_path, manifest.encode(), overwrite=True)
+    return manifest
+
+
+def restore_snapshot(storage: Storage, store: StoreId, manifest_path: str, expected_version: int,
+                     expected_uid: str, target_dir: str) -> SnapshotManifest:
+    """Download a snapshot into ``target_dir`` (a fresh local DB directory), verifying every file."""
+    manifest = decode_manifest(storage.read(manifest_path), manifest_path)
+    where = f"{manifest_path} (version {expected_version})"
+    if manifest.version != expected_version or manifest.uid != expected_uid:
+        raise CheckpointFormatError(f"{where}: manifest is of version {manifest.version} "
+                                    f"uid {manifest.uid!r}, expected uid {expected_uid!r}")
+    root = Path(target_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    for sst in manifest.ssts:
+        try:
+            data = storage.read(store.sst_path(sst.dfs_name))
+        except CheckpointFormatError as exc:
+            raise CheckpointFormatError(f"{where}: SST {sst.dfs_name} is missing: {exc}") from None
+        if len(data) != sst.size_bytes or content_hash(data) != sst.content_hash:
+            raise CheckpointFormatError(f"{where}: SST {sst.dfs_name} is corrupt "
+                                        f"({len(data)} bytes, expected {sst.size_bytes})")
+        (root / sst.local_name).write_bytes(data)
+    for inline in manifest.other_files:
+        if len(inline.data) != inline.size_bytes:
+            raise CheckpointFormatError(f"{where}: inline file {inline.name} has {len(inline.data)} bytes, "
+                                        f"expected {inline.size_bytes}")
+        (root / inline.name).write_bytes(inline.data)
+    return manifest
+
+
+def manifest_ssts(storage: Storage, manifest_path: str) -> set[str]:
+    """The DFS names of the SSTs a manifest references."""
+    return {s.dfs_name for s in decode_manifest(storage.read(manifest_path), manifest_path).ssts}
