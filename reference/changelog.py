@@ -20,6 +20,7 @@ never a silently smaller state.
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 import zlib
@@ -106,8 +107,13 @@ def decode_header(data: bytes, name: str) -> tuple[StateFileHeader, _Reader]:
     return StateFileHeader(KIND_OF_MAGIC[magic], version, uid, parent), reader
 
 
-def decode_state_file(data: bytes, name: str) -> tuple[StateFileHeader, list[Change]]:
+def decode_state_file(data: bytes, name: str) -> tuple[StateFileHeader, tuple[Change, ...]]:
     """Parse and verify a whole state file. Errors name the file and the version."""
+    return _decode_cached(data, name)
+
+
+@functools.lru_cache(maxsize=8192)
+def _decode_cached(data: bytes, name: str) -> tuple[StateFileHeader, tuple[Change, ...]]:
     header, reader = decode_header(data, name)
     where = f"{name} (version {header.version})"
     changes: list[Change] = []
@@ -118,7 +124,7 @@ def decode_state_file(data: bytes, name: str) -> tuple[StateFileHeader, list[Cha
         raise
     except (ValueError, UnicodeDecodeError) as exc:
         raise CheckpointFormatError(f"{where}: unreadable record: {exc}") from None
-    return header, changes
+    return header, tuple(changes)
 
 
 def _records(reader: _Reader, where: str) -> Iterator[Change]:

@@ -89,6 +89,7 @@ class TaskState:
     result: PartitionResult | None = None
     sealed: dict[str, Sealed] = field(default_factory=dict)
     sink_file: str | None = None
+    before: dict[str, tuple] = field(default_factory=dict)  # store mementos taken before task_apply
 
 
 @dataclass
@@ -323,7 +324,7 @@ class Incarnation:
             return
         lineage = {sid: {str(p): self.lineage[(sid, p, b + 1)] for p in range(self.parts)}
                    for sid in self.store_ids}
-        entry = CommitEntry(b, watermarks_of(self.trackers[b])[0] if self.ops else 0, trackers_after, lineage)
+        entry = CommitEntry(b, watermarks_of(self.trackers_for(b))[0], trackers_after, lineage)
         self.storage.write(layout.commit_path(b), entry.encode(), overwrite=True)
         for sid in self.store_ids:
             for p in range(self.parts):
@@ -331,7 +332,7 @@ class Incarnation:
 
     def step_source_commit(self, b: int) -> None:
         record = self.obs.batches[b]
-        record["watermark_ms"] = watermarks_of(self.trackers[b])[0] if self.ops else 0
+        record["watermark_ms"] = watermarks_of(self.trackers_for(b))[0]
         self.obs.progress.append(self.progress_event(b))
 
     def progress_event(self, b: int) -> dict[str, Any]:
@@ -374,11 +375,15 @@ class Incarnation:
             self.stores[(sid, p)] = store
 
     def trackers_for(self, b: int) -> list[dict[str, Any]]:
+        if not self.uses_watermark:
+            return self.trackers[self.restart.first_batch]  # no event-time watermark: nothing to track
         if b not in self.trackers:
             self.trackers[b] = self.trackers_after(b - 1)
         return self.trackers[b]
 
     def trackers_after(self, b: int) -> list[dict[str, Any]]:
+        if not self.uses_watermark:
+            return self.trackers_for(b)
         if b + 1 in self.trackers:
             return self.trackers[b + 1]
         maxima = [self.tasks[(b, p)].result.max_event_ms for p in range(self.parts)]  # type: ignore[union-attr]
@@ -390,6 +395,7 @@ class Incarnation:
         task = self.task(b, p)
         plan = self.plans[b]
         records = route(self.data.slice(plan.start, plan.end), self.parts)[p]
+        task.before = {sid: self.stores[(sid, p)].memento() for sid in self.store_ids}
         states: dict[str, State] = {sid: dict(self.stores[(sid, p)].data) for sid in self.store_ids}
         result = run_partition(self.ops, states, rows_of(records), watermarks_of(self.trackers_for(b)))
         task.result = result
@@ -437,15 +443,15 @@ class Incarnation:
         for sid in self.store_ids:
             self.obs.failed_uids.add((sid, p, b + 1, self.uid(b, p)))
         task.attempt += 1
-        task.result, task.sealed, task.sink_file = None, {}, None
         if task.attempt >= MAX_TASK_ATTEMPTS:
             raise QueryFailure(f"task b{b} p{p} failed {task.attempt} times: {reason}")
         for sid in self.store_ids:
             store = self.stores.get((sid, p))
-            if store is not None and store.version > b:
-                del self.stores[(sid, p)]  # the attempt sealed a version: it must not be reused
+            if store is not None and sid in task.before and store.version > b:
+                store.restore(task.before[sid])  # the attempt's version must never be reused
             elif store is not None and store.changes:
                 store.abort()
+        task.result, task.sealed, task.sink_file, task.before = None, {}, None, {}
         record = self.obs.batches.setdefault(b, {})
         record["task_retries"] = record.get("task_retries", 0) + 1
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import layout
 from .logs import CommitEntry, log_batches
-from .state_store import _header, store_files
+from .state_store import read_state_file, store_files
 from .storage import CheckpointFormatError, Storage
 
 
@@ -38,11 +38,11 @@ def committed_chain(storage: Storage, sid: str, partition: int, version: int, ui
             break
         chain.append(ChainLink(v, u, snap, delta))
         try:
-            u = _header(storage, delta or snap)[0].parent_uid  # type: ignore[arg-type]
+            u = read_state_file(storage, delta or snap)[0].parent_uid  # type: ignore[arg-type]
         except CheckpointFormatError:
             if delta is None or snap is None:
                 break
-            u = _header(storage, snap)[0].parent_uid
+            u = read_state_file(storage, snap)[0].parent_uid
         v -= 1
     return chain
 

@@ -54,8 +54,9 @@ class FaultBook:
     def __init__(self, faults: tuple[Fault, ...]):
         self.pending = list(faults)
 
-    def take(self, node: NodeId, when: str, time_ms: int) -> list[Fault]:
-        fired = [f for f in self.pending if _matches(f, node, when, time_ms)]
+    def take(self, node: NodeId, when: str, time_ms: int, life: int) -> list[Fault]:
+        fired = [f for f in self.pending if _matches(f, node, when, time_ms)
+                 and (f.at.restart is None or f.at.restart == life)]
         if fired:
             first = fired[0]
             self.pending.remove(first)
@@ -108,13 +109,13 @@ class Executor:
         node = self.inc.nodes[node_id]
         time_ms = self.inc.logical_time_ms(node_id.batch)
         skip = False
-        for fault in self.faults.take(node_id, "before", time_ms):
+        for fault in self.faults.take(node_id, "before", time_ms, self.inc.number):
             skip = self.apply(fault, node_id, "before") or skip
         if not skip:
             node.run()
         self.done.add(node_id)
         self.order.append(node_id)
-        for fault in self.faults.take(node_id, "after", time_ms):
+        for fault in self.faults.take(node_id, "after", time_ms, self.inc.number):
             self.apply(fault, node_id, "after")
         self.land_zombies(node_id)
 
@@ -201,48 +202,70 @@ def _previous_task_step(inc: Incarnation, node_id: NodeId) -> str | None:
     return steps[index - 1] if index > 0 else None
 
 
+class Run:
+    """A scenario run, one incarnation (life) at a time, so a caller can stop after a crash."""
+
+    def __init__(self, scenario: Scenario, *, schedule: Schedule | None = None,
+                 incarnation_class: type[Incarnation] = Incarnation,
+                 plan_restart_fn: Callable[..., RestartPlan] = plan_restart,
+                 storage: DurableStorage | None = None):
+        self.scenario, self.schedule = scenario, schedule
+        self.incarnation_class, self.plan_restart_fn = incarnation_class, plan_restart_fn
+        self.data = SourceData(scenario)
+        self.storage = storage if storage is not None else DurableStorage()
+        self.observer = Observer()
+        self.faults = FaultBook(scenario.faults)
+        self.executed: list[list[NodeId]] = []
+        self.error: str | None = None
+        self.finished = False
+        self.restart = self._plan("cannot resume from the checkpoint")
+        if self.restart is not None and (self.restart.first_batch > 0 or self.restart.fixed_offsets):
+            _record_recovery(self.observer, self.restart, 0)
+
+    def _plan(self, what: str) -> RestartPlan | None:
+        try:
+            return self.plan_restart_fn(self.storage, self.scenario.engine.progress_mode, len(self.data.partitions))
+        except CheckpointFormatError as exc:
+            self.error, self.finished = f"{what}: {exc}", True
+            return None
+
+    def life(self) -> None:
+        """Run one incarnation to the end of input, a crash, or a fatal error."""
+        number = len(self.executed)
+        if number > MAX_RESTARTS:
+            self.error, self.finished = f"gave up after {MAX_RESTARTS} restarts", True
+            return
+        executor = None
+        try:
+            inc = self.incarnation_class(self.scenario, self.data, self.storage, self.restart, number,
+                                         self.observer)
+            executor = Executor(inc, self.faults, self.schedule if number == 0 else None)
+            executor.run()
+            self.finished = True
+        except (DriverCrash, QueryFailure, TaskAttemptFailed, StorageError) as exc:
+            self.observer.note(f"incarnation {number} stopped: {exc}")
+            self.restart = self._plan("recovery failed")
+            if self.restart is not None:
+                _record_recovery(self.observer, self.restart, number + 1)
+        except CheckpointFormatError as exc:
+            self.error, self.finished = str(exc), True
+        finally:
+            self.executed.append(executor.order if executor else [])
+
+    def finish(self) -> RunResult:
+        while not self.finished:
+            self.life()
+        return RunResult(self.scenario, self.storage, self.observer, self.error, self.executed,
+                         self.incarnation_class)
+
+
 def run_scenario(scenario: Scenario, *, schedule: Schedule | None = None,
                  incarnation_class: type[Incarnation] = Incarnation,
                  plan_restart_fn: Callable[..., RestartPlan] = plan_restart,
                  storage: DurableStorage | None = None) -> RunResult:
     """Run to the end of input through every fault and restart. Never raises for a fault."""
-    data = SourceData(scenario)
-    storage = storage if storage is not None else DurableStorage()
-    observer = Observer()
-    faults = FaultBook(scenario.faults)
-    try:
-        restart = plan_restart_fn(storage, scenario.engine.progress_mode, len(data.partitions))
-    except CheckpointFormatError as exc:
-        return RunResult(scenario, storage, observer, f"cannot resume from the checkpoint: {exc}", [],
-                         incarnation_class)
-    if restart.first_batch > 0 or restart.fixed_offsets:
-        _record_recovery(observer, restart, 0)
-    executed: list[list[NodeId]] = []
-    error = None
-    for number in range(MAX_RESTARTS + 1):
-        executor = None
-        try:
-            inc = incarnation_class(scenario, data, storage, restart, number, observer)
-            executor = Executor(inc, faults, schedule if number == 0 else None)
-            executor.run()
-            executed.append(executor.order)
-            break
-        except (DriverCrash, QueryFailure, TaskAttemptFailed, StorageError) as exc:
-            executed.append(executor.order if executor else [])
-            observer.note(f"incarnation {number} stopped: {exc}")
-            try:
-                restart = plan_restart_fn(storage, scenario.engine.progress_mode, len(data.partitions))
-            except CheckpointFormatError as fatal:
-                error = f"recovery failed: {fatal}"
-                break
-            _record_recovery(observer, restart, number + 1)
-        except CheckpointFormatError as exc:
-            executed.append(executor.order if executor else [])
-            error = str(exc)
-            break
-    else:
-        error = f"gave up after {MAX_RESTARTS} restarts"
-    return RunResult(scenario, storage, observer, error, executed, incarnation_class)
+    return Run(scenario, schedule=schedule, incarnation_class=incarnation_class,
+               plan_restart_fn=plan_restart_fn, storage=storage).finish()
 
 
 def _record_recovery(obs: Observer, restart: RestartPlan, number: int) -> None:

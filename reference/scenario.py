@@ -10,7 +10,8 @@ Additions to the SPEC (documented in docs/spec-additions.md):
   can be used the way Spark allows it (stateless queries only);
 - state store provider ``snapshot``: RocksDB with changelog checkpointing off
   (a full snapshot on every commit);
-- ``explore_unsupported``: run a mode combination Spark forbids, to observe why.
+- ``explore_unsupported``: run a mode combination Spark forbids, to observe why;
+- ``faults[].at.restart``: fire only in that incarnation (a fault during recovery).
 """
 
 from __future__ import annotations
@@ -294,10 +295,12 @@ class FaultAt:
     partition: int | None = None
     when: str = "before"
     time_ms: int | None = None
+    restart: int | None = None  # fire only in this incarnation (0 = before any restart)
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none({"step": self.step, "batch": self.batch, "partition": self.partition,
-                           "when": self.when if self.step else None, "time_ms": self.time_ms})
+                           "when": self.when if self.step else None, "time_ms": self.time_ms,
+                           "restart": self.restart})
 
 
 @dataclass(frozen=True)
@@ -316,7 +319,8 @@ class Fault:
         fa = FaultAt(step, at.int("batch", None) if "batch" in at.raw else None,
                      at.int("partition", None) if "partition" in at.raw else None,
                      at.choice("when", ("before", "after"), "before"),
-                     at.int("time_ms", None) if "time_ms" in at.raw else None)
+                     at.int("time_ms", None) if "time_ms" in at.raw else None,
+                     at.int("restart", None) if "restart" in at.raw else None)
         at.done()
         if fa.step is None and fa.time_ms is None:
             raise ScenarioError(at.path, "a fault needs at.step (with at.batch) or at.time_ms")

@@ -112,6 +112,14 @@ class StateStore:
         if self.changes:
             self.load(self.version, self.uid)
 
+    def memento(self) -> tuple:
+        """The in-memory state, to roll a failed attempt back without reading the checkpoint."""
+        return (self.version, self.uid, dict(self.data), self.last_snapshot_version, self.pending_snapshot)
+
+    def restore(self, memento: tuple) -> None:
+        self.version, self.uid, data, self.last_snapshot_version, self.pending_snapshot = memento
+        self.data, self.changes = dict(data), {}
+
     # ---------------------------------------------------------------- commit
     def seal(self, uid: str) -> Sealed:
         """End of ``task_apply``: fix this version's changes in memory and advance."""
@@ -226,12 +234,13 @@ def plan_load(storage: Storage, op: str, partition: int, version: int, uid: str 
                 f"{layout.store_dir(op, partition)}: cannot load version {version}: "
                 f"no snapshot or changelog for version {v} with lineage id {u!r}")
         replayed.append(delta)
-        header, _ = _header(storage, delta)
+        header, _ = read_state_file(storage, delta)
         v, u = v - 1, header.parent_uid
     return LoadPlan(version, uid, 0, None, tuple(reversed(replayed)))
 
 
-def _header(storage: Storage, path: str) -> tuple[StateFileHeader, list[Change]]:
+def read_state_file(storage: Storage, path: str) -> tuple[StateFileHeader, tuple[Change, ...]]:
+    """Decode one state file (cached by content); errors name the file."""
     return decode_state_file(storage.read(path), path)
 
 
@@ -263,12 +272,12 @@ def load_version(storage: Storage, op: str, partition: int, version: int, uid: s
 def apply_plan(storage: Storage, plan: LoadPlan) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if plan.base_file is not None:
-        header, records = _header(storage, plan.base_file)
+        header, records = read_state_file(storage, plan.base_file)
         _check_header(header, plan.base_file, plan.base_version, "snapshot")
         data.update(records)
     expected = plan.base_version
     for path in plan.replayed:
-        header, records = _header(storage, path)
+        header, records = read_state_file(storage, path)
         expected += 1
         _check_header(header, path, expected, None)
         for key, value in records:
@@ -292,7 +301,7 @@ def parent_uid(storage: Storage, files: dict[tuple[int, str, str], str], op: str
     for kind in ("changelog", "delta", "snapshot"):
         path = files.get((version, uid, kind))
         if path is not None:
-            return _header(storage, path)[0].parent_uid
+            return read_state_file(storage, path)[0].parent_uid
     raise CheckpointFormatError(
         f"{layout.store_dir(op, partition)}: no file for version {version} with lineage id {uid!r}")
 
