@@ -274,7 +274,9 @@ class Incarnation:
         path = layout.offset_path(b)
         if self.storage.exists(path):
             logged = OffsetEntry.read(self.storage, b)
-            if (logged.start, logged.end) != (plan.start, plan.end):
+            # async progress folds unlogged batches into a re-run, so only its end is fixed
+            same = logged.end == plan.end and (self.cfg.progress_mode == "async" or logged.start == plan.start)
+            if not same:
                 raise QueryFailure(f"{path}: already logged with other offsets; a batch must re-run "
                                    f"with exactly its logged offsets")
         else:

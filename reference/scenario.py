@@ -487,4 +487,6 @@ def load_scenario(path: str) -> Scenario:
     try:
         return Scenario.from_dict(raw)
     except ScenarioError as exc:
-        raise ScenarioError(exc.field, f"{path}: {exc}") from None
+        error = ScenarioError(exc.field, str(exc).split(": ", 1)[1])
+        error.args = (f"{path}: {exc}",)
+        raise error from None

@@ -1,0 +1,262 @@
+"""The ``lightspeed`` command line.
+
+It lives in ``experiments/`` because it drives every backend; the reference
+model itself imports nothing outside ``reference/``.
+
+    lightspeed validate SCENARIO.json
+    lightspeed run SCENARIO.json --backend reference [--out OUTCOME.json] [--checkpoint DIR]
+    lightspeed check OUTCOME.json --scenario SCENARIO.json [--checkpoint DIR]
+    lightspeed explore SCENARIO.json [--depth 2] [--out REPORT.json]
+    lightspeed diff SCENARIO.json --backends reference,sim
+    lightspeed demo [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from reference.oracles import Verdict, check_outcome, failures
+from reference.outcome import build_outcome, dumps
+from reference.runner import run_scenario
+from reference.scenario import Scenario, ScenarioError, load_scenario
+from reference.storage import LocalStorage
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+BACKENDS = ("reference", "sim", "spark", "spark-native")
+
+
+def _print_verdicts(verdicts: list[Verdict]) -> None:
+    for verdict in verdicts:
+        print("  " + verdict.describe().replace("\n", "\n  "))
+
+
+def run_backend(name: str, scenario: Scenario, profile: str | None = None) -> tuple[dict[str, Any], Any]:
+    """Run one backend; returns (outcome, checkpoint storage or None)."""
+    if name == "reference":
+        result = run_scenario(scenario)
+        return build_outcome(result), result.storage
+    if name == "sim":
+        try:
+            import sim
+            run_sim: Callable[..., dict[str, Any]] = sim.run_sim  # type: ignore[attr-defined]
+        except (ImportError, AttributeError) as exc:
+            raise SystemExit(f"backend sim is not available yet: {exc}") from None
+        loaded = sim.load_profile(profile) if profile else None  # type: ignore[attr-defined]
+        outcome = run_sim(scenario, loaded)
+        return outcome, None
+    raise SystemExit(f"backend {name!r} is not implemented yet (the PySpark engine is a later milestone); "
+                     f"available: reference, sim")
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    print(f"{args.scenario}: valid scenario {scenario.name!r} (seed {scenario.seed}, "
+          f"operator {scenario.operator.kind}, {len(scenario.faults)} fault(s))")
+    for path, why in scenario.unsupported_reasons():
+        print(f"  note: explores an unsupported combination ({path}): {why}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    print(f"running {scenario.name!r} on {args.backend} with seed {scenario.seed}", file=sys.stderr)
+    outcome, storage = run_backend(args.backend, scenario, args.profile)
+    text = dumps(outcome)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+        print(f"outcome written to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    if args.checkpoint and storage is not None:
+        storage.dump_to(args.checkpoint)
+        print(f"checkpoint written to {args.checkpoint}", file=sys.stderr)
+    return 0 if outcome.get("error") is None else 1
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    try:
+        outcome = json.loads(Path(args.outcome).read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"{args.outcome}: no such outcome file") from None
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"{args.outcome}: not valid JSON: {exc}") from None
+    storage = LocalStorage(args.checkpoint) if args.checkpoint else None
+    verdicts = check_outcome(scenario, outcome, storage)
+    bad = failures(verdicts)
+    print(f"{args.outcome}: {len(verdicts) - len(bad)} of {len(verdicts)} oracles hold")
+    _print_verdicts(verdicts)
+    return 1 if bad else 0
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from reference.explorer import explore
+    scenario = load_scenario(args.scenario)
+    print(f"exploring {scenario.name!r} (seed {scenario.seed}), depth {args.depth}; the scenario's own faults "
+          "are replaced by every single-fault placement", file=sys.stderr)
+    report = explore(scenario, depth=args.depth, progress=lambda s: print("  ... " + s, file=sys.stderr))
+    print(report.summary())
+    for violation in report.violations:
+        print(violation.describe())
+        print("  reproduce with: " + json.dumps(violation.reproduce)[:500])
+    if args.out:
+        Path(args.out).write_text(json.dumps({
+            "summary": report.summary(), "schedules": report.schedules,
+            "distinct_checkpoints": report.distinct_checkpoints, "truncated": report.truncated,
+            "violations": [{"schedule": v.schedule, "verdicts": [x.to_dict() for x in v.verdicts],
+                            "reproduce": v.reproduce} for v in report.violations]}, indent=1))
+    return 1 if report.violations or report.truncated else 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    names = [n.strip() for n in args.backends.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown or len(names) < 2:
+        raise SystemExit(f"--backends: give two or more of {', '.join(BACKENDS)}; got {args.backends!r}")
+    outcomes = {}
+    ok = True
+    for name in names:
+        outcome, storage = run_backend(name, scenario, args.profile)
+        verdicts = check_outcome(scenario, outcome, storage)
+        bad = failures(verdicts)
+        print(f"{name}: {len(verdicts) - len(bad)} of {len(verdicts)} oracles hold")
+        if bad:
+            ok = False
+            _print_verdicts(bad)
+        outcomes[name] = outcome
+    first = names[0]
+    for other in names[1:]:
+        difference = first_difference(outcomes[first], outcomes[other])
+        if difference:
+            ok = False
+            print(f"{first} and {other} differ at {difference}")
+        else:
+            print(f"{first} and {other} agree on batches, state and sink")
+    return 0 if ok else 1
+
+
+COMPARED = ("batches", "state", "sink")
+
+
+def first_difference(a: dict[str, Any], b: dict[str, Any], path: str = "") -> str | None:
+    """The first place two outcomes disagree, over what every backend must agree on."""
+    if not path:
+        for key in COMPARED:
+            found = first_difference(_comparable(key, a.get(key)), _comparable(key, b.get(key)), key)
+            if found:
+                return found
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b:
+                return f"{path}.{key}: present in only one ({'first' if key in a else 'second'})"
+            found = first_difference(a[key], b[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        if len(a) != len(b):
+            return f"{path}: {len(a)} items against {len(b)}"
+        return None
+    return None if a == b else f"{path}: {json.dumps(a)} against {json.dumps(b)}"
+
+
+def _comparable(key: str, value: Any) -> Any:
+    """Drop what legitimately differs between backends (delivery counts and digests)."""
+    if key == "batches" and isinstance(value, list):
+        return [{k: v for k, v in b.items() if k in ("id", "start_offsets", "end_offsets")} for b in value]
+    if key == "sink" and isinstance(value, list):
+        return [{"batch": e["batch"], "rows": e["rows"]} for e in value]
+    return value
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from reference.explorer import explore
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    scenario = load_scenario(str(SCENARIOS / "running-count-crash-after-wal.json"))
+    print(f"== Reference model: {scenario.name} (seed {scenario.seed})")
+    print("   A running count over 2 partitions, 6 batches; the driver crashes right after writing offsets/3.")
+    result = run_scenario(scenario)
+    outcome = build_outcome(result)
+    (out / "outcome.json").write_text(dumps(outcome))
+    result.storage.dump_to(out / "checkpoint")
+    for event in result.observer.events:
+        print(f"   event: {event}")
+    for recovery in outcome["recoveries"]:
+        print(f"   restart {recovery['restart']}: resumed at batch {recovery['resumed_at']}, "
+              f"re-ran batches {recovery['rerun_batches']}")
+    print("   batches (id: end offsets, attempts):")
+    print("   " + ", ".join(f"{b['id']}: {b['end_offsets']} x{b['attempts']}" for b in outcome["batches"]))
+    verdicts = check_outcome(scenario, outcome, result.storage)
+    print("   oracle verdicts:")
+    _print_verdicts(verdicts)
+    print(f"\n== Explorer: every single-fault schedule of {scenario.name}")
+    report = explore(scenario)
+    print("   " + report.summary())
+    print(f"\nWritten: {out / 'outcome.json'} and the checkpoint under {out / 'checkpoint'}")
+    print(f"Check it again with: lightspeed check {out / 'outcome.json'} --scenario "
+          f"{SCENARIOS / 'running-count-crash-after-wal.json'} --checkpoint {out / 'checkpoint'}")
+    return 0 if not failures(verdicts) and not report.violations else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lightspeed",
+        description="Reference implementation of Spark Structured Streaming's Project Lightspeed protocol: "
+                    "run scenarios on a backend, judge outcomes with the reference oracles, explore faults.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("validate", help="check a scenario file and explain what is wrong")
+    p.add_argument("scenario")
+    p.set_defaults(fn=cmd_validate)
+    p = sub.add_parser("run", help="run a scenario on one backend and write its outcome JSON")
+    p.add_argument("scenario")
+    p.add_argument("--backend", choices=BACKENDS, default="reference")
+    p.add_argument("--profile", help="cost-model profile JSON (sim backend)")
+    p.add_argument("--out", help="write the outcome here (default: stdout)")
+    p.add_argument("--checkpoint", help="also write the checkpoint directory here (reference backend)")
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("check", help="judge an outcome from any backend with every oracle (exit 0 iff all hold)")
+    p.add_argument("outcome")
+    p.add_argument("--scenario", required=True)
+    p.add_argument("--checkpoint", help="the run's checkpoint directory, for the reconstruction and lineage "
+                                        "oracles (without it they report n/a)")
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("explore", help="run every single-fault schedule and check every oracle")
+    p.add_argument("scenario")
+    p.add_argument("--depth", type=int, choices=(1, 2), default=1, help="2 adds a second crash during recovery")
+    p.add_argument("--out", help="write the report JSON here")
+    p.set_defaults(fn=cmd_explore)
+    p = sub.add_parser("diff", help="run several backends, judge each, and compare their outcomes")
+    p.add_argument("scenario")
+    p.add_argument("--backends", default="reference,sim")
+    p.add_argument("--profile")
+    p.set_defaults(fn=cmd_diff)
+    p = sub.add_parser("demo", help="the README's main job: a crash, its recovery, the verdicts, the explorer")
+    p.add_argument("--out", default=os.path.join("results", "demo"))
+    p.set_defaults(fn=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ScenarioError as exc:
+        print(f"error: invalid scenario: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

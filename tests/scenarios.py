@@ -1,0 +1,78 @@
+"""Scenario builders for the reference-model tests: a test reads like the scenario it checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reference.scenario import Scenario
+
+OPERATORS: dict[str, dict[str, Any]] = {
+    "map": {"kind": "map"},
+    "aggregate": {"kind": "aggregate", "agg": "count"},
+    "window_aggregate": {"kind": "window_aggregate", "agg": "sum", "window_ms": 30, "watermark_delay_ms": 10},
+    "dedup_within_watermark": {"kind": "dedup_within_watermark", "watermark_delay_ms": 20},
+    "join": {"kind": "join", "time_bound_ms": 20, "watermark_delay_ms": 10},
+    "stateful_function": {"kind": "stateful_function", "timeout_ms": 20, "watermark_delay_ms": 10},
+    "chain": {"kind": "chain", "operators": [{"kind": "dedup_within_watermark", "watermark_delay_ms": 20},
+                                             {"kind": "aggregate", "agg": "sum"}]},
+}
+
+# Engine modes, each one Lightspeed feature on top of the synchronous baseline.
+MODES: dict[str, dict[str, Any]] = {
+    "sync": {},
+    "async_purge": {"log_purge": {"mode": "async", "min_batches_to_retain": 2}},
+    "async_state": {"state_checkpoint": "async"},
+    "pipelining": {"pipelining": True},
+    "delta_provider": {"state_store": {"provider": "delta", "min_deltas_for_snapshot": 2,
+                                       "maintenance_interval_ms": 200}},
+    "snapshot_provider": {"state_store": {"provider": "snapshot"}},
+    "async_progress": {"progress": {"mode": "async", "checkpoint_interval_ms": 200}},
+}
+
+
+def source(partitions: int = 2, batches: int = 4, per_batch: int = 3, keys: int = 4,
+           disorder_ms: int = 20) -> dict[str, Any]:
+    return {"kind": "generated", "partitions": partitions, "keys": keys,
+            "records_per_partition_per_batch": per_batch, "batches": batches,
+            "event_time": {"start_ms": 0, "step_ms": 10, "max_disorder_ms": disorder_ms}}
+
+
+def scenario_dict(operator: str = "aggregate", mode: str = "sync", *, faults: list[dict[str, Any]] | None = None,
+                  seed: int = 1, batches: int = 4, partitions: int = 2, sink: str | None = None,
+                  retain: int = 3, **engine: Any) -> dict[str, Any]:
+    eng: dict[str, Any] = {"state_store": {"provider": "changelog", "min_deltas_for_snapshot": 2,
+                                           "maintenance_interval_ms": 200},
+                           "log_purge": {"mode": "inline", "min_batches_to_retain": retain}}
+    eng.update(MODES[mode])
+    eng.update(engine)
+    src = source(partitions=partitions, batches=batches)
+    d: dict[str, Any] = {"name": f"{operator}-{mode}", "seed": seed,
+                         "query": {"operator": OPERATORS[operator], "state_partitions": 2},
+                         "engine": eng, "faults": faults or []}
+    if operator == "join":
+        d["sources"] = {"left": src, "right": dict(src)}
+    else:
+        d["source"] = src
+    stateful = operator != "map"
+    if mode == "async_progress":
+        d["sink"] = {"mode": "at_least_once"}
+        if stateful:
+            d["explore_unsupported"] = True
+    if sink:
+        d["sink"] = {"mode": sink}
+    return d
+
+
+def make(operator: str = "aggregate", mode: str = "sync", **kw: Any) -> Scenario:
+    return Scenario.from_dict(scenario_dict(operator, mode, **kw))
+
+
+def supported_pairs() -> list[tuple[str, str]]:
+    """Every operator under every mode Spark allows for it."""
+    out = []
+    for op in OPERATORS:
+        for mode in MODES:
+            if mode == "async_progress" and op != "map":
+                continue
+            out.append((op, mode))
+    return out
