@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from reference.scenario import Scenario
@@ -60,7 +61,7 @@ def scenario_dict(operator: str = "aggregate", mode: str = "sync", *, faults: li
             d["explore_unsupported"] = True
     if sink:
         d["sink"] = {"mode": sink}
-    return d
+    return copy.deepcopy(d)
 
 
 def make(operator: str = "aggregate", mode: str = "sync", **kw: Any) -> Scenario:
