@@ -30,6 +30,13 @@ SCENARIOS = Path(__file__).parent / "scenarios"
 BACKENDS = ("reference", "sim", "spark", "spark-native")
 
 
+def _tally(verdicts: list[Verdict]) -> str:
+    held = sum(v.status == "pass" for v in verdicts)
+    na = sum(v.status == "n/a" for v in verdicts)
+    text = f"{held} of {len(verdicts)} oracles hold"
+    return text + (f" ({na} not applicable: no checkpoint)" if na else "")
+
+
 def _print_verdicts(verdicts: list[Verdict]) -> None:
     for verdict in verdicts:
         print("  " + verdict.describe().replace("\n", "\n  "))
@@ -90,7 +97,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     storage = LocalStorage(args.checkpoint) if args.checkpoint else None
     verdicts = check_outcome(scenario, outcome, storage)
     bad = failures(verdicts)
-    print(f"{args.outcome}: {len(verdicts) - len(bad)} of {len(verdicts)} oracles hold")
+    print(f"{args.outcome}: {_tally(verdicts)}")
     _print_verdicts(verdicts)
     return 1 if bad else 0
 
@@ -126,7 +133,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         outcome, storage = run_backend(name, scenario, args.profile)
         verdicts = check_outcome(scenario, outcome, storage)
         bad = failures(verdicts)
-        print(f"{name}: {len(verdicts) - len(bad)} of {len(verdicts)} oracles hold")
+        print(f"{name}: {_tally(verdicts)}")
         if bad:
             ok = False
             _print_verdicts(bad)

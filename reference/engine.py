@@ -89,7 +89,9 @@ class TaskState:
     result: PartitionResult | None = None
     sealed: dict[str, Sealed] = field(default_factory=dict)
     sink_file: str | None = None
+    written: dict[str, str] = field(default_factory=dict)  # store id -> uid whose changelog is written
     before: dict[str, tuple] = field(default_factory=dict)  # store mementos taken before task_apply
+    state_handed_off: bool = False  # async: the background writer owns this attempt's sealed version
 
 
 @dataclass
@@ -100,8 +102,6 @@ class Observer:
     recoveries: list[dict[str, Any]] = field(default_factory=list)
     progress: list[dict[str, Any]] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
-    committed_uids: dict[tuple[str, int, int], str] = field(default_factory=dict)
-    failed_uids: set[tuple[str, int, int, str]] = field(default_factory=set)
     attempts: dict[int, int] = field(default_factory=dict)
     deliveries: dict[int, list[str]] = field(default_factory=dict)
 
@@ -328,9 +328,6 @@ class Incarnation:
                    for sid in self.store_ids}
         entry = CommitEntry(b, watermarks_of(self.trackers_for(b))[0], trackers_after, lineage)
         self.storage.write(layout.commit_path(b), entry.encode(), overwrite=True)
-        for sid in self.store_ids:
-            for p in range(self.parts):
-                self.obs.committed_uids[(sid, p, b + 1)] = lineage[sid][str(p)]
 
     def step_source_commit(self, b: int) -> None:
         record = self.obs.batches[b]
@@ -365,7 +362,12 @@ class Incarnation:
         return p % EXECUTORS
 
     def step_state_load(self, b: int, p: int) -> None:
-        self.task(b, p)
+        if self.task(b, p).state_handed_off:
+            return
+        self.ensure_stores(b, p)
+
+    def ensure_stores(self, b: int, p: int) -> None:
+        """Version b of every store of partition p: the executor's cached copy, else the checkpoint."""
         for sid in self.store_ids:
             store = self.stores.get((sid, p))
             uid = self.lineage.get((sid, p, b))
@@ -395,6 +397,9 @@ class Incarnation:
 
     def step_task_apply(self, b: int, p: int) -> None:
         task = self.task(b, p)
+        if task.state_handed_off:
+            return  # a retry after the async writer took the state: only the output is redone
+        self.ensure_stores(b, p)  # an executor loss may have dropped them since state_load
         plan = self.plans[b]
         records = route(self.data.slice(plan.start, plan.end), self.parts)[p]
         task.before = {sid: self.stores[(sid, p)].memento() for sid in self.store_ids}
@@ -416,12 +421,18 @@ class Incarnation:
     def step_changelog_write(self, b: int, p: int) -> None:
         task = self.tasks[(b, p)]
         for sid in self.store_ids:
-            self.stores[(sid, p)].write(task.sealed[sid])
+            if task.written.get(sid) != task.sealed[sid].uid:
+                self.stores[(sid, p)].write(task.sealed[sid])
+                task.written[sid] = task.sealed[sid].uid
 
     def step_state_commit(self, b: int, p: int) -> None:
         task = self.tasks[(b, p)]
         for sid in self.store_ids:
             sealed = task.sealed[sid]
+            if task.written.get(sid) != sealed.uid:
+                # a retry re-sealed after the background changelog_write ran for the failed attempt
+                self.stores[(sid, p)].write(sealed)
+                task.written[sid] = sealed.uid
             self.stores[(sid, p)].mark_durable(sealed)
             self.lineage[(sid, p, b + 1)] = sealed.uid
 
@@ -442,11 +453,14 @@ class Incarnation:
     def fail_task(self, b: int, p: int, reason: str) -> None:
         """Abandon the current attempt of task (b, p); the next attempt starts from state_load."""
         task = self.tasks.setdefault((b, p), TaskState())
-        for sid in self.store_ids:
-            self.obs.failed_uids.add((sid, p, b + 1, self.uid(b, p)))
         task.attempt += 1
         if task.attempt >= MAX_TASK_ATTEMPTS:
             raise QueryFailure(f"task b{b} p{p} failed {task.attempt} times: {reason}")
+        if self.cfg.state_checkpoint == "async" and task.sealed and \
+                all(task.written.get(sid) == task.sealed[sid].uid for sid in self.store_ids):
+            task.state_handed_off = True  # the written version stands; the retry redoes the output only
+            task.sink_file = None
+            return
         for sid in self.store_ids:
             store = self.stores.get((sid, p))
             if store is not None and sid in task.before and store.version > b:

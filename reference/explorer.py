@@ -89,7 +89,7 @@ def _judge(model: Model, scenario: Scenario, schedule: Schedule | None) -> list[
 
 
 def first_graph(scenario: Scenario, model: Model) -> Incarnation:
-    data = SourceData(scenario)
+    data = SourceData.of(scenario)
     restart = plan_restart(DurableStorage(), scenario.engine.progress_mode, len(data.partitions))
     from .engine import Observer
     return model.incarnation_class(scenario, data, DurableStorage(), restart, 0, Observer())

@@ -16,6 +16,7 @@ as the committed version.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -61,6 +62,7 @@ class StateFileName:
     kind: str
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_state_file(name: str) -> StateFileName | None:
     """Parse the last path component of a state file; None for anything else."""
     match = _STATE_FILE.match(name.rsplit("/", 1)[-1])

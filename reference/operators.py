@@ -17,7 +17,6 @@ Conventions (documented in docs/semantics.md):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -44,7 +43,7 @@ def store_names(spec: OperatorSpec) -> tuple[str, ...]:
 
 
 def sort_rows(rows: list[Row]) -> list[Row]:
-    return sorted(rows, key=lambda r: (r.key, json.dumps(r.value, sort_keys=True), r.event_time_ms, r.side))
+    return sorted(rows, key=lambda r: (r.key, str(r.value), r.event_time_ms, r.side))
 
 
 def apply_operator(spec: OperatorSpec, states: Mapping[str, State], rows: Sequence[Row],

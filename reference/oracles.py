@@ -79,7 +79,7 @@ class Context:
     expected: SequentialRun = field(init=False)
 
     def __post_init__(self) -> None:
-        self.data = SourceData(self.scenario)
+        self.data = SourceData.of(self.scenario)
         self.bounds = [BatchBounds(b["id"], tuple(b["start_offsets"]), tuple(b["end_offsets"]))
                        for b in sorted(self.outcome.get("batches", []), key=lambda b: b["id"])]
         key = (self.scenario.to_json(), tuple(self.bounds))

@@ -169,8 +169,8 @@ class Executor:
         """The current attempt dies but its write of this step lands later, beside the retry's."""
         inc = self.inc
         b, p = node_id.batch, node_id.partition
+        task = inc.task(b, p)
         uid = inc.uid(b, p)
-        task = inc.tasks.get((b, p))
         lands = self.schedule.zombie_lands_after if self.schedule and self.schedule.zombie_lands_after else \
             inc.nid("commit_log_write", b)
         if node_id.step == "sink_write":
@@ -211,7 +211,7 @@ class Run:
                  storage: DurableStorage | None = None):
         self.scenario, self.schedule = scenario, schedule
         self.incarnation_class, self.plan_restart_fn = incarnation_class, plan_restart_fn
-        self.data = SourceData(scenario)
+        self.data = SourceData.of(scenario)
         self.storage = storage if storage is not None else DurableStorage()
         self.observer = Observer()
         self.faults = FaultBook(scenario.faults)

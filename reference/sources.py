@@ -14,6 +14,7 @@ boundaries in the outcome, which is all the oracles need.
 
 from __future__ import annotations
 
+import json
 import random
 import zlib
 from dataclasses import dataclass
@@ -82,7 +83,19 @@ def _rate(src: Source, side: str, base: int, seed: int) -> list[list[Record]]:
 
 
 class SourceData:
-    """All input records of a scenario, by global source partition."""
+    """All input records of a scenario, by global source partition (treat as read-only)."""
+
+    _cache: dict[str, "SourceData"] = {}
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> "SourceData":
+        """The records of a scenario, generated once per distinct sources and seed."""
+        key = json.dumps([scenario.seed, {k: v.to_dict() for k, v in scenario.sources.items()}], sort_keys=True)
+        if key not in cls._cache:
+            if len(cls._cache) > 64:
+                cls._cache.clear()
+            cls._cache[key] = cls(scenario)
+        return cls._cache[key]
 
     def __init__(self, scenario: Scenario):
         self.scenario = scenario

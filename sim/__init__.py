@@ -1,0 +1,11 @@
+"""The SimPy cluster simulator: the protocol of SPEC section 2 with time (see docs in each module).
+
+Entry points: ``run_sim`` (scenario -> outcome dict), ``simulate`` (the whole
+simulation, for its trace and storage), ``load_profile`` (a cost profile,
+refusing a missing or negative parameter by name).
+"""
+
+from .cost_model import Profile, ProfileError, load_profile, shipped_profile
+from .simulation import Simulation, run_sim, simulate
+
+__all__ = ["Profile", "ProfileError", "Simulation", "load_profile", "run_sim", "shipped_profile", "simulate"]

@@ -138,3 +138,16 @@ def test_checkpoint_of_a_different_scenario_is_refused():
     other = make("window_aggregate", batches=3)
     result = run_scenario(other, storage=first.storage)
     assert result.error and "different query" in result.error
+
+
+def test_diff_cli_agrees_between_reference_and_simulator_on_the_example_scenarios(capsys):
+    from experiments.cli import SCENARIOS
+    for path in sorted(SCENARIOS.glob("*.json")):
+        assert main(["diff", str(path), "--backends", "reference,sim"]) == 0, capsys.readouterr().out
+
+
+def test_first_difference_names_the_path():
+    from experiments.cli import first_difference
+    a = {"batches": [], "state": {"0": {"1": {"2": [["k1", 3]]}}}, "sink": []}
+    b = {"batches": [], "state": {"0": {"1": {"2": [["k1", 4]]}}}, "sink": []}
+    assert first_difference(a, b) == "state.0.1.2[0][1]: 3 against 4"

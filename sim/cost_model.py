@@ -1,0 +1,231 @@
+"""The simulator's cost model: named, documented parameters loaded from JSON profiles.
+
+A profile says how long each protocol step of SPEC section 2 takes on one
+cluster. Every parameter is named with its unit; a profile that lacks one, or
+gives a negative value, is refused with the parameter's name
+(``ProfileError``, a ``ValueError``). Durations are simulated milliseconds.
+
+Two profiles ship in ``sim/profiles``:
+
+- ``lightspeed_cluster.json``: the published Project Lightspeed benchmark
+  setup, 7 workers x 4 cores, checkpoint on a cloud object store;
+- ``local_spark.json``: local Spark on a 2-core machine, checkpoint on local disk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+PROFILE_DIR = os.path.join(os.path.dirname(__file__), "profiles")
+DEFAULT_PROFILE = "local_spark"
+
+
+class ProfileError(ValueError):
+    """A cost profile is malformed; ``parameter`` names the offending entry."""
+
+    def __init__(self, parameter: str, message: str):
+        super().__init__(f"cost profile parameter {parameter}: {message}")
+        self.parameter = parameter
+
+
+@dataclass(frozen=True)
+class StorageProfile:
+    """Latencies of the durable storage service, per operation (SPEC section 3's checkpoint FS).
+
+    A write of ``n`` bytes takes ``small_write_ms + n / (bandwidth_mb_per_s * 1e6) * 1000``;
+    every atomic create (temp file then rename) adds ``rename_ms``. Each latency is
+    multiplied by a log-normal jitter factor with shape ``jitter_sigma``.
+    """
+
+    small_write_ms: float     # create + close of a small file
+    rename_ms: float          # the rename that makes a write atomic (S3: copy + delete)
+    list_ms: float            # one directory listing
+    delete_ms: float          # one file delete
+    read_ms: float            # open + first byte of a read
+    bandwidth_mb_per_s: float  # large transfers, reads and writes
+    jitter_sigma: float       # log-normal shape of per-operation jitter (0: none)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every cost the simulator charges; see ``PARAMETER_DOCS`` for each meaning."""
+
+    name: str
+    executors: int
+    cores_per_executor: int
+    per_record_us: float
+    per_task_overhead_ms: float
+    scheduling_delay_ms: float
+    planning_ms: float
+    latest_offset_ms: float
+    network_rtt_ms: float
+    state_load_cached_ms: float
+    state_replay_per_key_us: float
+    state_commit_base_ms: float
+    state_commit_per_changed_key_us: float
+    state_commit_per_total_key_us: float
+    snapshot_base_ms: float
+    snapshot_per_key_us: float
+    bytes_per_state_key: float
+    bytes_per_output_row: float
+    source_commit_ms: float
+    restart_ms: float
+    executor_replacement_ms: float
+    straggler_probability: float
+    straggler_slowdown: float
+    storage: StorageProfile
+
+    @property
+    def slots(self) -> int:
+        return self.executors * self.cores_per_executor
+
+    # ------------------------------------------------------------- costs
+    def task_apply_ms(self, records: int, straggler_factor: float) -> float:
+        """Running the operator pipeline on ``records`` input rows in one task."""
+        return (self.per_task_overhead_ms + records * self.per_record_us / 1000.0) * straggler_factor
+
+    def state_commit_ms(self, changed_keys: int, total_keys: int) -> float:
+        """Making a state version durable locally (RocksDB flush + checkpoint), by key counts."""
+        return (self.state_commit_base_ms + changed_keys * self.state_commit_per_changed_key_us / 1000.0
+                + total_keys * self.state_commit_per_total_key_us / 1000.0)
+
+    def snapshot_ms(self, total_keys: int) -> float:
+        """Building a full snapshot of ``total_keys`` keys (the upload is charged by the storage)."""
+        return self.snapshot_base_ms + total_keys * self.snapshot_per_key_us / 1000.0
+
+    def state_replay_ms(self, keys: int) -> float:
+        return keys * self.state_replay_per_key_us / 1000.0
+
+    def straggler_factor(self, rng: np.random.Generator) -> float:
+        """A task's slowdown: ``straggler_slowdown`` with ``straggler_probability``, else 1."""
+        if self.straggler_probability <= 0:
+            return 1.0
+        return self.straggler_slowdown if rng.random() < self.straggler_probability else 1.0
+
+
+# Storage presets a profile may name instead of giving ``storage`` in full.
+STORAGE_PRESETS: dict[str, dict[str, float]] = {
+    "local_disk": {"small_write_ms": 2.0, "rename_ms": 0.5, "list_ms": 0.5, "delete_ms": 0.3,
+                   "read_ms": 0.3, "bandwidth_mb_per_s": 500.0, "jitter_sigma": 0.1},
+    "hdfs": {"small_write_ms": 10.0, "rename_ms": 5.0, "list_ms": 5.0, "delete_ms": 5.0,
+             "read_ms": 5.0, "bandwidth_mb_per_s": 200.0, "jitter_sigma": 0.2},
+    "s3": {"small_write_ms": 40.0, "rename_ms": 60.0, "list_ms": 80.0, "delete_ms": 30.0,
+           "read_ms": 25.0, "bandwidth_mb_per_s": 100.0, "jitter_sigma": 0.3},
+}
+
+PARAMETER_DOCS: dict[str, str] = {
+    "executors": "number of executor processes (workers)",
+    "cores_per_executor": "task slots per executor",
+    "per_record_us": "CPU time per input record in task_apply, microseconds",
+    "per_task_overhead_ms": "fixed cost of every task (deserialise, set up, report), ms",
+    "scheduling_delay_ms": "driver-side delay from a task being ready to its launch, ms",
+    "planning_ms": "queryPlanning: planning one micro-batch on the driver, ms",
+    "latest_offset_ms": "latestOffset: asking the source for its available offsets, ms",
+    "network_rtt_ms": "one driver <-> executor round trip (task launch, status), ms",
+    "state_load_cached_ms": "state_load when the version is cached on the executor, ms",
+    "state_replay_per_key_us": "replaying one key of a snapshot or changelog on load, us",
+    "state_commit_base_ms": "fixed cost of a state store commit, ms",
+    "state_commit_per_changed_key_us": "commit cost per changed key (write batch + flush), us",
+    "state_commit_per_total_key_us": "commit cost per key in the store (checkpoint of the store), us",
+    "snapshot_base_ms": "fixed cost of building a snapshot in maintenance, ms",
+    "snapshot_per_key_us": "snapshot cost per key of the store, us",
+    "bytes_per_state_key": "size of one key/value record in a state file, bytes",
+    "bytes_per_output_row": "size of one sink row, bytes",
+    "source_commit_ms": "telling the source it may drop data, ms",
+    "restart_ms": "from a driver crash to the restarted driver planning, ms",
+    "executor_replacement_ms": "time to get a replacement executor after an executor loss, ms",
+    "straggler_probability": "chance that a task is a straggler (0..1)",
+    "straggler_slowdown": "a straggler's slowdown factor (>= 1)",
+    "storage.small_write_ms": "creating a small file on the checkpoint storage, ms",
+    "storage.rename_ms": "the rename that makes a write atomic, ms",
+    "storage.list_ms": "one listing of a checkpoint directory, ms",
+    "storage.delete_ms": "deleting one file, ms",
+    "storage.read_ms": "opening a file and reading its first byte, ms",
+    "storage.bandwidth_mb_per_s": "transfer rate of large reads and writes, MB/s",
+    "storage.jitter_sigma": "log-normal shape of per-operation storage jitter",
+}
+
+
+def _number(raw: dict[str, Any], name: str, path: str) -> float:
+    if name not in raw:
+        raise ProfileError(path, "missing (see sim.cost_model.PARAMETER_DOCS)")
+    value = raw[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ProfileError(path, f"expected a number, got {value!r}")
+    if value < 0:
+        raise ProfileError(path, f"must not be negative, got {value}")
+    return value
+
+
+def profile_from_dict(raw: dict[str, Any]) -> Profile:
+    """Validate a profile document; every parameter is required and non-negative."""
+    if not isinstance(raw, dict):
+        raise ProfileError("<profile>", "expected a JSON object")
+    storage_raw = raw.get("storage")
+    if isinstance(storage_raw, str):
+        if storage_raw not in STORAGE_PRESETS:
+            raise ProfileError("storage", f"unknown preset {storage_raw!r}; expected one of "
+                                          f"{', '.join(STORAGE_PRESETS)} or an object")
+        storage_raw = STORAGE_PRESETS[storage_raw]
+    if not isinstance(storage_raw, dict):
+        raise ProfileError("storage", "missing or not an object")
+    storage = StorageProfile(**{f.name: _number(storage_raw, f.name, f"storage.{f.name}")
+                                for f in fields(StorageProfile)})
+    values: dict[str, Any] = {}
+    for f in fields(Profile):
+        if f.name in ("name", "storage"):
+            continue
+        values[f.name] = _number(raw, f.name, f.name)
+    for name in ("executors", "cores_per_executor"):
+        if int(values[name]) != values[name] or values[name] < 1:
+            raise ProfileError(name, f"expected a whole number >= 1, got {values[name]}")
+        values[name] = int(values[name])
+    if values["straggler_probability"] > 1:
+        raise ProfileError("straggler_probability", "must be at most 1")
+    if values["straggler_slowdown"] < 1:
+        raise ProfileError("straggler_slowdown", "must be at least 1")
+    if storage.bandwidth_mb_per_s <= 0:
+        raise ProfileError("storage.bandwidth_mb_per_s", "must be positive")
+    known = {f.name for f in fields(Profile)} | {"description"}
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise ProfileError(extra[0], "unknown parameter (check the spelling against PARAMETER_DOCS)")
+    return Profile(name=str(raw.get("name", "custom")), storage=storage, **values)
+
+
+def load_profile(path: str) -> Profile:
+    """Read a JSON profile file, or a shipped profile by name (``local_spark``)."""
+    if not os.path.exists(path) and os.path.exists(os.path.join(PROFILE_DIR, f"{path}.json")):
+        path = os.path.join(PROFILE_DIR, f"{path}.json")
+    try:
+        with open(path) as fh:
+            raw = json.load(fh)
+    except FileNotFoundError:
+        raise ProfileError("<file>", f"{path}: no such profile file") from None
+    except json.JSONDecodeError as exc:
+        raise ProfileError("<file>", f"{path}: not valid JSON: {exc}") from None
+    try:
+        return profile_from_dict(raw)
+    except ProfileError as exc:
+        raise ProfileError(exc.parameter, f"{path}: {exc}") from None
+
+
+def shipped_profile(name: str = DEFAULT_PROFILE) -> Profile:
+    return load_profile(os.path.join(PROFILE_DIR, f"{name}.json"))
+
+
+def resolve_profile(profile: Profile | dict[str, Any] | str | None) -> Profile:
+    """A Profile from a Profile, a profile dict, a path or shipped name, or None (the default)."""
+    if profile is None:
+        return shipped_profile()
+    if isinstance(profile, Profile):
+        return profile
+    if isinstance(profile, dict):
+        return profile_from_dict(profile)
+    return load_profile(profile)

@@ -1,0 +1,57 @@
+"""The durable storage service: the checkpoint filesystem with a latency per operation.
+
+It owns the durable bytes (a ``reference.storage.DurableStorage`` in data mode,
+so the checkpoint is byte-identical in format to the reference's) and the
+latency model of SPEC section 3's checkpoint file manager: small-file writes,
+atomic renames, listings, deletes and bandwidth-bound transfers, each with a
+seeded log-normal jitter. Latency spikes (``storage_latency`` faults at a time)
+make every operation that starts inside the spike wait for its end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference.storage import DurableStorage
+
+from .cost_model import StorageProfile
+
+
+class StorageService:
+    """Structure: the bytes and the latency model. Behaviour: the costs steps are charged."""
+
+    def __init__(self, profile: StorageProfile, rng: np.random.Generator, files: DurableStorage | None = None):
+        self.profile = profile
+        self.rng = rng
+        self.files = files if files is not None else DurableStorage()
+        self.spikes: list[tuple[float, float]] = []  # (start_ms, end_ms) of latency spikes
+
+    def _jitter(self) -> float:
+        sigma = self.profile.jitter_sigma
+        return float(self.rng.lognormal(0.0, sigma)) if sigma > 0 else 1.0
+
+    def add_spike(self, start_ms: float, duration_ms: float) -> None:
+        assert duration_ms >= 0, "a latency spike lasts a non-negative time"
+        self.spikes.append((start_ms, start_ms + duration_ms))
+
+    def spike_wait_ms(self, now_ms: float) -> float:
+        """How long an operation starting now waits for running latency spikes to end."""
+        return max((end - now_ms for start, end in self.spikes if start <= now_ms < end), default=0.0)
+
+    # ------------------------------------------------------------- costs
+    def transfer_ms(self, size_bytes: float) -> float:
+        return size_bytes / (self.profile.bandwidth_mb_per_s * 1e6) * 1000.0
+
+    def atomic_write_ms(self, size_bytes: float) -> float:
+        """Write to a temporary name, then rename (HDFS-style atomic create)."""
+        p = self.profile
+        return (p.small_write_ms + p.rename_ms + self.transfer_ms(size_bytes)) * self._jitter()
+
+    def read_ms(self, size_bytes: float) -> float:
+        return (self.profile.read_ms + self.transfer_ms(size_bytes)) * self._jitter()
+
+    def list_ms(self, listings: int = 1) -> float:
+        return listings * self.profile.list_ms * self._jitter()
+
+    def delete_ms(self, files: int) -> float:
+        return files * self.profile.delete_ms * self._jitter() if files else 0.0

@@ -1,0 +1,85 @@
+"""Hypothesis strategies for small simulator scenarios: every operator, every mode, faults at steps and times."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from reference.scenario import Scenario
+from reference.steps import STEP_NAMES, TASK_STEPS
+
+OPERATORS: dict[str, dict[str, Any]] = {
+    "map": {"kind": "map"},
+    "aggregate_count": {"kind": "aggregate", "agg": "count"},
+    "aggregate_sum": {"kind": "aggregate", "agg": "sum"},
+    "window_aggregate": {"kind": "window_aggregate", "agg": "sum", "window_ms": 50, "watermark_delay_ms": 20},
+    "dedup_within_watermark": {"kind": "dedup_within_watermark", "watermark_delay_ms": 30},
+    "join": {"kind": "join", "time_bound_ms": 40, "watermark_delay_ms": 30},
+    "stateful_function": {"kind": "stateful_function", "function": "session_sum", "timeout_ms": 60,
+                          "watermark_delay_ms": 20},
+    "chain": {"kind": "chain", "operators": [{"kind": "dedup_within_watermark", "watermark_delay_ms": 30},
+                                             {"kind": "aggregate", "agg": "count"}]},
+}
+FAULT_KINDS_AT_STEPS = ("driver_crash", "task_failure", "executor_loss", "storage_write_error",
+                        "storage_latency", "zombie_write", "clock_skew")
+FAULT_KINDS_AT_TIMES = ("driver_crash", "storage_latency", "task_failure", "storage_write_error")
+
+
+def _source(seed_keys: int, batches: int, rows: int, disorder: int) -> dict[str, Any]:
+    return {"kind": "generated", "partitions": 2, "keys": seed_keys, "records_per_partition_per_batch": rows,
+            "batches": batches, "event_time": {"start_ms": 0, "step_ms": 5, "max_disorder_ms": disorder}}
+
+
+@st.composite
+def fault_strategy(draw: Any, batches: int) -> dict[str, Any]:
+    if draw(st.booleans()):
+        kind = draw(st.sampled_from(FAULT_KINDS_AT_STEPS))
+        steps = TASK_STEPS if kind in ("task_failure", "executor_loss", "zombie_write") else STEP_NAMES
+        at: dict[str, Any] = {"step": draw(st.sampled_from(steps)), "batch": draw(st.integers(0, batches - 1)),
+                              "when": draw(st.sampled_from(("before", "after")))}
+        if at["step"] in TASK_STEPS + ("snapshot_upload",) and draw(st.booleans()):
+            at["partition"] = draw(st.integers(0, 1))
+    else:
+        kind = draw(st.sampled_from(FAULT_KINDS_AT_TIMES))
+        at = {"time_ms": draw(st.integers(0, 400))}
+    fault: dict[str, Any] = {"at": at, "kind": kind}
+    if kind in ("storage_latency", "clock_skew"):
+        fault["ms"] = draw(st.integers(1, 300))
+    return fault
+
+
+@st.composite
+def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False) -> Scenario:
+    """A small scenario (2 source partitions, 2 state partitions, <= 5 batches) Spark supports."""
+    op_name = draw(st.sampled_from(sorted(OPERATORS)))
+    operator = OPERATORS[op_name]
+    batches = draw(st.integers(1, 5))
+    src = _source(draw(st.integers(2, 12)), batches, draw(st.integers(1, 6)), draw(st.sampled_from((0, 10, 40))))
+    stateless = operator["kind"] == "map"
+    progress = "sync" if (sync_only or not stateless) else draw(st.sampled_from(("sync", "async")))
+    sink = "at_least_once" if progress == "async" else draw(st.sampled_from(("exactly_once", "at_least_once")))
+    provider = draw(st.sampled_from(("changelog", "delta", "snapshot")))
+    state_checkpoint = "sync" if (sync_only or provider != "changelog") else \
+        draw(st.sampled_from(("sync", "async")))
+    raw: dict[str, Any] = {
+        "name": f"sim-{op_name}", "seed": draw(st.integers(0, 1000)),
+        "query": {"operator": operator, "state_partitions": 2},
+        "sink": {"mode": sink},
+        "engine": {
+            "progress": {"mode": progress, "checkpoint_interval_ms": draw(st.sampled_from((0, 50, 200)))},
+            "log_purge": {"mode": draw(st.sampled_from(("inline", "async"))),
+                          "min_batches_to_retain": draw(st.integers(1, 3))},
+            "state_store": {"provider": provider, "min_deltas_for_snapshot": draw(st.integers(1, 3)),
+                            "maintenance_interval_ms": draw(st.sampled_from((100, 200, 60000)))},
+            "state_checkpoint": state_checkpoint,
+            "pipelining": False if sync_only else draw(st.booleans()),
+            "trigger_interval_ms": draw(st.sampled_from((0, 0, 100))),
+        },
+        "faults": draw(st.lists(fault_strategy(batches), max_size=2)) if faults else [],
+    }
+    if operator["kind"] == "join":
+        raw["sources"] = {"left": src, "right": dict(src)}
+    else:
+        raw["source"] = src
+    return Scenario.from_dict(raw)
