@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from reference.oracles import Verdict, check_outcome, failures
-from reference.outcome import build_outcome, dumps
+from reference.outcome import Outcome, OutcomeError, build_outcome, dumps
 from reference.runner import run_scenario
 from reference.scenario import Scenario, ScenarioError, load_scenario
 from reference.storage import LocalStorage
@@ -94,6 +94,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise SystemExit(f"{args.outcome}: no such outcome file") from None
     except json.JSONDecodeError as exc:
         raise SystemExit(f"{args.outcome}: not valid JSON: {exc}") from None
+    try:
+        outcome = Outcome.from_dict(outcome).to_dict()
+    except OutcomeError as exc:
+        raise SystemExit(f"{args.outcome}: not an outcome: {exc}") from None
     storage = LocalStorage(args.checkpoint) if args.checkpoint else None
     verdicts = check_outcome(scenario, outcome, storage)
     bad = failures(verdicts)

@@ -15,3 +15,14 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60
 settings.register_profile("thorough", derandomize=False, deadline=None, max_examples=2000,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_report_header(config) -> list[str]:
+    """Say loudly whether the JVM that PySpark needs is here: Spark tests fail without it."""
+    import shutil
+    import subprocess
+    java = shutil.which("java")
+    if java is None:
+        return ["JAVA: NOT FOUND. PySpark needs Java 17; every test marked 'spark' will fail."]
+    version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.splitlines()
+    return [f"java: {version[0] if version else java}"]

@@ -151,3 +151,19 @@ def test_first_difference_names_the_path():
     a = {"batches": [], "state": {"0": {"1": {"2": [["k1", 3]]}}}, "sink": []}
     b = {"batches": [], "state": {"0": {"1": {"2": [["k1", 4]]}}}, "sink": []}
     assert first_difference(a, b) == "state.0.1.2[0][1]: 3 against 4"
+
+
+def test_outcome_round_trips_through_the_outcome_type(run):
+    from reference.outcome import Outcome
+    _, outcome, _ = run
+    assert Outcome.from_dict(outcome).to_dict() == outcome
+
+
+def test_check_refuses_a_malformed_outcome_naming_the_field(run, tmp_path):
+    _, outcome, out = run
+    wrong = json.loads(json.dumps(outcome))
+    wrong["batches"][2]["end_offsets"] = ["twelve"]
+    (tmp_path / "bad.json").write_text(json.dumps(wrong))
+    with pytest.raises(SystemExit) as err:
+        main(["check", str(tmp_path / "bad.json"), "--scenario", str(out / "scenario.json")])
+    assert "batches[2].end_offsets" in str(err.value)

@@ -121,3 +121,10 @@ def test_explorer_catches_planted_mistake(mistake):
     assert clean.violations == [], "the scenario must be clean on the correct model"
     report = explore(scenario, model=model)
     assert report.violations, f"planted mistake {mistake} went unnoticed in {report.summary()}"
+
+
+def test_depth_two_adds_a_second_crash_during_recovery_and_finds_nothing_wrong():
+    scenario = make("aggregate", batches=3)
+    once, twice = explore(scenario), explore(scenario, depth=2)
+    assert twice.schedules > once.schedules
+    assert twice.violations == []
