@@ -36,7 +36,7 @@ def _profile_examples() -> int:
         name = settings.get_current_profile_name()
     except AttributeError:  # older Hypothesis
         name = "default"
-    return 300 if name == "thorough" else 50
+    return 300 if name == "thorough" else 30
 
 
 class StoreMachine(RuleBasedStateMachine):

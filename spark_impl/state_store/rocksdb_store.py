@@ -211,7 +211,7 @@ class RocksDBStateStore:
             for raw_key, raw_value in doomed:
                 if raw_key not in self._undo:
                     self._undo[raw_key] = raw_value
-                open('/tmp/dr.log','a').write(f'del {raw_key}\n')
+                self._changes[raw_key] = None
                 batch.delete(raw_key)
             db.write(batch, self._write_options)
 
