@@ -263,7 +263,9 @@ def reconstruction(ctx: Context) -> Verdict:
             snaps = sorted(link.version for link in chain if link.snapshot)
             for v in retained_range(chain):
                 loads = {}
-                for base in [s for s in snaps if s <= v] + [0]:
+                below = [s for s in snaps if s <= v]
+                # the nearest snapshot, and the longest replay the retained files allow
+                for base in sorted({max(below, default=0), min(below, default=0), 0}):
                     skip = frozenset(s for s in snaps if s > base)
                     try:
                         loads[base] = load_version(ctx.storage, sid, p, v, uids[v], skip_snapshots=skip)
