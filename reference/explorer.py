@@ -10,7 +10,8 @@ checkpoints are recovered once.
 
 Other faults (``task_failure``, ``executor_loss``, ``storage_write_error``,
 ``zombie_write``) are placed at every step x batch x partition they apply to,
-before and after the step, under two schedules: eager (background steps as
+before and after the step (those that fail the whole query are crash cuts
+already and are not repeated), under two schedules: eager (background steps as
 soon as they are ready) and lazy (background steps as late as possible). A
 zombie write is landed at several later points.
 
@@ -21,7 +22,10 @@ canonical schedule.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
@@ -45,6 +49,7 @@ class Violation:
     schedule: str
     verdicts: list[Verdict]
     reproduce: dict[str, Any]
+    order: int = 0  # position in the exploration, for a stable report
 
     def describe(self) -> str:
         lines = [f"VIOLATION under {self.schedule}"]
@@ -139,17 +144,25 @@ def _digest(storage: DurableStorage) -> str:
 
 
 def single_faults(scenario: Scenario, inc: Incarnation) -> Iterator[tuple[Fault, NodeId | None]]:
-    """(fault, zombie landing point) for every non-crash fault placement."""
+    """(fault, zombie landing point) for every non-crash fault placement that is not a crash in disguise.
+
+    A fault that fails the query (a storage error on a driver write, any fault
+    in a background step) restarts it from the checkpoint exactly as a driver
+    crash before or after that step would, and every such crash is already a
+    crash cut; so only faults a task or maintenance survives are placed here.
+    """
     for node in inc.nodes:
         step, b, p = node.step, node.batch, node.partition
+        if inc.nodes[node].background and step != "snapshot_upload":
+            continue
         for when in ("before", "after"):
             at = FaultAt(step, b, p if p >= 0 else None, when)
             if step in TASK_STEPS:
                 yield Fault(at, "task_failure"), None
                 yield Fault(at, "executor_loss"), None
-            if step in WRITING and step != "purge":
+            if step in ("changelog_write", "sink_write", "snapshot_upload"):
                 yield Fault(at, "storage_write_error"), None
-        if step in ("changelog_write", "sink_write") and not inc.nodes[node].background:
+        if step in ("changelog_write", "sink_write"):
             landings = [inc.nid("commit_log_write", b), inc.nid("state_load", b + 1, p), None]
             for lands in landings:
                 if lands is None or lands in inc.nodes:
@@ -157,53 +170,94 @@ def single_faults(scenario: Scenario, inc: Incarnation) -> Iterator[tuple[Fault,
 
 
 def explore(scenario: Scenario, *, depth: int = 1, model: Model | None = None,
-            progress: Callable[[str], None] | None = None) -> Report:
-    """Explore every single-fault schedule of ``scenario`` (its own faults are ignored)."""
+            progress: Callable[[str], None] | None = None, workers: int | None = None) -> Report:
+    """Explore every single-fault schedule of ``scenario`` (its own faults are ignored).
+
+    The schedules are shared among ``workers`` processes (default: one per
+    core); the report is the same whatever the number of workers, except
+    for ``seconds``.
+    """
     model = model or Model()
-    base = replace(scenario, faults=())
-    report = Report(scenario.name)
+    workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, 4))
     started = time.perf_counter()
+    if workers == 1:
+        shares = [_explore_share(scenario, depth, model, 0, 1, progress)]
+    else:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_explore_share, scenario, depth, model, k, workers, None)
+                       for k in range(workers)]
+            shares = [f.result() for f in futures]
+    report = Report(scenario.name)
+    digests: set[str] = set()
+    for share in shares:
+        report.schedules += share.schedules
+        report.truncated |= share.truncated
+        digests |= share.digests
+        report.violations.extend(share.violations)
+    report.distinct_checkpoints = len(digests)
+    report.violations.sort(key=lambda v: v.order)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+@dataclass
+class _Share:
+    schedules: int = 0
+    truncated: bool = False
+    digests: set[str] = field(default_factory=set)
+    violations: list[Violation] = field(default_factory=list)
+
+
+def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, workers: int,
+                   progress: Callable[[str], None] | None) -> _Share:
+    """The schedules whose index is ``share`` modulo ``workers``."""
+    base = replace(scenario, faults=())
+    out = _Share()
     inc = first_graph(base, model)
-    seen: set[str] = set()
+    order = 0
     for count, prefix in enumerate(writing_cuts(inc)):
+        order += 1
         if count >= MAX_CUTS:
-            report.truncated = True
+            out.truncated = True
             break
+        if order % workers != share:
+            continue
         run = Run(base, schedule=Schedule(prefix=prefix, crash_after_prefix=True),
                   incarnation_class=model.incarnation_class, plan_restart_fn=model.plan_restart_fn)
         run.life()
-        report.schedules += 1
+        out.schedules += 1
         crash_state = _digest(run.storage)
-        if crash_state in seen:
+        if crash_state in out.digests:
             continue
-        seen.add(crash_state)
-        report.distinct_checkpoints += 1
+        out.digests.add(crash_state)
         result = run.finish()
         bad = failures(check_outcome(base, build_outcome(result), result.storage))
         label = f"driver_crash after [{', '.join(str(n) for n in prefix[-3:])}]"
         if bad:
-            report.violations.append(Violation(label, bad, {"schedule": [n.to_json() for n in prefix],
-                                                            "crash_after_prefix": True}))
+            out.violations.append(Violation(label, bad, {"schedule": [n.to_json() for n in prefix],
+                                                         "crash_after_prefix": True}, order))
         if depth >= 2:
-            _second_crashes(model, base, result, report, label)
-        if progress and report.schedules % 200 == 0:
-            progress(report.summary())
+            _second_crashes(model, base, result, out, label, order)
+        if progress and out.schedules % 200 == 0:
+            progress(f"{out.schedules} schedules, {len(out.violations)} violation(s) so far")
     lazy_order = _lazy_order(inc)
     for lazy in ((False, True) if lazy_order != list(inc.nodes) else (False,)):
         for fault, lands in single_faults(base, inc):
+            order += 1
+            if order % workers != share:
+                continue
             faulted = replace(base, faults=(fault,))
             schedule = Schedule(zombie_lands_after=lands) if lands is not None else None
             if lazy:
                 schedule = Schedule(prefix=lazy_order, zombie_lands_after=lands)
             bad = _judge(model, faulted, schedule)
-            report.schedules += 1
+            out.schedules += 1
             if bad:
                 label = f"{fault.kind} {fault.at.when} {fault.at.step} b{fault.at.batch}" + \
                         (f" p{fault.at.partition}" if fault.at.partition is not None else "") + \
                         (" (lazy background)" if lazy else "") + (f" landing after {lands}" if lands else "")
-                report.violations.append(Violation(label, bad, {"faults": [fault.to_dict()]}))
-    report.seconds = time.perf_counter() - started
-    return report
+                out.violations.append(Violation(label, bad, {"faults": [fault.to_dict()]}, order))
+    return out
 
 
 def _lazy_order(inc: Incarnation) -> list[NodeId]:
@@ -221,7 +275,8 @@ def _lazy_order(inc: Incarnation) -> list[NodeId]:
     return order
 
 
-def _second_crashes(model: Model, scenario: Scenario, first: RunResult, report: Report, label: str) -> None:
+def _second_crashes(model: Model, scenario: Scenario, first: RunResult, report: "_Share", label: str,
+                    order: int) -> None:
     """Depth 2: crash again at every writing step of the recovery incarnation."""
     if len(first.executed) < 2:
         return
@@ -237,4 +292,4 @@ def _second_crashes(model: Model, scenario: Scenario, first: RunResult, report: 
         bad = failures(check_outcome(scenario, build_outcome(result), result.storage))
         if bad:
             report.violations.append(Violation(f"{label}, then driver_crash after {crash} during recovery", bad,
-                                               {"faults": [fault.to_dict()]}))
+                                               {"faults": [fault.to_dict()]}, order))

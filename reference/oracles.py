@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from . import layout
 from .logs import CommitEntry, log_batches
-from .outcome import digest_rows
+from .outcome import canonical_rows, digest_rows
 from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
 from .retained import committed_chain, latest_lineage, retained_range
 from .scenario import Scenario
@@ -140,7 +140,7 @@ def output_semantics(ctx: Context) -> Verdict:
             if entry is None:
                 return Verdict("output_semantics", FAIL, "committed batch has no sink commit", batch=b,
                                expected=expected, actual=None)
-            if sorted(entry["rows"], key=json.dumps) != sorted(expected, key=json.dumps):
+            if canonical_rows(entry["rows"]) != canonical_rows(expected):
                 return Verdict("output_semantics", FAIL, "sink rows differ from the failure-free output", batch=b,
                                expected=expected, actual=entry["rows"])
             digests = entry.get("delivery_digests", [])

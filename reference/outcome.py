@@ -147,8 +147,13 @@ def dumps(outcome: dict[str, Any]) -> str:
     return json.dumps(outcome, sort_keys=True, indent=1) + "\n"
 
 
+def canonical_rows(rows: list[Any]) -> list[Any]:
+    """Sink rows in the one order every backend reports them in."""
+    return sorted(rows, key=repr)
+
+
 def digest_rows(rows: list[Any]) -> str:
-    return hashlib.sha256(json.dumps(sorted(rows, key=json.dumps)).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(canonical_rows(rows)).encode()).hexdigest()[:16]
 
 
 def read_sink(storage: Storage, sink_mode: str) -> list[dict[str, Any]]:
@@ -158,7 +163,7 @@ def read_sink(storage: Storage, sink_mode: str) -> list[dict[str, Any]]:
         for path in storage.list(layout.MANIFESTS + "/"):
             manifest = json.loads(storage.read(path))
             rows = [row for f in manifest["files"] for row in json.loads(storage.read(f))]
-            out.append({"batch": manifest["batch"], "rows": sorted(rows, key=json.dumps),
+            out.append({"batch": manifest["batch"], "rows": canonical_rows(rows),
                         "deliveries": manifest["delivery"]})
         return sorted(out, key=lambda e: e["batch"])
     by_batch: dict[int, dict[str, Any]] = {}
@@ -172,7 +177,7 @@ def read_sink(storage: Storage, sink_mode: str) -> list[dict[str, Any]]:
         entry["files"][partition] = entry["files"].get(partition, 0) + 1
     for batch in sorted(by_batch):
         entry = by_batch[batch]
-        out.append({"batch": batch, "rows": sorted(entry["rows"], key=json.dumps),
+        out.append({"batch": batch, "rows": canonical_rows(entry["rows"]),
                     "deliveries": max(entry["files"].values())})
     return out
 

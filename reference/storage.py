@@ -43,12 +43,29 @@ class DurableStorage:
     """In-memory durable storage with atomic create, rename, delete and list.
 
     ``bytes_written`` and ``ops`` are counters the experiments read; they have
-    no effect on behaviour.
+    no effect on behaviour. ``folders`` indexes paths by parent folder so that
+    listing a folder does not scan the whole checkpoint.
     """
 
     files: dict[str, bytes] = field(default_factory=dict)
     bytes_written: int = 0
     ops: int = 0
+    folders: dict[str, set[str]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for path in self.files:
+            self._index(path)
+
+    def _index(self, path: str) -> None:
+        self.folders.setdefault(path.rpartition("/")[0], set()).add(path)
+
+    def _unindex(self, path: str) -> None:
+        folder = path.rpartition("/")[0]
+        members = self.folders.get(folder)
+        if members is not None:
+            members.discard(path)
+            if not members:
+                del self.folders[folder]
 
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         """Atomically create ``path`` (temp file + rename). Refuses to replace unless ``overwrite``."""
@@ -56,6 +73,7 @@ class DurableStorage:
         if not overwrite and path in self.files:
             raise StorageError(f"{path}: already exists (atomic create refuses to overwrite)")
         self.files[path] = bytes(data)
+        self._index(path)
         self.bytes_written += len(data)
         self.ops += 1
 
@@ -69,16 +87,24 @@ class DurableStorage:
         return path in self.files
 
     def delete(self, path: str) -> None:
-        self.files.pop(path, None)
+        if self.files.pop(path, None) is not None:
+            self._unindex(path)
         self.ops += 1
 
     def rename(self, src: str, dst: str) -> None:
         if src not in self.files:
             raise StorageError(f"rename {src} -> {dst}: source does not exist")
         self.files[dst] = self.files.pop(src)
+        self._unindex(src)
+        self._index(dst)
         self.ops += 1
 
     def list(self, prefix: str = "") -> list[str]:
+        if prefix.endswith("/"):
+            folder = prefix[:-1]
+            out = [p for f, members in self.folders.items() if f == folder or f.startswith(prefix)
+                   for p in members]
+            return sorted(out)
         return sorted(p for p in self.files if p.startswith(prefix))
 
     def copy(self) -> "DurableStorage":
@@ -147,10 +173,3 @@ class LocalStorage:
 def _check_path(path: str) -> None:
     if not path or path.startswith("/") or ".." in path.split("/"):
         raise ValueError(f"checkpoint path {path!r} must be relative and stay inside the checkpoint")
-
-
-def paths_under(storage: Storage, prefixes: Iterable[str]) -> list[str]:
-    out: list[str] = []
-    for prefix in prefixes:
-        out.extend(storage.list(prefix))
-    return sorted(set(out))
