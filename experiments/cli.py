@@ -111,7 +111,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     print(f"exploring {scenario.name!r} (seed {scenario.seed}), depth {args.depth}; the scenario's own faults "
           "are replaced by every single-fault placement", file=sys.stderr)
-    report = explore(scenario, depth=args.depth, progress=lambda s: print("  ... " + s, file=sys.stderr))
+    report = explore(scenario, depth=args.depth, workers=args.workers,
+                     progress=lambda s: print("  ... " + s, file=sys.stderr))
     print(report.summary())
     for violation in report.violations:
         print(violation.describe())
@@ -254,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario")
     p.add_argument("--depth", type=int, choices=(1, 2), default=1, help="2 adds a second crash during recovery")
     p.add_argument("--out", help="write the report JSON here")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes sharing the schedules (default: one per core, at most 4; 1 shows progress)")
     p.set_defaults(fn=cmd_explore)
     p = sub.add_parser("diff", help="run several backends, judge each, and compare their outcomes")
     p.add_argument("scenario")

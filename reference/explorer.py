@@ -183,10 +183,13 @@ def explore(scenario: Scenario, *, depth: int = 1, model: Model | None = None,
     if workers == 1:
         shares = [_explore_share(scenario, depth, model, 0, 1, progress)]
     else:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_explore_share, scenario, depth, model, k, workers, None)
-                       for k in range(workers)]
-            shares = [f.result() for f in futures]
+        # forked workers inherit the job, so models defined anywhere (even in a test) need no pickling
+        _FORKED_JOB[:] = [scenario, depth, model]
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                shares = list(pool.map(_explore_forked_share, range(workers), [workers] * workers))
+        finally:
+            _FORKED_JOB.clear()
     report = Report(scenario.name)
     digests: set[str] = set()
     for share in shares:
@@ -198,6 +201,14 @@ def explore(scenario: Scenario, *, depth: int = 1, model: Model | None = None,
     report.violations.sort(key=lambda v: v.order)
     report.seconds = time.perf_counter() - started
     return report
+
+
+_FORKED_JOB: list[Any] = []
+
+
+def _explore_forked_share(share: int, workers: int) -> "_Share":
+    scenario, depth, model = _FORKED_JOB
+    return _explore_share(scenario, depth, model, share, workers, None)
 
 
 @dataclass
