@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from . import layout
-from .logs import CommitEntry, OffsetEntry, check_metadata, purge_logs, write_metadata
+from .logs import CommitEntry, OffsetEntry, check_metadata, log_batches, purge_logs, write_metadata
 from .operators import State
 from .outcome import digest_rows
 from .query import (PartitionResult, advance_trackers, initial_trackers, pipeline_store_ids, route, rows_of,
@@ -176,6 +176,8 @@ class Incarnation:
     def _add(self, step: str, batch: int, deps: Iterable[NodeId | None], run: Callable[[], None],
              partition: int = -1, background: bool = False, tag: str = "") -> NodeId:
         node_id = self.nid(step, batch, partition, tag)
+        # a dependency on a step this graph does not have (a batch before the restart, a stateless
+        # query's state steps, a batch without maintenance) is already satisfied
         real = tuple(d for d in deps if d is not None and d in self.nodes)
         self.nodes[node_id] = Node(node_id, real, run, background)
         return node_id
@@ -304,7 +306,6 @@ class Incarnation:
                               entry.batch + 1, uid)
 
     def _committed_batches(self) -> list[int]:
-        from .logs import log_batches
         return log_batches(self.storage, layout.COMMITS)
 
     def step_sink_commit(self, b: int) -> None:
