@@ -131,8 +131,7 @@ def writing_cuts(inc: Incarnation) -> Iterator[list[NodeId]]:
         needed = set(chosen)
         for w in chosen:
             needed |= ancestors[w]
-        if any(n.step in WRITING and n not in chosen for n in needed):
-            continue  # a writer outside the cut would have to run first
+        assert all(n.step not in WRITING or n in chosen for n in needed), "cuts are down-closed"
         yield sorted(needed, key=index.__getitem__)
 
 

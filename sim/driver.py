@@ -1,7 +1,7 @@
 """The driver: the micro-batch thread, the async log writer, the async purger (SPEC section 2).
 
-Structure: the driver owns one work queue per thread. Behaviour: one generator
-process per thread, named for what it does. The micro-batch thread runs the
+Structure: the driver owns one work queue per thread, and each thread is a
+``step_thread`` draining its queue. The micro-batch thread runs the
 driver steps on the critical path (plan, sync log writes, inline purge, sink
 commit, source commit) one at a time; the async log writer runs background
 offset and commit log writes (Spark's ``AsyncProgressTrackingMicroBatchExecution``
@@ -12,11 +12,13 @@ purger runs background purges.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generator
+from typing import TYPE_CHECKING
 
 import simpy
 
 from reference.engine import NodeId
+
+from .step_thread import step_thread
 
 if TYPE_CHECKING:
     from .engine import IncarnationRun
@@ -32,9 +34,9 @@ class Driver:
         self.micro_batch_queue = simpy.Store(env)
         self.log_writer_queue = simpy.Store(env)
         self.purge_queue = simpy.Store(env)
-        env.process(micro_batch_thread(env, self.micro_batch_queue, run))
-        env.process(async_log_writer(env, self.log_writer_queue, run))
-        env.process(async_purger(env, self.purge_queue, run))
+        env.process(step_thread(env, self.micro_batch_queue, run))
+        env.process(step_thread(env, self.log_writer_queue, run))
+        env.process(step_thread(env, self.purge_queue, run))
 
     def submit(self, node_id: NodeId, background: bool) -> None:
         if not background:
@@ -47,22 +49,4 @@ class Driver:
             self.log_writer_queue.put(node_id)
 
 
-def micro_batch_thread(env: simpy.Environment, queue: simpy.Store, run: "IncarnationRun") -> Generator:
-    """Run critical-path driver steps one at a time, in the order they become ready."""
-    while not run.stopped:
-        node_id = yield queue.get()
-        yield from run.run_step(node_id)
 
-
-def async_log_writer(env: simpy.Environment, queue: simpy.Store, run: "IncarnationRun") -> Generator:
-    """Write offset and commit log entries in the background (asynchronous progress tracking)."""
-    while not run.stopped:
-        node_id = yield queue.get()
-        yield from run.run_step(node_id)
-
-
-def async_purger(env: simpy.Environment, queue: simpy.Store, run: "IncarnationRun") -> Generator:
-    """Purge old log entries and state files in the background (``log_purge.mode = async``)."""
-    while not run.stopped:
-        node_id = yield queue.get()
-        yield from run.run_step(node_id)

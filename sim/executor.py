@@ -3,9 +3,9 @@
 Structure: an executor owns ``cores`` task slots (a ``simpy.Resource``) and two
 background queues. State partition ``p`` lives on executor ``p % executors``
 (its state store is cached there). Behaviour: ``task_runner`` runs one task's
-foreground steps back to back in one slot; ``state_commit_thread`` runs the
-background changelog writes and commits of asynchronous state checkpointing;
-``maintenance_thread`` uploads snapshots.
+foreground steps back to back in one slot; a state-commit ``step_thread`` runs
+the background changelog writes and commits of asynchronous state
+checkpointing, and a maintenance ``step_thread`` uploads snapshots.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Generator, Sequence
 import simpy
 
 from reference.engine import NodeId
+
+from .step_thread import step_thread
 
 if TYPE_CHECKING:
     from .engine import IncarnationRun
@@ -29,8 +31,8 @@ class Executor:
         self.slots = simpy.Resource(env, capacity=cores)
         self.state_commit_queue = simpy.Store(env)
         self.maintenance_queue = simpy.Store(env)
-        env.process(state_commit_thread(env, self.state_commit_queue, run))
-        env.process(maintenance_thread(env, self.maintenance_queue, run))
+        env.process(step_thread(env, self.state_commit_queue, run))
+        env.process(step_thread(env, self.maintenance_queue, run))
 
     def launch_task(self, steps: Sequence[NodeId], launch_delay_ms: float) -> None:
         self.env.process(task_runner(self.env, self.slots, steps, launch_delay_ms, self.run))
@@ -54,15 +56,3 @@ def task_runner(env: simpy.Environment, slots: simpy.Resource, steps: Sequence[N
             yield from run.run_step(node_id)
 
 
-def state_commit_thread(env: simpy.Environment, queue: simpy.Store, run: "IncarnationRun") -> Generator:
-    """Write changelogs and commit state versions in the background (async state checkpointing)."""
-    while not run.stopped:
-        node_id = yield queue.get()
-        yield from run.run_step(node_id)
-
-
-def maintenance_thread(env: simpy.Environment, queue: simpy.Store, run: "IncarnationRun") -> Generator:
-    """Upload snapshots of durable versions (the state store's ``doMaintenance``)."""
-    while not run.stopped:
-        node_id = yield queue.get()
-        yield from run.run_step(node_id)

@@ -63,7 +63,7 @@ def test_purge_with_retention_three_keeps_exactly_what_versions_10_to_12_need():
     assert load_version(storage, "0", 0, 10, "u10") == {"k0": 8, "k1": 9, "k2": 10, "k3": 7}
 
 
-def _expected_states(sc, storage):
+def _expected_states(sc):
     data = SourceData(sc)
     bounds = []
     start = (0,) * len(data.partitions)
@@ -84,7 +84,7 @@ def _switch_provider(first: str, second: str) -> None:
     second_sc = replace(first_sc, engine=replace(first_sc.engine, provider=second))
     result = Run(second_sc, storage=run.storage).finish()
     assert result.error is None
-    expected = _expected_states(sc, result.storage)
+    expected = _expected_states(sc)
     version, lineage = latest_lineage(result.storage)
     for p in range(2):
         chain = committed_chain(result.storage, "0", p, version, lineage["0"][str(p)])

@@ -17,7 +17,6 @@ import time
 import warnings
 from pathlib import Path
 
-import pytest
 import rocksdict
 
 from reference.changelog import encode_value
