@@ -26,3 +26,13 @@ def pytest_report_header(config) -> list[str]:
         return ["JAVA: NOT FOUND. PySpark needs Java 17; every test marked 'spark' will fail."]
     version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.splitlines()
     return [f"java: {version[0] if version else java}"]
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one SparkSession of the test session (local[2]); fails loudly, never skips, without Java."""
+    from spark_impl.session import session
+    return session()

@@ -1,0 +1,83 @@
+"""One SparkSession per process, configured for both the engine and the native adapter.
+
+Starting Spark costs about 10 s here, so the engine, the native adapter and the
+test suite all share the session this module makes. ``session()`` fails loudly
+when there is no Java: every Spark backend needs a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from typing import Any
+
+DEFAULT_MASTER = "local[2]"
+_lock = threading.Lock()
+_session: Any = None
+_master: str | None = None
+
+
+class SparkUnavailable(RuntimeError):
+    """There is no JVM (or no pyspark) to run Spark with."""
+
+
+def check_java() -> str:
+    java = shutil.which("java") or (os.path.join(os.environ["JAVA_HOME"], "bin", "java")
+                                    if os.environ.get("JAVA_HOME") else None)
+    if not java or not os.path.exists(java):
+        raise SparkUnavailable("Java is not installed (no `java` on PATH and no JAVA_HOME): the spark and "
+                               "spark-native backends need Java 17")
+    return java
+
+
+def session(master: str | None = None, extra_conf: dict[str, str] | None = None) -> Any:
+    """The process's SparkSession, created on first use on ``master`` (default ``local[2]``)."""
+    global _session, _master
+    with _lock:
+        wanted = master or _master or os.environ.get("LIGHTSPEED_SPARK_MASTER", DEFAULT_MASTER)
+        if _session is not None:
+            if wanted != _master:
+                raise SparkUnavailable(f"this process already runs Spark on {_master}; cannot switch to {wanted}")
+            return _session
+        check_java()
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError as exc:  # pragma: no cover - pyspark is a dependency
+            raise SparkUnavailable(f"pyspark is not importable: {exc}") from exc
+        builder = (SparkSession.builder.master(wanted).appName("lightspeed")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.scheduler.mode", "FAIR")
+                   .config("spark.python.worker.reuse", "true")
+                   .config("spark.sql.shuffle.partitions", "2")
+                   .config("spark.default.parallelism", "2")
+                   .config("spark.task.maxFailures", "4")
+                   .config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.sql.streaming.stateStore.providerClass",
+                           "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+                   .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"))
+        if wanted.startswith("local"):
+            # local[N] gives up on the first task failure unless told otherwise; Spark's own default
+            # for a cluster is 4 attempts, and the protocol's task retry relies on it
+            builder = builder.master(f"local[{_threads(wanted)},4]")
+        for key, value in (extra_conf or {}).items():
+            builder = builder.config(key, value)
+        _session = builder.getOrCreate()
+        _session.sparkContext.setLogLevel("ERROR")
+        _master = wanted
+        return _session
+
+
+def _threads(master: str) -> str:
+    inner = master[len("local"):].strip("[]")
+    return inner.split(",")[0] or "1"
+
+
+def stop() -> None:
+    global _session, _master
+    with _lock:
+        if _session is not None:
+            _session.stop()
+        _session, _master = None, None
