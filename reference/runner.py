@@ -228,6 +228,13 @@ class Run:
             self.error, self.finished = f"{what}: {exc}", True
             return None
 
+    def new_incarnation(self, number: int) -> Incarnation:
+        return self.incarnation_class(self.scenario, self.data, self.storage, self.restart, number, self.observer)
+
+    def new_executor(self, inc: Incarnation, number: int) -> Any:
+        """What runs an incarnation's step graph (another backend may run it concurrently)."""
+        return Executor(inc, self.faults, self.schedule if number == 0 else None)
+
     def life(self) -> None:
         """Run one incarnation to the end of input, a crash, or a fatal error."""
         number = len(self.executed)
@@ -236,9 +243,8 @@ class Run:
             return
         executor = None
         try:
-            inc = self.incarnation_class(self.scenario, self.data, self.storage, self.restart, number,
-                                         self.observer)
-            executor = Executor(inc, self.faults, self.schedule if number == 0 else None)
+            inc = self.new_incarnation(number)
+            executor = self.new_executor(inc, number)
             executor.run()
             self.finished = True
         except (DriverCrash, QueryFailure, TaskAttemptFailed, StorageError) as exc:

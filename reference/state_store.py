@@ -26,10 +26,10 @@ loudly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from . import layout
-from .changelog import Change, StateFileHeader, decode_state_file, encode_state_file
+from .changelog import MAGIC, Change, StateFileHeader, decode_state_file, encode_state_file
 from .storage import CheckpointFormatError, Storage
 
 PROVIDERS = ("changelog", "delta", "snapshot")
@@ -239,9 +239,31 @@ def plan_load(storage: Storage, op: str, partition: int, version: int, uid: str 
     return LoadPlan(version, uid, 0, None, tuple(reversed(replayed)))
 
 
+SnapshotReader = Callable[[Storage, str, bytes], "tuple[StateFileHeader, tuple[Change, ...]] | None"]
+_snapshot_readers: list[SnapshotReader] = []
+
+
+def register_snapshot_reader(reader: SnapshotReader) -> None:
+    """Teach loads and the oracles another snapshot encoding (e.g. a RocksDB SST manifest).
+
+    A reader gets (storage, path, bytes) of a ``.snapshot`` file that is not in
+    the reference's binary format and returns (header, records), or None when
+    the bytes are not its format. Readers must raise ``CheckpointFormatError``
+    naming the file for a damaged file of their own format.
+    """
+    if reader not in _snapshot_readers:
+        _snapshot_readers.append(reader)
+
+
 def read_state_file(storage: Storage, path: str) -> tuple[StateFileHeader, tuple[Change, ...]]:
     """Decode one state file (cached by content); errors name the file."""
-    return decode_state_file(storage.read(path), path)
+    data = storage.read(path)
+    if _snapshot_readers and path.endswith(".snapshot") and data[:4] != MAGIC["snapshot"]:
+        for reader in _snapshot_readers:
+            decoded = reader(storage, path, data)
+            if decoded is not None:
+                return decoded
+    return decode_state_file(data, path)
 
 
 def load_version(storage: Storage, op: str, partition: int, version: int, uid: str | None,

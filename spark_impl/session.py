@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 from typing import Any
 
@@ -45,7 +46,11 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None)
             from pyspark.sql import SparkSession
         except ImportError as exc:  # pragma: no cover - pyspark is a dependency
             raise SparkUnavailable(f"pyspark is not importable: {exc}") from exc
+        # executors' Python workers must run this interpreter (it has rocksdict and this package)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         builder = (SparkSession.builder.master(wanted).appName("lightspeed")
+                   .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
                    .config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.scheduler.mode", "FAIR")
@@ -65,7 +70,8 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None)
         for key, value in (extra_conf or {}).items():
             builder = builder.config(key, value)
         _session = builder.getOrCreate()
-        _session.sparkContext.setLogLevel("ERROR")
+        # task failures are part of the protocol (faults, retries); the engine reports what matters itself
+        _session.sparkContext.setLogLevel("FATAL")
         _master = wanted
         return _session
 

@@ -1,0 +1,462 @@
+"""The driver side of the engine: the reference's step graph, executed concurrently on a Spark cluster.
+
+The protocol is the reference's (``reference.engine.Incarnation``): the same
+batch plans, logs, lineage, purge, sink manifests and recovery, and the same
+dependency edges between steps for every mode. What differs is execution:
+
+- driver steps run on the driver thread as soon as their dependencies are done;
+- background driver steps (async offset/commit log writes, async purge) run on
+  their own threads, so they are off the micro-batch's critical path;
+- the task steps of one batch run as one Spark job (one task per state
+  partition, see ``task.py``), submitted from its own thread under the FAIR
+  scheduler. With pipelining a batch's job is submitted while the previous
+  batch's job still runs; a task then waits on the executor for its own
+  partition of the previous batch, which is the per-partition ordering of the
+  graph. Dependencies across partitions (a watermark needs every partition's
+  event-time maximum) still wait on the driver;
+- under async state checkpointing a task returns before its state commit;
+  the driver watches the checkpoint directory for the changelog (the
+  ``changelog_write``/``state_commit`` nodes finish then), and a failed
+  background commit fails the query, as in Spark.
+
+Task-step faults travel with the job and fire on the executor (``task.py``);
+driver-step faults fire here with the reference's matching and handling.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from reference import layout
+from reference.engine import DriverCrash, Incarnation, NodeId, QueryFailure
+from reference.query import PartitionResult
+from reference.runner import Executor as FaultApplier
+from reference.runner import FaultBook
+from reference.steps import TASK_STEPS
+
+from .task import TaskFault, TaskSpec, task_entry
+
+STATE_WATCH_TIMEOUT_S = 60.0
+FOREGROUND_TASK_STEPS = ("state_load", "task_apply", "sink_write")
+
+
+@dataclass
+class EngineContext:
+    """What outlives one incarnation inside one driver process."""
+
+    spark: Any
+    root: str
+    coord: str
+    local_root: str
+    kill_driver: bool = False            # driver_crash by SIGKILL (a supervisor restarts the process)
+    pace: bool = True                    # plan a batch only once its input has arrived (wall clock)
+    t0: float = field(default_factory=time.time)  # wall time of the scenario's time 0
+    listeners: list[Any] = field(default_factory=list)
+    visible: dict[tuple[int, int], float] = field(default_factory=dict)  # record -> first visible (wall s)
+    task_log: list[dict[str, Any]] = field(default_factory=list)
+    on_step: Callable[[str], None] | None = None   # called after each driver step (journal for SIGKILL mode)
+
+
+class SparkIncarnation(Incarnation):
+    """One driver lifetime on Spark. Task-step effects happen on executors; see the module docstring."""
+
+    def __init__(self, *args: Any, engine: EngineContext, **kwargs: Any):
+        self.engine = engine
+        self.epoch = f"{os.getpid()}-{time.time_ns()}"
+        self.results: dict[tuple[int, int], dict[str, Any]] = {}
+        self.batch_timing: dict[int, dict[str, float]] = defaultdict(dict)
+        super().__init__(*args, **kwargs)
+
+    # Task steps do their work on executors; on the driver they only record what the job returned.
+    def step_state_load(self, b: int, p: int) -> None:
+        pass
+
+    def step_task_apply(self, b: int, p: int) -> None:
+        res = self.results[(b, p)]
+        task = self.task(b, p)
+        task.result = PartitionResult({}, [], res["max_event_ms"])
+        task.attempt = res["attempt"]
+
+    def step_changelog_write(self, b: int, p: int) -> None:
+        pass
+
+    def step_state_commit(self, b: int, p: int) -> None:
+        res = self.results[(b, p)]
+        for sid, uid in res["lineage_out"].items():
+            self.lineage[(sid, p, b + 1)] = uid
+
+    def step_snapshot_upload(self, b: int, p: int) -> None:
+        pass  # the executor's maintenance pool uploads snapshots in the background
+
+    def step_sink_write(self, b: int, p: int) -> None:
+        self.task(b, p).sink_file = self.results[(b, p)]["sink_file"]
+
+    def uid(self, b: int, p: int) -> str:
+        res = self.results.get((b, p))
+        return res["uid"] if res else super().uid(b, p)
+
+    # ------------------------------------------------------------ timing
+    def step_plan(self, b: int) -> None:
+        if self.engine.pace:
+            ready = self.input_ready_s(b)
+            delay = ready - time.time()
+            if delay > 0:
+                time.sleep(delay)
+        self.batch_timing[b]["plan"] = time.time()
+        super().step_plan(b)
+
+    def input_ready_s(self, b: int) -> float:
+        """Wall time at which the last record of batch ``b`` has arrived."""
+        plan = self.plans[b]
+        last = 0
+        for sp, (lo, hi) in enumerate(zip(plan.start, plan.end)):
+            if hi > lo:
+                last = max(last, self.data.partitions[sp][hi - 1].arrival_ms)
+        return self.engine.t0 + last / 1000.0
+
+    def step_sink_commit(self, b: int) -> None:
+        super().step_sink_commit(b)
+        now = time.time()
+        self.batch_timing[b]["sink_commit"] = now
+        plan = self.plans[b]
+        visible = self.engine.visible
+        for record in self.data.slice(plan.start, plan.end):
+            visible.setdefault((record.source_partition, record.offset), now)
+
+    def step_source_commit(self, b: int) -> None:
+        self.batch_timing[b]["source_commit"] = time.time()
+        super().step_source_commit(b)
+        event = self.obs.progress[-1]
+        for listener in self.engine.listeners:
+            listener.onQueryProgress(event)
+
+    def progress_event(self, b: int) -> dict[str, Any]:
+        """A StreamingQueryProgress-shaped record with the batch's measured durations."""
+        plan, timing = self.plans[b], self.batch_timing[b]
+        rows = sum(e - s for s, e in zip(plan.start, plan.end))
+        start = timing.get("plan", time.time())
+        end = timing.get("source_commit", time.time())
+        results = [self.results[(b, p)] for p in range(self.parts) if (b, p) in self.results]
+        operators = []
+        for sid in self.store_ids:
+            per_part = [r["changes"].get(sid, [0, 0, 0]) for r in results]
+            operators.append({"operatorName": sid, "numRowsTotal": sum(c[2] for c in per_part),
+                              "numRowsUpdated": sum(c[0] for c in per_part),
+                              "numRowsRemoved": sum(c[1] for c in per_part),
+                              "commitTimeMs": round(max((r["timings_ms"].get("state_commit", 0.0)
+                                                         for r in results), default=0.0), 3),
+                              "memoryUsedBytes": 0})
+        job = timing.get("job_end", start) - timing.get("job_start", start)
+        durations = {"latestOffset": 0, "walCommit": round((timing.get("offsets_done", start) - start) * 1e3, 3),
+                     "queryPlanning": 0, "addBatch": round(job * 1e3, 3),
+                     "commitOffsets": round((end - timing.get("sink_commit", end)) * 1e3, 3),
+                     "triggerExecution": round((end - start) * 1e3, 3)}
+        seconds = max(end - start, 1e-9)
+        return {"batchId": b, "numInputRows": rows, "inputRowsPerSecond": 0.0,
+                "processedRowsPerSecond": round(rows / seconds, 3), "durationMs": durations,
+                "stateOperators": operators, "timestamp": start, "cacheHits": sum(r["cache_hits"] for r in results)}
+
+    def step_offset_log_write(self, b: int) -> None:
+        super().step_offset_log_write(b)
+        self.batch_timing[b]["offsets_done"] = time.time()
+
+    # ------------------------------------------------------------ jobs
+    def task_spec(self, b: int, faults: tuple[TaskFault, ...]) -> TaskSpec:
+        plan = self.plans[b]
+        lineage_in = {(sid, p): self.lineage[(sid, p, b)] for sid in self.store_ids for p in range(self.parts)
+                      if (sid, p, b) in self.lineage}
+        maintenance = self.cfg.provider != "snapshot" and (b + 1) % self.maintenance_every() == 0
+        from reference.query import watermarks_of
+        return TaskSpec(self.sc, self.engine.root, self.engine.coord, self.engine.local_root, self.epoch,
+                        self.number, b, tuple(plan.start), tuple(plan.end),
+                        tuple(watermarks_of(self.trackers_for(b))), lineage_in, self.restart.first_batch,
+                        maintenance, faults, os.getpid(), self.engine.kill_driver)
+
+    def run_job(self, b: int, faults: tuple[TaskFault, ...]) -> list[dict[str, Any]]:
+        sc = self.engine.spark.sparkContext
+        spec = self.task_spec(b, faults)
+        sc.setLocalProperty("spark.scheduler.pool", "lightspeed")
+        sc.setJobGroup(f"{self.epoch}:{b}", f"batch {b}", interruptOnCancel=True)
+        sc.addJobTag(self.epoch)
+        self._wait_for_previous_job(b)
+        self.batch_timing[b]["job_start"] = time.time()
+        rdd = sc.parallelize(range(self.parts), self.parts).mapPartitionsWithIndex(task_entry(spec))
+        out = rdd.collect()
+        self.batch_timing[b]["job_end"] = time.time()
+        return out
+
+
+    def _wait_for_previous_job(self, b: int) -> None:
+        """Submit jobs in batch order, so the scheduler (FIFO within the pool) runs every task of batch
+        b-1 before any of batch b: a pipelined task that waits on the executor for its partition of
+        the previous batch then never holds the slot that task needs."""
+        if b - 1 not in self.plans or b - 1 < self.restart.first_batch:
+            return
+        tracker = self.engine.spark.sparkContext.statusTracker()
+        deadline = time.monotonic() + 60.0
+        while "job_start" not in self.batch_timing[b - 1] or \
+                ("job_end" not in self.batch_timing[b - 1] and not tracker.getJobIdsForGroup(f"{self.epoch}:{b - 1}")):
+            if time.monotonic() > deadline:
+                raise QueryFailure(f"the job of batch {b - 1} was never submitted")
+            time.sleep(0.002)
+
+
+class GraphRunner:
+    """Executes an incarnation's step graph with real concurrency (see the module docstring)."""
+
+    def __init__(self, inc: SparkIncarnation, faults: FaultBook):
+        self.inc, self.faults = inc, faults
+        self.applier = FaultApplier(inc, faults, None)
+        self.cond = threading.Condition()
+        self.done: set[NodeId] = set()
+        self.started: set[NodeId] = set()
+        self.order: list[NodeId] = []
+        self.failure: BaseException | None = None
+        self.submitted: set[int] = set()
+        self.lanes: dict[str, _Lane] = {}
+        self.pending_state: dict[tuple[int, int], float] = {}  # async state commits being watched
+        self.task_nodes: dict[int, list[NodeId]] = defaultdict(list)
+        self.dependents: dict[NodeId, list[NodeId]] = defaultdict(list)
+        for node_id, node in inc.nodes.items():
+            if node_id.step in TASK_STEPS:
+                self.task_nodes[node_id.batch].append(node_id)
+            for dep in node.deps:
+                self.dependents[dep].append(node_id)
+
+    # ------------------------------------------------------------ main loop
+    def run(self) -> None:
+        inc = self.inc
+        try:
+            while True:
+                with self.cond:
+                    self._check_failure()
+                    if len(self.done) == len(inc.nodes):
+                        break
+                    ready = self._ready_driver_nodes()
+                    jobs = self._ready_jobs()
+                    if not ready and not jobs:
+                        self.cond.wait(0.05)
+                        self._poll_async_state()
+                        continue
+                for b in jobs:
+                    self._submit_job(b)
+                for node_id in ready:
+                    node = inc.nodes[node_id]
+                    if node.background:
+                        self._lane(node_id.step).submit(node_id, lambda n=node_id: self._run_driver_node(n))
+                    else:
+                        self._run_driver_node(node_id)
+                    self._check_failure()
+        finally:
+            for lane in self.lanes.values():
+                lane.stop()
+            stop = Path(inc.engine.coord, inc.epoch, "stop")
+            stop.parent.mkdir(parents=True, exist_ok=True)
+            stop.write_text("stopped")
+            if self.failure is not None or len(self.done) != len(inc.nodes):
+                inc.engine.spark.sparkContext.cancelJobsWithTag(inc.epoch)
+
+    def _check_failure(self) -> None:
+        crash = Path(self.inc.engine.coord, self.inc.epoch, "crash")
+        if self.failure is None and crash.exists():
+            self.failure = DriverCrash(crash.read_text())
+        if self.failure is not None:
+            raise self.failure
+
+    def _ready(self, node_id: NodeId) -> bool:
+        return all(d in self.done for d in self.inc.nodes[node_id].deps)
+
+    def _ready_driver_nodes(self) -> list[NodeId]:
+        out = []
+        for node_id in self.inc.nodes:
+            if node_id in self.started or node_id.step in TASK_STEPS:
+                continue
+            if self._ready(node_id):
+                self.started.add(node_id)
+                out.append(node_id)
+        return out
+
+    def _ready_jobs(self) -> list[int]:
+        """Batches whose job can be submitted now (in batch order)."""
+        out = []
+        pipelining = self.inc.cfg.pipelining
+        for b in sorted(self.task_nodes):
+            if b in self.submitted:
+                continue
+            ok = True
+            for node_id in self.task_nodes[b]:
+                for dep in self.inc.nodes[node_id].deps:
+                    if dep in self.done or (dep.step in TASK_STEPS and dep.batch == b):
+                        continue
+                    # pipelining: the same partition's task of an earlier, already submitted batch is
+                    # ordered on the executor
+                    if pipelining and dep.step in FOREGROUND_TASK_STEPS + ("changelog_write", "state_commit") \
+                            and dep.partition == node_id.partition and dep.batch in self.submitted \
+                            and not self.inc.nodes[dep].background:
+                        continue
+                    ok = False
+                    break
+                if not ok:
+                    break
+            if ok:
+                self.submitted.add(b)
+                out.append(b)
+            else:
+                break
+        return out
+
+    def _run_driver_node(self, node_id: NodeId) -> None:
+        try:
+            self.applier.run_node(node_id)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main loop
+            with self.cond:
+                self.failure = self.failure or exc
+                self.cond.notify_all()
+            return
+        hook = self.inc.engine.on_step
+        if hook is not None:
+            hook(str(node_id))
+        self._mark_done([node_id])
+
+    def _mark_done(self, node_ids: list[NodeId]) -> None:
+        with self.cond:
+            for node_id in node_ids:
+                self.done.add(node_id)
+                self.order.append(node_id)
+            self.cond.notify_all()
+
+    def _lane(self, step: str) -> "_Lane":
+        name = "purge" if step == "purge" else "log"
+        if name not in self.lanes:
+            self.lanes[name] = _Lane(name)
+        return self.lanes[name]
+
+    # ------------------------------------------------------------ jobs
+    def _submit_job(self, b: int) -> None:
+        faults = self._task_faults(b)
+        thread = threading.Thread(target=self._job_thread, args=(b, faults), name=f"job-b{b}", daemon=True)
+        thread.start()
+
+    def _task_faults(self, b: int) -> tuple[TaskFault, ...]:
+        """Take this batch's task-step faults out of the book; they fire on the executors."""
+        out = []
+        for fault in list(self.faults.pending):
+            at = fault.at
+            if at.step in TASK_STEPS and at.batch == b and (at.restart is None or at.restart == self.inc.number):
+                if fault.kind == "clock_skew":
+                    continue  # the driver's clock: applied by the node runner
+                index = self.inc.sc.faults.index(fault)
+                out.append(TaskFault(index, fault.kind, at.step, at.when, at.partition, fault.ms, fault.path))
+                self.faults.pending.remove(fault)
+        return tuple(out)
+
+    def _job_thread(self, b: int, faults: tuple[TaskFault, ...]) -> None:
+        inc = self.inc
+        try:
+            results = inc.run_job(b, faults)
+        except BaseException as exc:  # noqa: BLE001
+            with self.cond:
+                if self.failure is None:
+                    crash = Path(inc.engine.coord, inc.epoch, "crash")
+                    self.failure = DriverCrash(crash.read_text()) if crash.exists() else \
+                        QueryFailure(f"job of batch {b} failed: {_first_line(exc)}")
+                self.cond.notify_all()
+            return
+        for res in results:
+            inc.results[(b, res["partition"])] = res
+            inc.engine.task_log.append(res)
+        try:
+            self._check_lineage(b, results)
+            self._finish_task_nodes(b)
+        except BaseException as exc:  # noqa: BLE001
+            with self.cond:
+                self.failure = self.failure or exc
+                self.cond.notify_all()
+
+    def _check_lineage(self, b: int, results: list[dict[str, Any]]) -> None:
+        """A pipelined task read its input version's lineage itself: it must be the committed one."""
+        for res in results:
+            p = res["partition"]
+            for sid, uid in res["lineage_in"].items():
+                expected = self.inc.lineage.get((sid, p, b))
+                if b > self.inc.restart.first_batch and expected is not None and uid != expected:
+                    raise QueryFailure(f"batch {b} partition {p} built on {sid} version {b} of attempt {uid!r}, "
+                                       f"but attempt {expected!r} committed it")
+
+    def _finish_task_nodes(self, b: int) -> None:
+        inc = self.inc
+        async_state = inc.cfg.state_checkpoint == "async"
+        for node_id in sorted(self.task_nodes[b], key=lambda n: (n.order, n.partition)):
+            node = inc.nodes[node_id]
+            if async_state and node_id.step in ("changelog_write", "state_commit"):
+                continue  # finished by the checkpoint watcher
+            if node_id.step == "snapshot_upload":
+                self._mark_done([node_id])
+                continue
+            node.run()
+            self._mark_done([node_id])
+        if async_state:
+            with self.cond:
+                for p in range(inc.parts):
+                    if inc.nid("state_commit", b, p) in inc.nodes:
+                        self.pending_state[(b, p)] = time.monotonic()
+                self.cond.notify_all()
+
+    def _poll_async_state(self) -> None:
+        """Finish the background state commits whose changelogs reached the checkpoint."""
+        inc = self.inc
+        for (b, p), since in list(self.pending_state.items()):
+            status = Path(inc.engine.coord, inc.epoch, "async", str(p), str(b))
+            if status.exists():
+                text = status.read_text()
+                if text.startswith("failed"):
+                    self.failure = QueryFailure(f"async state commit of batch {b} partition {p} {text}")
+                    return
+                self.pending_state.pop((b, p))
+                for step in ("changelog_write", "state_commit"):
+                    node_id = inc.nid(step, b, p)
+                    inc.nodes[node_id].run()
+                    self.done.add(node_id)
+                    self.order.append(node_id)
+            elif time.monotonic() - since > STATE_WATCH_TIMEOUT_S:
+                self.failure = QueryFailure(f"async state commit of batch {b} partition {p} never finished "
+                                            "(its executor may be lost)")
+                return
+
+
+class _Lane:
+    """A background thread that runs one kind of background step in order (async log writer, purger)."""
+
+    def __init__(self, name: str):
+        import queue
+        self.queue: Any = queue.Queue()
+        self.thread = threading.Thread(target=self._loop, name=f"lane-{name}", daemon=True)
+        self.thread.start()
+
+    def submit(self, _node_id: NodeId, fn: Callable[[], None]) -> None:
+        self.queue.put(fn)
+
+    def _loop(self) -> None:
+        while True:
+            fn = self.queue.get()
+            if fn is None:
+                return
+            fn()
+
+    def stop(self) -> None:
+        self.queue.put(None)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    for marker in ("InjectedTaskFailure: ", "RuntimeError: ", "Error: "):
+        if marker in text:
+            tail = text.split(marker, 1)[1]
+            return tail.splitlines()[0][:300]
+    return text.splitlines()[0][:300] if text else type(exc).__name__
