@@ -23,8 +23,17 @@ from . import layout
 from .logs import CommitEntry, OffsetEntry, check_metadata, log_batches, purge_logs, write_metadata
 from .operators import State
 from .outcome import digest_rows
-from .query import (PartitionResult, advance_trackers, initial_trackers, pipeline_store_ids, route, rows_of,
-                    run_partition, sink_rows, watermarks_of)
+from .query import (
+    PartitionResult,
+    advance_trackers,
+    initial_trackers,
+    pipeline_store_ids,
+    route,
+    rows_of,
+    run_partition,
+    sink_rows,
+    watermarks_of,
+)
 from .recovery import RestartPlan
 from .scenario import Scenario
 from .sources import SourceData
@@ -143,9 +152,9 @@ class Incarnation:
 
     # ------------------------------------------------------------- setup
     def _setup(self, restart: RestartPlan) -> None:
-        check_metadata(self.storage, self.sc.query_digest())
+        check_metadata(self.storage, self.sc.query_digest(), self.sc.name)
         if not self.storage.exists(layout.METADATA):
-            write_metadata(self.storage, f"query-{self.sc.seed}", self.sc.query_digest())
+            write_metadata(self.storage, f"query-{self.sc.seed}", self.sc.query_digest(), self.sc.name)
         first = restart.first_batch
         self.trackers[first] = restart.trackers if restart.trackers is not None else initial_trackers(self.ops)
         for sid, per_part in restart.lineage.items():

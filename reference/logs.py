@@ -86,19 +86,24 @@ def log_batches(storage: Storage, folder: str) -> list[int]:
     return sorted(out)
 
 
-def write_metadata(storage: Storage, query_id: str, digest: str) -> None:
-    storage.write(layout.METADATA, encode_entry({"id": query_id, "scenario_digest": digest}))
+def write_metadata(storage: Storage, query_id: str, digest: str, name: str | None = None) -> None:
+    body = {"id": query_id, "scenario_digest": digest}
+    if name is not None:
+        body["scenario"] = name
+    storage.write(layout.METADATA, encode_entry(body))
 
 
-def check_metadata(storage: Storage, digest: str) -> str | None:
+def check_metadata(storage: Storage, digest: str, name: str | None = None) -> str | None:
     """The query id of an existing checkpoint; refuses one written by a different scenario."""
     if not storage.exists(layout.METADATA):
         return None
     body = decode_entry(storage.read(layout.METADATA), layout.METADATA)
     if body.get("scenario_digest") != digest:
+        owner = f"scenario {body['scenario']!r}, " if body.get("scenario") else ""
+        this = f"scenario {name!r}, " if name else ""
         raise CheckpointFormatError(
-            f"{layout.METADATA}: checkpoint belongs to a different query (scenario digest "
-            f"{body.get('scenario_digest')!r}, this scenario is {digest!r})")
+            f"{layout.METADATA}: checkpoint belongs to a different query ({owner}digest "
+            f"{body.get('scenario_digest')!r}); this is {this}digest {digest!r}")
     return str(body.get("id"))
 
 

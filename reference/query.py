@@ -12,8 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .operators import (Row, State, advance_watermark, apply_operator, initial_watermark_state,
-                        max_event_times, sort_rows, store_names)
+from .operators import (
+    Row,
+    State,
+    advance_watermark,
+    apply_operator,
+    initial_watermark_state,
+    max_event_times,
+    sort_rows,
+    store_names,
+)
 from .scenario import OperatorSpec, Scenario
 from .sources import Record, SourceData, partition_of
 

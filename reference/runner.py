@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from . import layout
 from .changelog import StateFileHeader, encode_state_file
-from .engine import (DriverCrash, Incarnation, NodeId, Observer, QueryFailure, TaskAttemptFailed)
+from .engine import DriverCrash, Incarnation, NodeId, Observer, QueryFailure, TaskAttemptFailed
 from .recovery import RestartPlan, plan_restart
 from .scenario import Fault, Scenario
 from .sources import SourceData

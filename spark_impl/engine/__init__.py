@@ -28,14 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reference import layout
 from reference.engine import Incarnation
 from reference.outcome import build_outcome
 from reference.runner import Run, RunResult
 from reference.scenario import Scenario
 from reference.storage import LocalStorage
 
-from .driver import EngineContext, GraphRunner, SparkIncarnation
+from .driver import ClaimingFaultBook, EngineContext, GraphRunner, SparkIncarnation
 from .progress import StreamingListener, latency_summary
 
 __all__ = ["EngineContext", "QueryInUse", "SparkRun", "StreamingListener", "run_spark"]
@@ -54,10 +53,12 @@ class SparkRun(Run):
         self.engine = engine
         self.first_life = first_life
         super().__init__(scenario, incarnation_class=SparkIncarnation, storage=storage)  # type: ignore[arg-type]
+        self.faults = ClaimingFaultBook(scenario.faults, engine.coord)
+        self.executed = [[] for _ in range(first_life)]  # earlier lives ran in processes that are gone
 
     def new_incarnation(self, number: int) -> Incarnation:
-        return SparkIncarnation(self.scenario, self.data, self.storage, self.restart, number + self.first_life,
-                                self.observer, engine=self.engine)
+        return SparkIncarnation(self.scenario, self.data, self.storage, self.restart, number, self.observer,
+                                engine=self.engine)
 
     def new_executor(self, inc: Incarnation, number: int) -> Any:
         return GraphRunner(inc, self.faults)  # type: ignore[arg-type]
@@ -103,12 +104,16 @@ def _alive(pid: int) -> bool:
 
 
 def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | os.PathLike[str] | None = None,
-              pace: bool = True, listeners: list[Any] | None = None, spark: Any = None) -> tuple[dict[str, Any], LocalStorage]:
+              pace: bool = True, listeners: list[Any] | None = None, spark: Any = None,
+              straggler: tuple[float, float, int] | None = None) -> tuple[dict[str, Any], LocalStorage]:
     """Run ``scenario`` on Spark; returns (outcome, checkpoint storage). Never raises for a fault.
 
     ``workdir`` holds ``checkpoint/`` (the SPEC layout), ``coord/`` and
     ``local/``; by default a fresh temporary directory. An existing
     checkpoint there is resumed, and refused if it belongs to another query.
+    ``pace`` plans a batch only once its input has arrived on the wall clock
+    (the rate a source really produces); ``straggler`` = (probability, extra
+    ms, seed) makes a seeded choice of tasks slow, for pipelining experiments.
     """
     if spark is None:
         from spark_impl.session import session
@@ -120,7 +125,7 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
     lock = acquire_checkpoint(root, scenario)
     try:
         engine = EngineContext(spark, str(root), str(base / "coord"), str(base / "local"), pace=pace,
-                               listeners=list(listeners or []))
+                               listeners=list(listeners or []), straggler=straggler)
         storage = LocalStorage(root)
         started = time.time()
         run = SparkRun(scenario, engine, storage)

@@ -26,6 +26,7 @@ driver-step faults fire here with the reference's matching and handling.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections import defaultdict
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from reference import layout
 from reference.engine import DriverCrash, Incarnation, NodeId, QueryFailure
 from reference.query import PartitionResult
 from reference.runner import Executor as FaultApplier
@@ -61,6 +61,7 @@ class EngineContext:
     visible: dict[tuple[int, int], float] = field(default_factory=dict)  # record -> first visible (wall s)
     task_log: list[dict[str, Any]] = field(default_factory=list)
     on_step: Callable[[str], None] | None = None   # called after each driver step (journal for SIGKILL mode)
+    straggler: tuple[float, float, int] | None = None  # synthetic slow tasks: (probability, extra ms, seed)
 
 
 class SparkIncarnation(Incarnation):
@@ -162,6 +163,21 @@ class SparkIncarnation(Incarnation):
                 "processedRowsPerSecond": round(rows / seconds, 3), "durationMs": durations,
                 "stateOperators": operators, "timestamp": start, "cacheHits": sum(r["cache_hits"] for r in results)}
 
+    def step_commit_log_write(self, b: int) -> None:
+        super().step_commit_log_write(b)
+        marker = Path(self.engine.coord, self.epoch, "committed", str(b))  # zombie writers land after this
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("")
+
+    def wait_for_zombies(self, timeout_s: float = 30.0) -> None:
+        """Let every planted zombie write land before the incarnation is judged (they land late, not never)."""
+        folder = Path(self.engine.coord, self.epoch, "zombies")
+        deadline = time.monotonic() + timeout_s
+        while folder.exists() and time.monotonic() < deadline:
+            if all(f.read_text() == "landed" for f in folder.iterdir() if not f.name.startswith(".")):
+                return
+            time.sleep(0.005)
+
     def step_offset_log_write(self, b: int) -> None:
         super().step_offset_log_write(b)
         self.batch_timing[b]["offsets_done"] = time.time()
@@ -176,7 +192,7 @@ class SparkIncarnation(Incarnation):
         return TaskSpec(self.sc, self.engine.root, self.engine.coord, self.engine.local_root, self.epoch,
                         self.number, b, tuple(plan.start), tuple(plan.end),
                         tuple(watermarks_of(self.trackers_for(b))), lineage_in, self.restart.first_batch,
-                        maintenance, faults, os.getpid(), self.engine.kill_driver)
+                        maintenance, faults, os.getpid(), self.engine.kill_driver, self.engine.straggler)
 
     def run_job(self, b: int, faults: tuple[TaskFault, ...]) -> list[dict[str, Any]]:
         sc = self.engine.spark.sparkContext
@@ -205,6 +221,31 @@ class SparkIncarnation(Incarnation):
             if time.monotonic() > deadline:
                 raise QueryFailure(f"the job of batch {b - 1} was never submitted")
             time.sleep(0.002)
+
+
+class ClaimingFaultBook(FaultBook):
+    """The reference's fault book, where firing a fault claims a marker file: each fault fires once
+    even across driver processes (a fault that killed the driver must not kill its successor)."""
+
+    def __init__(self, faults: tuple[Any, ...], coord: str):
+        super().__init__(faults)
+        self.all = tuple(faults)
+        self.dir = Path(coord, "faults")
+        self.pending = [f for f in self.pending if not (self.dir / str(self.index(f))).exists()]
+
+    def index(self, fault: Any) -> int:
+        return next(i for i, f in enumerate(self.all) if f is fault)
+
+    def claim(self, fault: Any) -> bool:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            os.close(os.open(self.dir / str(self.index(fault)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return True
+        except FileExistsError:
+            return False
+
+    def take(self, node: NodeId, when: str, time_ms: int, life: int) -> list[Any]:
+        return [f for f in super().take(node, when, time_ms, life) if self.claim(f)]
 
 
 class GraphRunner:
@@ -259,6 +300,7 @@ class GraphRunner:
             stop = Path(inc.engine.coord, inc.epoch, "stop")
             stop.parent.mkdir(parents=True, exist_ok=True)
             stop.write_text("stopped")
+            inc.wait_for_zombies()
             if self.failure is not None or len(self.done) != len(inc.nodes):
                 inc.engine.spark.sparkContext.cancelJobsWithTag(inc.epoch)
 
@@ -267,6 +309,8 @@ class GraphRunner:
         if self.failure is None and crash.exists():
             self.failure = DriverCrash(crash.read_text())
         if self.failure is not None:
+            if isinstance(self.failure, DriverCrash) and self.inc.engine.kill_driver:
+                os.kill(os.getpid(), signal.SIGKILL)  # the driver process dies here, as a real crash
             raise self.failure
 
     def _ready(self, node_id: NodeId) -> bool:
@@ -351,7 +395,8 @@ class GraphRunner:
             if at.step in TASK_STEPS and at.batch == b and (at.restart is None or at.restart == self.inc.number):
                 if fault.kind == "clock_skew":
                     continue  # the driver's clock: applied by the node runner
-                index = self.inc.sc.faults.index(fault)
+                index = self.faults.index(fault) if isinstance(self.faults, ClaimingFaultBook) else \
+                    self.inc.sc.faults.index(fault)
                 out.append(TaskFault(index, fault.kind, at.step, at.when, at.partition, fault.ms, fault.path))
                 self.faults.pending.remove(fault)
         return tuple(out)

@@ -20,6 +20,8 @@ it), shared by every worker:
     <coord>/<epoch>/evict/<executor>    bumped on an executor loss
     <coord>/<epoch>/crash               a task asked the driver to crash
     <coord>/<epoch>/async/<p>/<b>       outcome of a background state commit
+    <coord>/<epoch>/committed/<b>       the driver ran commit_log_write of batch b
+    <coord>/<epoch>/zombies/<name>      a zombie write is planted / has landed
     <coord>/faults/<index>              a fault fired (each fires once)
 
 Under pipelining, the task of batch b+1 for partition p may start before the
@@ -41,7 +43,7 @@ from typing import Any
 from reference import layout
 from reference.changelog import StateFileHeader, encode_state_file
 from reference.engine import EXECUTORS
-from reference.query import rows_of, route, run_partition, sink_rows
+from reference.query import route, rows_of, run_partition, sink_rows
 from reference.scenario import Scenario
 from reference.sources import SourceData
 from reference.storage import LocalStorage
@@ -86,6 +88,15 @@ class TaskSpec:
     faults: tuple[TaskFault, ...] = ()
     driver_pid: int = 0
     kill_driver: bool = False  # driver_crash by SIGKILL (else the driver is asked to crash)
+    straggler: tuple[float, float, int] | None = None  # (probability, extra ms, seed): synthetic slow tasks
+
+    def straggler_ms(self, p: int) -> float:
+        """Extra work of task (batch, p): a seeded draw, the same on every attempt and every backend run."""
+        if self.straggler is None:
+            return 0.0
+        import random
+        probability, extra_ms, seed = self.straggler
+        return extra_ms if random.Random(f"{seed}/{self.batch}/{p}").random() < probability else 0.0
 
     @property
     def async_state(self) -> bool:
@@ -138,6 +149,15 @@ def _wait_for(path: Path, what: str, stop: Path | None = None) -> str:
             time.sleep(POLL_S)
 
 
+def debug(spec: TaskSpec, text: str) -> None:
+    """With LIGHTSPEED_DEBUG set, tasks append what they do to ``<coord>/<epoch>/log``."""
+    if os.environ.get("LIGHTSPEED_DEBUG"):
+        path = Path(spec.coord, spec.epoch, "log")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as handle:
+            handle.write(f"{time.time():.3f} pid {os.getpid()} b{spec.batch} {text}\n")
+
+
 # ------------------------------------------------------------------ faults
 class Faults:
     """The task-step faults of this batch; each fires once across attempts (an O_EXCL marker)."""
@@ -188,6 +208,9 @@ class Faults:
             return kind == "storage_write_error"
         if kind == "executor_loss":
             _lose_executor(spec, self.p)
+            jvm = _executor_jvm()
+            if jvm is not None:
+                os.kill(jvm, signal.SIGKILL)  # on a cluster: the executor JVM dies; the worker starts another
             os._exit(137)  # the executor's Python worker dies with everything it cached
         if kind == "zombie_write":
             self._plant_zombie(step, sealed)
@@ -208,16 +231,25 @@ class Faults:
                 landings.append((layout.state_file(sid, p, s.version, self.uid, kind), payload))
         if not landings:
             return
-        storage, commit = self.storage, layout.commit_path(b)
+        storage = self.storage
+        committed = Path(spec.coord, spec.epoch, "committed", str(b))
+        marker = Path(spec.coord, spec.epoch, "zombies", f"{b}-{p}-{self.uid}")
+        _atomic_write(marker, "planted")
 
         def land() -> None:
             deadline = time.monotonic() + WAIT_TIMEOUT_S
-            while not storage.exists(commit) and time.monotonic() < deadline:
+            while not committed.exists() and not stop_marker(spec).exists() and time.monotonic() < deadline:
                 time.sleep(POLL_S)
             for path, payload in landings:
                 storage.write(path, payload, overwrite=True)
+            _atomic_write(marker, "landed")
 
-        threading.Thread(target=land, name=f"zombie-b{b}-p{p}", daemon=True).start()
+        # a failed attempt ends its Python worker, threads and all: the late writer is its own process
+        if os.fork() == 0:
+            try:
+                land()
+            finally:
+                os._exit(0)
 
 
 def _damage(storage: LocalStorage, kind: str, path: str) -> None:
@@ -228,6 +260,24 @@ def _damage(storage: LocalStorage, kind: str, path: str) -> None:
     else:
         data = storage.read(path)
         storage.write(path, data[: len(data) // 2], overwrite=True)
+
+
+def _executor_jvm() -> int | None:
+    """The executor JVM this Python worker belongs to, on a cluster (None in local mode: that JVM is
+    the driver's)."""
+    pid = os.getpid()
+    for _ in range(6):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            return None
+        if b"CoarseGrainedExecutorBackend" in cmd:
+            return pid
+        if pid <= 1:
+            return None
+    return None
 
 
 def _lose_executor(spec: TaskSpec, p: int) -> None:
@@ -318,6 +368,7 @@ def run_task(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
     started = time.time()
     b = spec.batch
     uid = f"r{spec.number}b{b}p{p}a{attempt}"
+    debug(spec, f"p{p} start {uid}")
     storage = LocalStorage(spec.root)
     faults = Faults(spec, p, storage, uid)
     timings: dict[str, float] = {}
@@ -356,6 +407,9 @@ def run_task(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
                 updated += 1
         sealed[sid] = store.seal(uid)
         changes[sid] = [updated, len(removed), len(new)]
+    extra = spec.straggler_ms(p)
+    if extra:
+        time.sleep(extra / 1000.0)
     faults.at("task_apply", "after", sealed)
     lap("task_apply")
 
@@ -378,6 +432,7 @@ def run_task(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
         thread.start()
     if stores:
         _atomic_write(Path(spec.coord, spec.epoch, "done", str(p), str(b)), json.dumps(done))
+    debug(spec, f"p{p} done {uid} hits {hits}")
     return {"partition": p, "batch": b, "uid": uid, "attempt": attempt, "lineage_in": lineage_in,
             "lineage_out": done, "sink_file": sink_file, "output_rows": len(rows),
             "input_rows": len(records), "max_event_ms": result.max_event_ms, "changes": changes,
@@ -404,12 +459,15 @@ def _commit_state(spec: TaskSpec, faults: Faults, stores: dict[str, Any], sealed
 
 def _commit_async(spec: TaskSpec, faults: Faults, stores: dict[str, Any], sealed: dict[str, Any], p: int) -> None:
     status = Path(spec.coord, spec.epoch, "async", str(p), str(spec.batch))
+    debug(spec, f"p{p} async commit starts")
     try:
         _commit_state(spec, faults, stores, sealed, p)
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which fails the query
         _atomic_write(status, f"failed: {exc}")
+        debug(spec, f"p{p} async commit failed {exc}")
         return
     _atomic_write(status, "ok")
+    debug(spec, f"p{p} async commit ok")
 
 
 def task_entry(spec: TaskSpec):

@@ -1,0 +1,135 @@
+"""Side-by-side speed measurements of the engine on this machine (issue figures; run, don't assert).
+
+    python -m spark_impl.engine.speed [--rate 200] [--seconds 8] [--out results/spark-speed.json]
+
+Three measurements, each in one run on one SparkSession, so ratios compare
+like with like:
+
+1. ablation: a running count at a fixed input rate with the Lightspeed
+   features off (sync logs, inline purge) and on, one at a time and together,
+   reporting end-to-end p50/p99 latency per record;
+2. pipelining: throughput (input records per wall second, no pacing: the
+   input is all there) with and without pipelining when a seeded fraction of
+   tasks is slow (stragglers);
+3. native: the same running count on Spark's own Structured Streaming, when
+   the native adapter is available, for the latency comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from reference.scenario import Scenario
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "baseline": {"progress": {"mode": "sync"}, "log_purge": {"mode": "inline", "min_batches_to_retain": 10}},
+    "async_purge": {"progress": {"mode": "sync"}, "log_purge": {"mode": "async", "min_batches_to_retain": 10}},
+    "async_progress": {"progress": {"mode": "async", "checkpoint_interval_ms": 1000},
+                       "log_purge": {"mode": "inline", "min_batches_to_retain": 10}},
+    "both": {"progress": {"mode": "async", "checkpoint_interval_ms": 1000},
+             "log_purge": {"mode": "async", "min_batches_to_retain": 10}},
+}
+
+
+def running_count(name: str, rate: int, seconds: float, engine: dict[str, Any], *, stateful: bool = True,
+                  batch_ms: int = 100, partitions: int = 2, seed: int = 11) -> Scenario:
+    operator = {"kind": "aggregate", "agg": "count"} if stateful else {"kind": "map"}
+    body: dict[str, Any] = {
+        "name": name, "seed": seed,
+        "source": {"kind": "rate", "rows_per_second": rate, "duration_s": seconds, "partitions": 2,
+                   "keys": 64, "batch_ms": batch_ms},
+        "query": {"operator": operator, "state_partitions": partitions},
+        "sink": {"mode": "at_least_once" if engine.get("progress", {}).get("mode") == "async" else "exactly_once"},
+        "engine": {"state_store": {"provider": "changelog", "min_deltas_for_snapshot": 10,
+                                   "maintenance_interval_ms": 1000}, **engine},
+    }
+    if stateful and engine.get("progress", {}).get("mode") == "async":
+        body["explore_unsupported"] = True  # Spark refuses async progress on stateful queries; we measure it
+    return Scenario.from_dict(body)
+
+
+def _summary(outcome: dict[str, Any]) -> dict[str, Any]:
+    durations = [p["durationMs"]["triggerExecution"] for p in outcome["progress"]]
+    return {"latency_ms": outcome["latency_ms"], "batches": len(outcome["batches"]),
+            "mean_batch_ms": round(sum(durations) / max(len(durations), 1), 1),
+            "wall_s": outcome["spark"]["wall_s"], "error": outcome["error"]}
+
+
+def ablation(spark: Any, rate: int, seconds: float, progress: Any = print) -> dict[str, Any]:
+    from . import run_spark
+    out = {}
+    for name, engine in CONFIGS.items():
+        scenario = running_count(f"ablation-{name}", rate, seconds, engine)
+        outcome, _ = run_spark(scenario, spark=spark)
+        out[name] = _summary(outcome)
+        progress(f"  {name:15s} p50 {out[name]['latency_ms']['p50']} ms, p99 {out[name]['latency_ms']['p99']} ms")
+    base = out["baseline"]["latency_ms"]["p50"]
+    for name in CONFIGS:
+        out[name]["p50_vs_baseline"] = round(out[name]["latency_ms"]["p50"] / base, 3) if base else None
+    return out
+
+
+def pipelining(spark: Any, records: int, straggler: tuple[float, float, int], progress: Any = print) -> dict[str, Any]:
+    from . import run_spark
+    out = {}
+    for on in (False, True):
+        engine = {"pipelining": on, "log_purge": {"mode": "async", "min_batches_to_retain": 10}}
+        scenario = running_count(f"pipelining-{on}", records, 1.0, engine, batch_ms=50, partitions=2)
+        started = time.time()
+        outcome, _ = run_spark(scenario, spark=spark, pace=False, straggler=straggler)
+        wall = time.time() - started
+        rows = sum(p["numInputRows"] for p in outcome["progress"])
+        out["on" if on else "off"] = {"records_per_s": round(rows / wall, 1), "wall_s": round(wall, 3),
+                                      "batches": len(outcome["batches"]), "error": outcome["error"]}
+        progress(f"  pipelining {'on ' if on else 'off'}: {out['on' if on else 'off']['records_per_s']} records/s")
+    out["speedup"] = round(out["on"]["records_per_s"] / out["off"]["records_per_s"], 3)
+    return out
+
+
+def native(spark: Any, rate: int, seconds: float, progress: Any = print) -> dict[str, Any] | None:
+    try:
+        from spark_impl.native import run_native
+    except ImportError:
+        progress("  native adapter not available")
+        return None
+    scenario = running_count("native-running-count", rate, seconds, CONFIGS["baseline"])
+    outcome, _ = run_native(scenario)
+    latency = outcome.get("latency_ms") or {}
+    progress(f"  native Structured Streaming: p50 {latency.get('p50')} ms, p99 {latency.get('p99')} ms")
+    return {"latency_ms": latency, "error": outcome.get("error")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rate", type=int, default=200, help="input records per second (default 200)")
+    parser.add_argument("--seconds", type=float, default=8.0, help="input duration per run (default 8)")
+    parser.add_argument("--records", type=int, default=2000, help="pipelining: records per run (default 2000)")
+    parser.add_argument("--straggler", default="0.3,300,5", help="probability,extra_ms,seed (default 0.3,300,5)")
+    parser.add_argument("--master", help="Spark master (default local[2])")
+    parser.add_argument("--out", default="results/spark-speed.json")
+    args = parser.parse_args(argv)
+    from spark_impl.session import session
+    spark = session(args.master)
+    spark.sparkContext.parallelize(range(4), 2).count()  # start the Python workers before measuring
+    prob, extra, seed = args.straggler.split(",")
+    report: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds, "master": spark.sparkContext.master}
+    print(f"ablation: running count at {args.rate} records/s for {args.seconds} s per configuration")
+    report["ablation"] = ablation(spark, args.rate, args.seconds)
+    print(f"pipelining: {args.records} records, stragglers {args.straggler}")
+    report["pipelining"] = pipelining(spark, args.records, (float(prob), float(extra), int(seed)))
+    print("native Structured Streaming, same running count")
+    report["native"] = native(spark, args.rate, args.seconds)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

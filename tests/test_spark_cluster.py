@@ -1,0 +1,50 @@
+"""The engine on a real two-worker Spark standalone cluster on localhost, including an executor loss.
+
+The cluster (a master and two one-core workers, each with its own executor
+JVM) is started by ``spark_impl.cluster`` in a subprocess, which needs its own
+SparkContext: this is the one place the suite starts a second Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from scenarios import scenario_dict
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+CASES = [
+    ("aggregate", "sync", []),
+    ("window_aggregate", "async_state", [{"kind": "task_failure",
+                                          "at": {"step": "task_apply", "batch": 1, "when": "after", "partition": 0}}]),
+    ("join", "pipelining", [{"kind": "driver_crash", "at": {"step": "offset_log_write", "batch": 2, "when": "after"}}]),
+    ("dedup_within_watermark", "sync", [{"kind": "executor_loss",
+                                         "at": {"step": "task_apply", "batch": 2, "when": "before", "partition": 1}}]),
+]
+
+
+def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
+    paths = []
+    for op, mode, faults in CASES:
+        d = scenario_dict(op, mode, faults=faults)
+        d["name"] = f"cluster-{op}-{mode}-{faults[0]['kind'] if faults else 'none'}"
+        path = tmp_path / f"{d['name']}.json"
+        path.write_text(json.dumps(d))
+        paths.append(str(path))
+    report_path = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "spark_impl.cluster", *paths, "--workers", "2",
+                           "--out", str(report_path)], capture_output=True, text=True, timeout=900)
+    assert report_path.exists(), proc.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    for case in report["cases"]:
+        assert case["error"] is None, (case["scenario"], case["error"])
+        assert not case["failed_oracles"], (case["scenario"], case["failed_oracles"])
+        assert case["difference"] is None, (case["scenario"], case["difference"])
+    assert report["ok"] and proc.returncode == 0
+    assert report["master"].startswith("spark://")
+    assert len(report["executors_before"]) == 2, "two workers, one executor JVM each"
+    # the executor-loss case killed one executor JVM; its worker started a replacement
+    assert len(set(report["executors_before"]) - set(report["executors_after"])) >= 1
