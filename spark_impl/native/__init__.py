@@ -1,0 +1,188 @@
+"""The spark-native backend: a scenario's query on Spark's own Structured Streaming.
+
+``run_native(scenario)`` runs the scenario's query with Spark's own operators,
+state store and restart logic, and fills the outcome JSON of SPEC section 4
+(backend ``"spark-native"``), so the reference oracles
+(``reference.oracles.check_outcome``) judge Spark exactly as they judge the
+reference, the simulator and the PySpark engine.
+
+How a scenario becomes a Spark query
+------------------------------------
+- Input: one JSON-lines file per planned batch and input side, read by Spark's
+  file source with ``maxFilesPerTrigger = 1`` (``plan.py``), so Spark's batch b
+  has exactly the reference's records of batch b. The boundaries in the outcome
+  are read back from Spark's own ``offsets/<b>`` and file-source log, not assumed.
+- Operators: see ``plan.py`` for the table (groupBy/agg, window + withWatermark,
+  dropDuplicatesWithinWatermark, stream-stream join, applyInPandasWithState).
+  ``chain`` is refused (``support.UNSUPPORTED_OPERATORS`` says why).
+- Configuration: the session's RocksDB provider with changelog checkpointing
+  (``provider = changelog``; ``snapshot`` turns changelog checkpointing off,
+  ``delta`` selects the HDFS-backed provider), ``minDeltasForSnapshot``,
+  ``maintenanceInterval``, ``minBatchesToRetain``, ``asyncLogPurge.enabled`` and
+  ``shuffle.partitions = state_partitions`` from the scenario, set for the
+  run only and restored after (``runner.engine_confs``). No-data batches are
+  off: the reference has none, and one would shift every later batch id.
+- Sink: foreachBatch. Exactly-once: batch b's rows go to a temporary file that
+  is renamed to ``sink/<b>.json``, so a re-run batch replaces its output and
+  never duplicates it. At-least-once: every delivery is its own visible file.
+- Triggers: ``availableNow`` by default (untimed: all of the input is there, one
+  file per batch). ``realtime=True`` feeds batch b's file when its last record
+  has arrived on the scenario's clock, uses a processing-time trigger of
+  ``trigger_interval_ms``, and reports end-to-end latency per record (creation
+  to its batch's sink commit) as ``latency_ms`` and batch durations as
+  ``native.batch_duration_ms``.
+- State: read back with Spark's state data source and re-encoded and
+  re-bucketed into the reference's partitions (``state.py`` explains why the
+  partition functions differ and why re-bucketing is sound).
+- Progress: ``query.recentProgress`` (StreamingQueryProgress, trimmed), with the
+  incarnation of each entry.
+
+Faults
+------
+Supported (``support.SUPPORTED_FAULTS``):
+
+- ``driver_crash``: between batches (steps ``plan``, ``offset_log_write``
+  before, ``commit_log_write`` after, ``source_commit``) the query is stopped at
+  the boundary; inside a batch (``offset_log_write`` after up to
+  ``commit_log_write`` before) foreachBatch raises at the matching point (before
+  the stateful plan runs, after the state commit, after the sink's part file,
+  after the sink commit), which fails the query with ``offsets/<b>`` written and
+  ``commits/<b>`` not. Either way the next incarnation is a new run of the query
+  on the same checkpoint (a new run id, so Spark loads every state store from
+  the checkpoint files, not from the previous run's providers). The process and
+  its JVM survive: a kill -9 would cost a new JVM (about 10 s) per restart.
+  ``at.partition`` is ignored (a driver crash stops every partition).
+- ``task_failure``: a filter in the stateful operator's own tasks (the input
+  is hash-partitioned on the operator's keys, the distribution the operator
+  needs, so no further shuffle separates them) raises once, with Spark SQL's
+  ``raise_error``, for batch ``at.batch`` in Spark's state partition
+  ``at.partition`` (any partition when absent); a JVM system property set
+  through ``reflect`` marks it fired, so Spark's retry of the task passes
+  (``plan.task_fault_filter``; needs a local master). The task fails after it
+  loaded state version b, while it applies its input, before it commits; the
+  step inside the task cannot be chosen. Spark's partition p is not the reference's partition p (see
+  ``state.py``). If that partition has no rows in the batch the fault cannot
+  fire, and the outcome lists it under ``native.faults_not_fired``.
+- ``corrupt_file`` / ``delete_file``: between batches, with ``path`` relative to
+  Spark's checkpoint (e.g. ``commits/2``, ``state/0/1/3.changelog``); the query
+  stops at the boundary, the file (and its ``.crc``) is damaged, and the query
+  restarts.
+
+Not supported, refused with ``NativeUnsupported`` naming the field:
+``executor_loss``, ``storage_write_error``, ``storage_latency``,
+``zombie_write``, ``clock_skew`` (reasons in ``support.UNSUPPORTED_FAULTS``),
+faults at ``at.time_ms``, asynchronous progress tracking, asynchronous state
+checkpointing and pipelining (not in open-source Spark), and
+``stateful_function`` when pandas or pyarrow is missing.
+
+Where Spark differs from the reference model
+--------------------------------------------
+The reference states each operator "with Spark's semantics"; on Spark 4 the
+rule for late rows differs in two ways, and the adapter reproduces Spark, not
+the reference:
+
+1. Late rows are filtered with the *previous* batch's watermark. Since Spark
+   3.4 every stateful operator gets two watermarks per batch: one for late
+   events, the watermark of the batch before, and one for eviction, the
+   current batch's (``IncrementalExecution``:
+   ``prevOffsetSeqMetadata.batchWatermarkMs``).
+2. Late means at or before the watermark (``WatermarkSupport``:
+   ``LessThanOrEqual``), where the reference says strictly before. The first
+   batch's watermark is 0, so Spark drops every row at or before the epoch.
+
+With ``wm`` the current batch's watermark and ``prev`` the previous batch's,
+a row is dropped as late:
+
+======================  ==================================  ==================================
+operator                reference                           Spark
+======================  ==================================  ==================================
+window_aggregate        ``t < wm`` or window end ``<= wm``  window end ``<= prev``
+dedup_within_watermark  ``t < wm``                          ``t <= prev``
+join (either side)      ``t < wm - time_bound``             ``t <= prev``
+stateful_function       ``t < wm``                          ``t <= prev``
+======================  ==================================  ==================================
+
+So Spark keeps rows the reference drops (a window that the current watermark
+closes is then emitted with them) and, at the boundary, drops rows the
+reference keeps; for a join Spark drops rows within ``time_bound`` behind the
+watermark that the reference still joins. For ``stateful_function`` such a
+row can make the new timeout fall before the current watermark, which Spark
+refuses; the adapter then sets the timeout to the watermark.
+
+Both rules only matter for rows whose event time is behind the watermark.
+With disorder at most the watermark delay and event times after the epoch no
+row is late under either rule, and the adapter's outcomes pass the oracles.
+(A ``rate`` source creates its first records at time 0, so under a watermark
+Spark drops them in batch 0 by rule 2.)
+The tests in ``tests/test_spark_native.py`` assert each difference where it
+shows. Where they agree: eviction (window end, dedup expiry ``<= wm``), the
+join's state horizon (for ``lt >= rt - bound`` Spark's state watermark is
+``wm - bound - 1`` with ``<=``, so ``t < wm - bound`` is evicted, as in the
+reference), the event-time timeout (``timeout < wm``), and the watermark itself
+(max event time of the batches before minus the delay, never decreasing, the
+minimum over a join's sides, 0 until every side has data).
+
+Restarts: a restart resumes the watermark from ``commits/<b>``
+(``nextBatchWatermarkMs``) or, when re-running a batch, from ``offsets/<b>``,
+as the reference does. One difference is not exercised by the tests: Spark
+keeps only the combined watermark in the checkpoint, not each input's
+maximum event time, so after a restart a join whose sides are out of step can
+advance its watermark later than the reference (which persists the maxima).
+
+Outcomes are timed, so two runs are not byte-identical (durations, timestamps,
+RocksDB file names): the ``determinism`` check does not apply to this backend.
+Checkpoint files are Spark's (RocksDB SST/zip/changelog files), not the
+reference layout, so the ``reconstruction`` and ``lineage`` oracles, which read
+the reference's file formats, say n/a: ``run_native`` returns no Storage.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from reference.scenario import Scenario
+
+from .runner import BACKEND, NativeRun, engine_confs, session_confs
+from .support import SUPPORTED_FAULTS, SUPPORTED_OPERATORS, UNSUPPORTED_FAULTS, NativeUnsupported, check_supported
+
+__all__ = ["BACKEND", "NativeUnsupported", "SUPPORTED_FAULTS", "SUPPORTED_OPERATORS", "UNSUPPORTED_FAULTS",
+           "run_native"]
+
+
+def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | None = None,
+               realtime: bool = False) -> tuple[dict[str, Any], None]:
+    """Run ``scenario`` on Spark's own Structured Streaming; returns ``(outcome, None)``.
+
+    ``workdir`` keeps the input files, Spark's checkpoint (``<workdir>/checkpoint``)
+    and the sink (``<workdir>/sink``); without it a temporary directory is used
+    and removed afterwards. It must not hold an earlier run's checkpoint.
+    ``master`` is passed to ``spark_impl.session.session``. Raises
+    ``NativeUnsupported`` (a ``ScenarioError`` naming the field) for anything the
+    adapter cannot run; a failure of Spark itself is reported in the outcome's
+    ``error``.
+    """
+    from spark_impl.session import session
+
+    points = check_supported(scenario, realtime=realtime)
+    if workdir is not None and os.path.exists(os.path.join(workdir, "checkpoint")):
+        raise ValueError(f"{workdir}: already holds a checkpoint; the spark-native backend needs a fresh workdir "
+                         "(Spark would resume the old query)")
+    spark = session(master)
+    if any(fp.point == "task" for fp in points) and not spark.sparkContext.master.startswith("local"):
+        raise NativeUnsupported("faults", "task_failure on the spark-native backend needs a local master: the "
+                                          "fault's fired-once mark is a system property of the executor's JVM")
+    root = workdir or tempfile.mkdtemp(prefix="lightspeed-native-")
+    try:
+        with session_confs(spark, engine_confs(scenario)):
+            run = NativeRun(scenario, spark, root, points, realtime)
+            run.execute()
+            outcome = run.outcome()
+        if workdir is None:
+            outcome["native"]["checkpoint"] = None
+        return outcome, None
+    finally:
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,273 @@
+"""The scenario's input as files, and its query built from Spark's own operators.
+
+Input: every planned batch ``b`` of the reference (``SourceData.planned_end_offsets``)
+becomes one JSON-lines file per input side, ``input/<side>/batch-<b>.json``, with
+modification times in batch order. The query reads each side with Spark's file
+source and ``maxFilesPerTrigger = 1``, so Spark's batch ``b`` reads exactly the
+reference's records of batch ``b``, in (source partition, offset) order.
+
+Operators (``build_query``), each with the Spark operator whose semantics are
+closest to the reference's (``reference/operators.py``):
+
+=========================  ============================================================  ===========
+scenario operator          Spark                                                         output mode
+=========================  ============================================================  ===========
+map                        projection                                                    append
+aggregate                  ``groupBy(key).agg(count(1) | sum(value))``                    update
+window_aggregate           ``withWatermark`` + ``groupBy(key, window(ts, window_ms))``     append
+dedup_within_watermark     ``withWatermark`` + ``dropDuplicatesWithinWatermark([key])``    append
+join                       both sides ``withWatermark``; inner join on key and           append
+                           ``lt >= rt - bound AND lt <= rt + bound``
+stateful_function          ``withWatermark`` + ``groupBy(key).applyInPandasWithState``     update
+                           with an event-time timeout (``session_sum``)
+=========================  ============================================================  ===========
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Iterable, Sequence
+
+from reference.scenario import OperatorSpec, Scenario
+from reference.sources import Record, SourceData
+
+from .support import FaultPoint
+
+_FILE = re.compile(r"/input/(main|left|right)/batch-(\d+)\.json$")
+
+
+def batch_file(root: str, side: str, batch: int) -> str:
+    return os.path.join(root, "input", side, f"batch-{batch:06d}.json")
+
+
+def parse_batch_file(path: str) -> tuple[str, int] | None:
+    """(side, planned batch) of an input file path as Spark logs it (``file:///...``), or None."""
+    match = _FILE.search(path)
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+class InputFiles:
+    """The planned batches of a scenario and the files that feed them to Spark."""
+
+    def __init__(self, scenario: Scenario, root: str, base_mtime: float):
+        self.scenario, self.root = scenario, root
+        self.data = SourceData.of(scenario)
+        self.batches = self.data.planned_batches()
+        self.ends = [tuple(self.data.planned_end_offsets(b)) for b in range(self.batches)]
+        self.sides = sorted(scenario.sources)
+        # global source partitions of each side (a join lays out left first, then right)
+        self.partitions: dict[str, list[int]] = {side: [] for side in self.sides}
+        for sp, rows in enumerate(self.data.partitions):
+            side = rows[0].side if rows else self._side_of_empty(sp)
+            self.partitions[side].append(sp)
+        self.base_mtime = base_mtime
+        self.written = 0
+        for side in self.sides:
+            os.makedirs(os.path.join(root, "input", side), exist_ok=True)
+
+    def _side_of_empty(self, sp: int) -> str:
+        base = 0
+        for side in self.sides:
+            count = self.scenario.sources[side].partitions
+            if sp < base + count:
+                return side
+            base += count
+        raise ValueError(f"source partition {sp} belongs to no side")
+
+    def start(self, batch: int) -> tuple[int, ...]:
+        return self.ends[batch - 1] if batch > 0 else (0,) * len(self.data.partitions)
+
+    def records(self, batch: int, side: str) -> list[Record]:
+        return [r for r in self.data.slice(self.start(batch), self.ends[batch]) if r.side == side]
+
+    def cut_ms(self, batch: int) -> int:
+        """When batch ``batch`` is complete on the scenario's clock: its last record's arrival (ms)."""
+        times = [r.arrival_ms for r in self.data.slice(self.start(batch), self.ends[batch])]
+        kinds = {src.kind for src in self.scenario.sources.values()}
+        if kinds <= {"generated"}:
+            return max(times, default=0)
+        return (batch + 1) * max(src.batch_ms for src in self.scenario.sources.values())
+
+    def write(self, upto: int) -> None:
+        """Make the files of batches ``< upto`` visible to Spark (each side's file, in batch order)."""
+        for b in range(self.written, min(upto, self.batches)):
+            self.write_one(b)
+
+    def write_one(self, b: int, mtime: float | None = None) -> None:
+        if b < self.written:
+            return
+        stamp = self.base_mtime + b if mtime is None else mtime
+        staged = []
+        for side in self.sides:
+            tmp = os.path.join(self.root, "input", f".{side}-{b}.tmp")
+            with open(tmp, "w") as fh:
+                for r in self.records(b, side):
+                    fh.write(json.dumps({"key": r.key, "value": r.value, "event_ms": r.event_time_ms,
+                                         "sp": r.source_partition, "off": r.offset,
+                                         "arrival_ms": r.arrival_ms, "pb": b}) + "\n")
+            os.utime(tmp, (stamp, stamp))
+            staged.append((tmp, batch_file(self.root, side, b)))
+        for tmp, path in staged:  # both sides of a join appear together
+            os.replace(tmp, path)
+        self.written = b + 1
+
+    def end_offsets_of(self, side: str, planned: int | None, current: Sequence[int]) -> tuple[int, ...]:
+        """``current`` with ``side``'s partitions moved to the end of planned batch ``planned``."""
+        out = list(current)
+        for sp in self.partitions[side]:
+            out[sp] = self.ends[planned][sp] if planned is not None else 0
+        return tuple(out)
+
+
+# ------------------------------------------------------------------ query
+
+
+def input_schema() -> Any:
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+    return StructType([StructField("key", StringType()), StructField("value", LongType()),
+                       StructField("event_ms", LongType()), StructField("sp", IntegerType()),
+                       StructField("off", LongType()), StructField("arrival_ms", LongType()),
+                       StructField("pb", LongType())])
+
+
+def _read(spark: Any, root: str, side: str) -> Any:
+    from pyspark.sql import functions as F
+    return (spark.readStream.schema(input_schema()).option("maxFilesPerTrigger", 1)
+            .json(os.path.join(root, "input", side))
+            .withColumn("ts", F.timestamp_millis("event_ms")))
+
+
+def _ms(delay: int | None) -> str:
+    return f"{delay or 0} milliseconds"
+
+
+def output_mode(op: OperatorSpec) -> str:
+    return "update" if op.kind in ("aggregate", "stateful_function") else "append"
+
+
+def fault_property(run_id: str, index: int) -> str:
+    """The JVM system property that marks fault ``index`` of run ``run_id`` as fired."""
+    return f"lightspeed.native.{run_id}.fault{index}"
+
+
+def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Sequence[FaultPoint],
+                      run_id: str) -> Any:
+    """Make a task of the stateful operator fail once per fault, with Spark SQL expressions only.
+
+    The input is hash-partitioned on the operator's own keys into
+    ``partitions``: exactly the distribution the stateful operator requires, so
+    Spark adds no further shuffle and a filter placed here runs inside the task
+    of state partition p, after the operator loaded its state and before it
+    commits. For a row of the fault's batch (the ``pb`` column: the planned
+    batch of the input file, which is Spark's batch id) in the fault's partition
+    (``spark_partition_id()``), the filter sets a JVM system property with
+    ``reflect('java.lang.System', 'setProperty', ...)``; the call returns the
+    previous value, null only the first time, and then ``raise_error`` fails the
+    task. Spark's retry of the task finds the property set and passes. (A Python
+    UDF would do, but Spark cannot see through a Python evaluation node that the
+    rows are still partitioned, so it would shuffle again and the failure would
+    land in another stage.) The property lives in the executor's JVM, which on a
+    local master is the driver's.
+    """
+    if not faults:
+        return df
+    from pyspark.sql import functions as F
+    condition = None
+    for fp in faults:
+        where = f"pb = {fp.batch}"
+        if fp.fault.at.partition is not None:
+            where += f" AND spark_partition_id() = {fp.fault.at.partition}"
+        mark = (f"reflect('java.lang.System', 'setProperty', '{fault_property(run_id, fp.index)}', "
+                f"concat('batch ', pb, ' partition ', spark_partition_id(), ' key ', {keys[0]}))")
+        fail = (f"raise_error(concat('injected task_failure (faults[{fp.index}]) in batch ', pb, "
+                f"', state partition ', spark_partition_id()))")
+        clause = f"CASE WHEN {where} THEN (CASE WHEN {mark} IS NULL THEN {fail} ELSE true END) ELSE true END"
+        condition = clause if condition is None else f"({condition}) AND ({clause})"
+    return df.repartition(partitions, *keys).filter(F.expr(condition))
+
+
+def session_sum_function(timeout_ms: int) -> Any:
+    """The reference's ``session_sum`` for applyInPandasWithState (event-time timeout)."""
+
+    def session_sum(key: tuple[str], frames: Iterable[Any], state: Any) -> Iterable[Any]:
+        import pandas as pd
+        if state.hasTimedOut:
+            total, count, _last = state.get
+            state.remove()
+            yield pd.DataFrame({"key": [key[0]], "total": [int(total)], "cnt": [int(count)]})
+            return
+        total, count, last = state.get if state.exists else (0, 0, None)
+        for frame in frames:
+            if len(frame) == 0:
+                continue
+            total += int(frame["value"].sum())
+            count += len(frame)
+            newest = int(frame["event_ms"].max())
+            last = newest if last is None else max(int(last), newest)
+        if last is None:
+            return
+        state.update((int(total), int(count), int(last)))
+        # Spark refuses a timeout before the current watermark, and a row the reference calls late can
+        # reach here (late rows are filtered with the previous batch's watermark; see spark_impl.native)
+        state.setTimeoutTimestamp(max(int(last) + timeout_ms, state.getCurrentWatermarkMs()))
+
+    return session_sum
+
+
+def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence[FaultPoint],
+                run_id: str) -> Any:
+    """The scenario's query as a streaming DataFrame with columns (key, a, b, c) per operator."""
+    from pyspark.sql import functions as F
+    op = scenario.operator
+    parts = scenario.state_partitions
+
+    def guarded(df: Any, keys: Sequence[str]) -> Any:
+        return task_fault_filter(df, keys, parts, task_faults, run_id)
+
+    if op.kind == "join":
+        delay = _ms(op.watermark_delay_ms)
+        left = (_read(spark, root, "left").withWatermark("ts", delay)
+                .select(F.col("key").alias("lk"), F.col("value").alias("lv"), F.col("ts").alias("lt"), "pb"))
+        right = (_read(spark, root, "right").withWatermark("ts", delay)
+                 .select(F.col("key").alias("rk"), F.col("value").alias("rv"), F.col("ts").alias("rt")))
+        left = guarded(left, ["lk"]).drop("pb")
+        bound = f"interval {op.time_bound_ms or 0} milliseconds"
+        joined = left.join(right, F.expr(f"lk = rk AND lt >= rt - {bound} AND lt <= rt + {bound}"))
+        return joined.select(F.col("lk").alias("key"), F.col("lv").alias("a"), F.col("rv").alias("b"))
+    df = _read(spark, root, "main")
+    if op.kind == "map":
+        return df.select("key", F.col("value").alias("a"))
+    if op.kind == "aggregate":
+        df = guarded(df, ["key"])
+        agg = F.count(F.lit(1)) if op.agg == "count" else F.sum("value")
+        return df.groupBy("key").agg(agg.alias("a"))
+    if op.kind == "window_aggregate":
+        df = df.withWatermark("ts", _ms(op.watermark_delay_ms)).withColumn(
+            "window", F.window("ts", f"{op.window_ms} milliseconds"))
+        df = guarded(df, ["key", "window"])
+        agg = F.count(F.lit(1)) if op.agg == "count" else F.sum("value")
+        out = df.groupBy("key", "window").agg(agg.alias("c"))
+        return out.select("key", F.unix_millis(F.col("window.start")).alias("a"),
+                          F.unix_millis(F.col("window.end")).alias("b"), "c")
+    if op.kind == "dedup_within_watermark":
+        df = guarded(df.withWatermark("ts", _ms(op.watermark_delay_ms)), ["key"])
+        return df.dropDuplicatesWithinWatermark(["key"]).select("key", F.col("value").alias("a"))
+    if op.kind == "stateful_function":
+        df = guarded(df.withWatermark("ts", _ms(op.watermark_delay_ms)), ["key"])
+        df = df.select("key", "value", "event_ms", "ts")  # the function's input columns
+        out = df.groupBy("key").applyInPandasWithState(
+            session_sum_function(op.timeout_ms or 0), "key string, total long, cnt long",
+            "total long, cnt long, last long", "update", "EventTimeTimeout")
+        return out.select("key", F.col("total").alias("a"), F.col("cnt").alias("b"))
+    raise ValueError(f"operator {op.kind!r} has no Spark plan in the adapter")
+
+
+def sink_row(op: OperatorSpec, row: Any) -> list[Any]:
+    """One Spark output row as the reference's sink row ``[key, value]``."""
+    if op.kind in ("map", "aggregate", "dedup_within_watermark"):
+        return [row["key"], int(row["a"])]
+    if op.kind == "window_aggregate":
+        return [row["key"], [int(row["a"]), int(row["b"]), int(row["c"])]]
+    return [row["key"], [int(row["a"]), int(row["b"])]]

@@ -1,0 +1,156 @@
+"""What the spark-native backend can run, and where each supported fault lands in Spark.
+
+``check_supported`` refuses, with a ``NativeUnsupported`` naming the field, every
+part of a scenario that open-source Spark has no counterpart for (or that the
+adapter cannot inject from Python), and places each supported fault at the point
+of Spark's micro-batch where the adapter fires it (a ``FaultPoint``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+from reference.scenario import Fault, Scenario, ScenarioError
+
+# Operators the adapter maps to Spark's own operators.
+SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "join",
+                       "stateful_function")
+SUPPORTED_FAULTS = ("driver_crash", "task_failure", "corrupt_file", "delete_file")
+
+UNSUPPORTED_FAULTS = {
+    "executor_loss": "on a local master the executor lives in the driver's JVM, so losing it is a driver crash; "
+                     "use driver_crash",
+    "storage_write_error": "Spark writes its checkpoint through Hadoop's FileSystem inside the JVM; failing one "
+                           "write needs a custom FileSystem class on Spark's classpath, which the Python adapter "
+                           "cannot install",
+    "storage_latency": "a slow checkpoint write needs a custom Hadoop FileSystem inside the JVM (see "
+                       "storage_write_error)",
+    "zombie_write": "a late write of a failed attempt cannot be planted into Spark's checkpoint file manager from "
+                    "Python",
+    "clock_skew": "Spark reads the wall clock of its JVM; the adapter has no hook to skew it",
+}
+
+UNSUPPORTED_OPERATORS = {
+    "chain": "Spark runs several stateful operators in one query only in append mode (so no running aggregate "
+             "in update mode) and derives a downstream operator's watermark by propagation from its input, not "
+             "from that operator's own delay as the reference's chain does",
+}
+
+# Where a fault at a protocol step lands in Spark's micro-batch (SPEC section 2 step -> adapter point).
+#   before_batch: the query stops after batch b-1 committed, before planning b
+#   pre_state:    inside batch b, after offsets/b is written, before the stateful plan runs
+#   post_state:   after the state of version b+1 is committed, before the sink writes
+#   sink_written: after the sink's part file is written, before it is committed (renamed)
+#   post_sink:    after the sink commit, before commits/b is written
+#   after_batch:  after commits/b; the same as before_batch of b+1
+_DRIVER_POINTS = {
+    ("plan", "before"): "before_batch", ("plan", "after"): "before_batch",
+    ("offset_log_write", "before"): "before_batch", ("offset_log_write", "after"): "pre_state",
+    ("purge", "before"): "pre_state", ("purge", "after"): "pre_state",
+    ("state_load", "before"): "pre_state", ("state_load", "after"): "pre_state",
+    ("task_apply", "before"): "pre_state", ("task_apply", "after"): "pre_state",
+    ("changelog_write", "before"): "pre_state", ("changelog_write", "after"): "pre_state",
+    ("state_commit", "before"): "pre_state", ("state_commit", "after"): "post_state",
+    ("snapshot_upload", "before"): "post_state", ("snapshot_upload", "after"): "post_state",
+    ("sink_write", "before"): "post_state", ("sink_write", "after"): "sink_written",
+    ("sink_commit", "before"): "sink_written", ("sink_commit", "after"): "post_sink",
+    ("commit_log_write", "before"): "post_sink", ("commit_log_write", "after"): "after_batch",
+    ("source_commit", "before"): "after_batch", ("source_commit", "after"): "after_batch",
+}
+
+
+class NativeUnsupported(ScenarioError):
+    """The scenario asks for something the spark-native backend cannot run; ``field`` names it."""
+
+
+@dataclass(frozen=True)
+class FaultPoint:
+    """One scenario fault, placed in Spark's micro-batch."""
+
+    index: int          # position in scenario.faults
+    fault: Fault
+    point: str          # before_batch | pre_state | post_state | sink_written | post_sink | task
+    batch: int          # the batch it fires in (for before_batch: the batch it stops before)
+
+    @property
+    def restart(self) -> int | None:
+        return self.fault.at.restart
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A Spark failure in one line: its error class line and its innermost JVM cause."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    head = next((line for line in lines if line.startswith("[") or ": [" in line), lines[0])
+    head = head.split("Reason:")[0].strip().lstrip(": ")[:300]
+    causes = [line[len("Caused by:"):].strip() for line in lines if line.startswith("Caused by:")]
+    return f"{head} (caused by {causes[-1][:300]})" if causes else head
+
+
+def pandas_missing() -> str | None:
+    """Why applyInPandasWithState cannot run here, or None when pandas and pyarrow are importable."""
+    missing = [name for name in ("pandas", "pyarrow") if importlib.util.find_spec(name) is None]
+    if missing:
+        return (f"{' and '.join(missing)} not installed: Spark's applyInPandasWithState (the counterpart of "
+                "stateful_function) exchanges data with Python through Arrow and pandas")
+    return None
+
+
+def check_supported(scenario: Scenario, *, realtime: bool = False) -> list[FaultPoint]:
+    """Refuse what the adapter cannot run (naming the field); return the faults as FaultPoints."""
+    op = scenario.operator
+    if op.kind in UNSUPPORTED_OPERATORS:
+        raise NativeUnsupported("query.operator.kind",
+                                f"operator {op.kind!r} is not supported by the spark-native backend: "
+                                f"{UNSUPPORTED_OPERATORS[op.kind]}")
+    if op.kind == "stateful_function":
+        why = pandas_missing()
+        if why:
+            raise NativeUnsupported("query.operator.kind",
+                                    f"operator 'stateful_function' needs pandas and pyarrow on the spark-native "
+                                    f"backend: {why}")
+    e = scenario.engine
+    if e.progress_mode == "async":
+        raise NativeUnsupported("engine.progress.mode",
+                                "asynchronous progress tracking is not supported by the spark-native backend: "
+                                "Spark accepts it only for stateless queries with a processing-time trigger and "
+                                "a sink from a fixed list (noop, console, memory, Kafka, foreach), and the "
+                                "adapter's sink is foreachBatch")
+    if e.state_checkpoint == "async":
+        raise NativeUnsupported("engine.state_checkpoint",
+                                "asynchronous state checkpointing is not in open-source Spark, so the "
+                                "spark-native backend cannot run it")
+    if e.pipelining:
+        raise NativeUnsupported("engine.pipelining",
+                                "micro-batch pipelining is not in open-source Spark, so the spark-native "
+                                "backend cannot run it")
+    points = []
+    for i, fault in enumerate(scenario.faults):
+        where = f"faults[{i}]"
+        if fault.kind in UNSUPPORTED_FAULTS:
+            raise NativeUnsupported(f"{where}.kind", f"fault {fault.kind!r} is not supported by the spark-native "
+                                                     f"backend: {UNSUPPORTED_FAULTS[fault.kind]}")
+        if fault.at.step is None:
+            raise NativeUnsupported(f"{where}.at.time_ms",
+                                    f"fault {fault.kind!r} at a time is not supported by the spark-native backend: "
+                                    "it places faults at a step and batch (at.step, at.batch)")
+        assert fault.at.batch is not None
+        b = fault.at.batch
+        if fault.kind == "task_failure":
+            points.append(FaultPoint(i, fault, "task", b))
+            continue
+        point = _DRIVER_POINTS[(fault.at.step, fault.at.when)]
+        if fault.kind in ("corrupt_file", "delete_file"):
+            # damage is done between two batches, while no query runs
+            point = "before_batch" if point == "before_batch" else "after_batch"
+        if point == "after_batch":
+            point, b = "before_batch", b + 1
+        if realtime and point == "before_batch":
+            raise NativeUnsupported(f"{where}.at.step",
+                                    f"fault {fault.kind!r} between batches is not supported in a realtime "
+                                    "(paced) spark-native run: it needs the run to stop at a batch boundary; "
+                                    "run without realtime")
+        points.append(FaultPoint(i, fault, point, b))
+    return points
