@@ -98,7 +98,7 @@ def native(spark: Any, rate: int, seconds: float, progress: Any = print) -> dict
         progress("  native adapter not available")
         return None
     scenario = running_count("native-running-count", rate, seconds, CONFIGS["baseline"])
-    outcome, _ = run_native(scenario)
+    outcome, _ = run_native(scenario, realtime=True)
     latency = outcome.get("latency_ms") or {}
     progress(f"  native Structured Streaming: p50 {latency.get('p50')} ms, p99 {latency.get('p99')} ms")
     return {"latency_ms": latency, "error": outcome.get("error")}

@@ -305,8 +305,29 @@ def _input_lineage(spec: TaskSpec, sid: str, p: int) -> str | None:
     return json.loads(done)[sid]
 
 
+_epoch_coord: dict[str, str] = {}   # epoch -> its coordination directory
+
+
+def _close_finished_epochs(spec: TaskSpec) -> None:
+    """Close the stores of incarnations that have ended (their driver wrote ``stop``).
+
+    A Python worker outlives the queries it served; stores it kept open would
+    hold memtables in the shared write-buffer budget, and RocksDB stalls every
+    writer once that budget is full.
+    """
+    _epoch_coord[spec.epoch] = spec.coord
+    with _lock:
+        for epoch, coord in list(_epoch_coord.items()):
+            if epoch != spec.epoch and Path(coord, epoch, "stop").exists():
+                for key in [k for k in _stores if k[0] == epoch]:
+                    _stores.pop(key).close()
+                    _generation.pop(key, None)
+                del _epoch_coord[epoch]
+
+
 def _stores_for(spec: TaskSpec, storage: LocalStorage, p: int) -> tuple[dict[str, Any], dict[str, str], int]:
     """Version ``batch`` of every store of partition p; returns (stores, input lineage, cache hits)."""
+    _close_finished_epochs(spec)
     b, hits = spec.batch, 0
     generation = _evict_generation(spec, p)
     stores, lineage = {}, {}
@@ -460,6 +481,10 @@ def _commit_state(spec: TaskSpec, faults: Faults, stores: dict[str, Any], sealed
 def _commit_async(spec: TaskSpec, faults: Faults, stores: dict[str, Any], sealed: dict[str, Any], p: int) -> None:
     status = Path(spec.coord, spec.epoch, "async", str(p), str(spec.batch))
     debug(spec, f"p{p} async commit starts")
+    if os.environ.get("LIGHTSPEED_DEBUG"):
+        import faulthandler
+        stacks = open(Path(spec.coord, spec.epoch, f"stacks-{os.getpid()}-b{spec.batch}-p{p}"), "w")
+        faulthandler.dump_traceback_later(15, exit=False, file=stacks)
     try:
         _commit_state(spec, faults, stores, sealed, p)
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which fails the query
@@ -468,6 +493,9 @@ def _commit_async(spec: TaskSpec, faults: Faults, stores: dict[str, Any], sealed
         return
     _atomic_write(status, "ok")
     debug(spec, f"p{p} async commit ok")
+    if os.environ.get("LIGHTSPEED_DEBUG"):
+        import faulthandler
+        faulthandler.cancel_dump_traceback_later()
 
 
 def task_entry(spec: TaskSpec):
