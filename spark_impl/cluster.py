@@ -98,7 +98,13 @@ class LocalCluster:
                 cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
             except OSError:
                 continue
-            if b"CoarseGrainedExecutorBackend" in cmd and str(self.dir).encode() in cmd:
+            if b"CoarseGrainedExecutorBackend" not in cmd:
+                continue
+            try:
+                cwd = os.readlink(entry / "cwd")  # a worker starts its executors in its work directory
+            except OSError:
+                continue
+            if cwd.startswith(str(self.dir)):
                 out.append(int(entry.name))
         return sorted(out)
 

@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from reference.scenario import Scenario, load_scenario
 from reference.storage import LocalStorage
 
 JOURNAL = "journal.json"
+_journal_lock = threading.Lock()
 OUTCOME = "outcome.json"
 
 
@@ -77,9 +79,10 @@ def _write_journal(base: Path, observer: Observer, engine: Any) -> None:
                                           "deliveries": {str(k): v for k, v in observer.deliveries.items()}},
             "visible": [[sp, off, t] for (sp, off), t in engine.visible.items()],
             "task_log": engine.task_log}
-    tmp = base / (JOURNAL + ".tmp")
-    tmp.write_text(json.dumps(body))
-    os.replace(tmp, base / JOURNAL)
+    with _journal_lock:  # driver steps finish on several threads (async log writer, purger)
+        tmp = base / (JOURNAL + ".tmp")
+        tmp.write_text(json.dumps(body))
+        os.replace(tmp, base / JOURNAL)
 
 
 def _restore(observer: Observer, engine: Any, journal: dict[str, Any]) -> None:
