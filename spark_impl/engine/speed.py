@@ -60,11 +60,11 @@ def _summary(outcome: dict[str, Any]) -> dict[str, Any]:
             "wall_s": outcome["spark"]["wall_s"], "error": outcome["error"]}
 
 
-def ablation(spark: Any, rate: int, seconds: float, progress: Any = print) -> dict[str, Any]:
+def ablation(spark: Any, rate: int, seconds: float, batch_ms: int, progress: Any = print) -> dict[str, Any]:
     from . import run_spark
     out = {}
     for name, engine in CONFIGS.items():
-        scenario = running_count(f"ablation-{name}", rate, seconds, engine)
+        scenario = running_count(f"ablation-{name}", rate, seconds, engine, batch_ms=batch_ms)
         outcome, _ = run_spark(scenario, spark=spark)
         out[name] = _summary(outcome)
         progress(f"  {name:15s} p50 {out[name]['latency_ms']['p50']} ms, p99 {out[name]['latency_ms']['p99']} ms")
@@ -91,13 +91,13 @@ def pipelining(spark: Any, records: int, straggler: tuple[float, float, int], pr
     return out
 
 
-def native(spark: Any, rate: int, seconds: float, progress: Any = print) -> dict[str, Any] | None:
+def native(spark: Any, rate: int, seconds: float, batch_ms: int, progress: Any = print) -> dict[str, Any] | None:
     try:
         from spark_impl.native import run_native
     except ImportError:
         progress("  native adapter not available")
         return None
-    scenario = running_count("native-running-count", rate, seconds, CONFIGS["baseline"])
+    scenario = running_count("native-running-count", rate, seconds, CONFIGS["baseline"], batch_ms=batch_ms)
     outcome, _ = run_native(scenario, realtime=True)
     latency = outcome.get("latency_ms") or {}
     progress(f"  native Structured Streaming: p50 {latency.get('p50')} ms, p99 {latency.get('p99')} ms")
@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=int, default=200, help="input records per second (default 200)")
     parser.add_argument("--seconds", type=float, default=8.0, help="input duration per run (default 8)")
+    parser.add_argument("--batch-ms", type=int, default=500,
+                        help="batch length of the input (one file per batch for native; default 500)")
     parser.add_argument("--records", type=int, default=2000, help="pipelining: records per run (default 2000)")
     parser.add_argument("--straggler", default="0.3,300,5", help="probability,extra_ms,seed (default 0.3,300,5)")
     parser.add_argument("--master", help="Spark master (default local[2])")
@@ -120,11 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     prob, extra, seed = args.straggler.split(",")
     report: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds, "master": spark.sparkContext.master}
     print(f"ablation: running count at {args.rate} records/s for {args.seconds} s per configuration")
-    report["ablation"] = ablation(spark, args.rate, args.seconds)
+    report["batch_ms"] = args.batch_ms
+    report["ablation"] = ablation(spark, args.rate, args.seconds, args.batch_ms)
     print(f"pipelining: {args.records} records, stragglers {args.straggler}")
     report["pipelining"] = pipelining(spark, args.records, (float(prob), float(extra), int(seed)))
     print("native Structured Streaming, same running count")
-    report["native"] = native(spark, args.rate, args.seconds)
+    report["native"] = native(spark, args.rate, args.seconds, args.batch_ms)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(f"written to {args.out}")

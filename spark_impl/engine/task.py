@@ -48,7 +48,7 @@ from reference.scenario import Scenario
 from reference.sources import SourceData
 from reference.storage import LocalStorage
 
-WAIT_TIMEOUT_S = 60.0
+WAIT_TIMEOUT_S = 20.0
 POLL_S = 0.005
 ZOMBIE_KEY = "__zombie__"
 
