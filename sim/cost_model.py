@@ -10,6 +10,9 @@ Two profiles ship in ``sim/profiles``:
 - ``lightspeed_cluster.json``: the published Project Lightspeed benchmark
   setup, 7 workers x 4 cores, checkpoint on a cloud object store;
 - ``local_spark.json``: local Spark on a 2-core machine, checkpoint on local disk.
+
+``profiles/README.md`` documents every parameter, what each step is charged,
+and volume mode's input and state model.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
+
+from .random_draws import Draws
 
 PROFILE_DIR = os.path.join(os.path.dirname(__file__), "profiles")
 DEFAULT_PROFILE = "local_spark"
@@ -102,11 +107,15 @@ class Profile:
     def state_replay_ms(self, keys: int) -> float:
         return keys * self.state_replay_per_key_us / 1000.0
 
-    def straggler_factor(self, rng: np.random.Generator) -> float:
+    def straggler_factor(self, rng: "np.random.Generator | Draws") -> float:
         """A task's slowdown: ``straggler_slowdown`` with ``straggler_probability``, else 1."""
         if self.straggler_probability <= 0:
             return 1.0
-        return self.straggler_slowdown if rng.random() < self.straggler_probability else 1.0
+        return self.straggler_factor_for(rng.random())
+
+    def straggler_factor_for(self, uniform: float) -> float:
+        """The slowdown a uniform variate on [0, 1) stands for (``straggler_factor``'s rule)."""
+        return self.straggler_slowdown if uniform < self.straggler_probability else 1.0
 
 
 # Storage presets a profile may name instead of giving ``storage`` in full.

@@ -1,10 +1,12 @@
 """The protocol of SPEC section 2 with time: one incarnation's step graph, executed on the cluster.
 
 The step graph is the reference's (``reference.engine.Incarnation._build_graph``:
-one node per (step, batch, partition) and the dependency edges of every mode),
-built here one batch at a time so batch boundaries can be decided by the
-simulated clock and cluster-scale runs stay small in memory. A node runs when
-its dependencies are done, on the component that owns it:
+one node per (step, batch, partition) and the dependency edges of every mode).
+The reference builds it once per batch shape and the simulator instantiates
+it one batch at a time from that template (``graph.py``), so batch boundaries
+can be decided by the simulated clock and cluster-scale runs stay small in
+memory and fast. A node runs when its dependencies are done, on the component
+that owns it:
 
 - driver steps on the micro-batch thread, background log writes on the async
   log writer, background purges on the async purger (``driver.py``);
@@ -12,6 +14,9 @@ its dependencies are done, on the component that owns it:
   dependencies of its ``state_load`` and ``task_apply`` are met (so a task never
   holds a slot while it waits for another task); background changelog writes,
   state commits and snapshot uploads on the executor's threads (``executor.py``).
+  Where nothing can watch them one by one (volume mode, no fault pending), the
+  steps of a task that nothing outside it waits for share one timeout, with
+  the same times and effects (``IncarnationRun.run_fused``).
 
 A step takes the time the cost model charges and its effect (the reference's
 step function: real records and files in data mode, counts in volume mode)
@@ -23,9 +28,8 @@ are in ``faults.py``.
 
 from __future__ import annotations
 
-from typing import Any, Generator, Iterable
+from typing import Any, Callable
 
-import numpy as np
 import simpy
 
 from reference.engine import DriverCrash, Incarnation, NodeId, QueryFailure, TaskAttemptFailed
@@ -37,12 +41,14 @@ from reference.storage import CheckpointFormatError, StorageError
 from .cost_model import Profile
 from .driver import Driver
 from .executor import Executor
+from .graph import DRIVER, EXECUTOR_BG, GATE, PLAN, Graph, SimNode
 from .network import Network
+from .random_draws import Draws
 from .storage_service import StorageService
 from .trace import Trace
 
 RESTARTABLE = (DriverCrash, QueryFailure, TaskAttemptFailed, StorageError)
-PRUNE_LAG_BATCHES = 3          # nodes of batches this far behind a finished batch are dropped
+PRUNE_LAG_BATCHES = 3          # finished batches this far behind a source commit are forgotten
 STORAGE_STEPS = frozenset(("offset_log_write", "purge", "state_load", "changelog_write", "snapshot_upload",
                            "sink_write", "sink_commit", "commit_log_write"))
 SMALL_FILE_BYTES = 256         # a log entry or manifest
@@ -58,36 +64,49 @@ class TimedIncarnation(Incarnation):
     """
 
     def __init__(self, *args: Any, clock: simpy.Environment, profile: Profile, storage_service: StorageService,
-                 rng: np.random.Generator, **kwargs: Any):
+                 rng: Draws, **kwargs: Any):
         self.clock, self.profile, self.service, self.rng = clock, profile, storage_service, rng
         self._graph_open = False
-        self._new_nodes: list[NodeId] = []
         self.timing: dict[tuple[str, int], tuple[float, float]] = {}   # (step, batch) -> (start, end)
-        self.first_task_ms: dict[int, float] = {}
         self.last_plan_start_ms: float | None = None
         self.written_sealed: dict[tuple[int, int], dict[str, Any]] = {}
+        self._step_methods: dict[str, Callable[..., None]] = {}
         super().__init__(*args, **kwargs)
 
     # ------------------------------------------------------------- graph
+    # Whether a task's consecutive steps may share one timeout when nothing can watch them one by one
+    # (``IncarnationRun.run_fused``): only if no step's cost depends on the clock or on an earlier
+    # step's effect, and a task step's effect is read by its own task only. Data mode's effects are
+    # files and stores that other steps read, so it runs every step on its own.
+    fuse_task_steps = False
+
     def _build_graph(self) -> None:
         if self._graph_open:
             super()._build_graph()
 
-    def _add(self, step: str, batch: int, deps: Any, run: Any, partition: int = -1, background: bool = False,
-             tag: str = "") -> NodeId:
-        node_id = super()._add(step, batch, deps, run, partition, background, tag)
-        self._new_nodes.append(node_id)
-        return node_id
-
-    def build_batch(self, b: int) -> list[NodeId]:
-        """Add batch ``b``'s nodes (their edges reach back to earlier batches only)."""
-        every_plan = self.plans
-        self.plans, self._new_nodes, self._graph_open = {b: every_plan[b]}, [], True
+    def capture_reference_graph(self, b: int, table: dict[Any, Any]) -> dict[Any, Any]:
+        """Run the reference's graph builder for batch ``b`` alone, into ``table`` (see ``graph.py``)."""
+        saved = self.plans, self.nodes
+        self.plans, self.nodes, self._graph_open = {b: saved[0].get(b)}, table, True
         try:
             self._build_graph()
         finally:
-            self.plans, self._graph_open = every_plan, False
-        return self._new_nodes
+            self.plans, self.nodes, self._graph_open = saved[0], saved[1], False
+        return table
+
+    def step_call(self, node: Any) -> Callable[[], None]:
+        """The step function of ``node`` as the reference's graph binds it (``step_<name>(b[, p])``)."""
+        return lambda: self.run_node(node)
+
+    def run_node(self, node: Any) -> None:
+        """Apply the effect of ``node``: the incarnation's ``step_<name>`` for its batch (and partition)."""
+        method = self._step_methods.get(node.step)
+        if method is None:
+            method = self._step_methods[node.step] = getattr(self, f"step_{node.step}")
+        if node.partition >= 0:
+            method(node.batch, node.partition)
+        else:
+            method(node.batch)
 
     # -------------------------------------------------------------- time
     def logical_time_ms(self, batch: int) -> int:
@@ -175,12 +194,9 @@ class TimedIncarnation(Incarnation):
             self.logical_time_ms(b) - last >= self.cfg.checkpoint_interval_ms
 
     def end_step(self, node_id: NodeId, start_ms: float) -> None:
+        """A step's effect has landed: driver steps' times feed the progress durations."""
         if node_id.partition < 0:
             self.timing[(node_id.step, node_id.batch)] = (start_ms, self.clock.now)
-        elif node_id.step in ("state_load", "task_apply"):
-            first = self.first_task_ms.get(node_id.batch)
-            if first is None or start_ms < first:
-                self.first_task_ms[node_id.batch] = start_ms
 
     def retry_cost_ms(self, kind: str) -> float:
         """A failed task attempt is rescheduled (and, after an executor loss, placed on a new executor)."""
@@ -229,126 +245,95 @@ def _ms(value: float) -> float:
 
 
 class IncarnationRun:
-    """Executes one incarnation's step graph on a fresh driver and fresh executors."""
+    """Executes one incarnation's step graph on a fresh driver and fresh executors.
+
+    The graph lives in a ``graph.Graph``: batch ``b + 1`` is instantiated when
+    ``plan`` of ``b`` finishes (if the mode says there is a next batch), from
+    the template of its shape. A node whose dependencies are met goes to its
+    component; a task's foreground steps go, as one task, to the executor of
+    its partition once its gate (the dependencies of its first steps) is met.
+    """
 
     def __init__(self, env: simpy.Environment, inc: TimedIncarnation, faults: FaultBook, trace: Trace,
-                 check_invariants: bool = True):
+                 check_invariants: bool = True, clock_faults_pending: Callable[[], bool] | None = None):
         self.env, self.inc, self.trace = env, inc, trace
         self.profile = inc.profile
         self.network = Network(inc.profile.network_rtt_ms)
+        self.launch_delay_ms = self.profile.scheduling_delay_ms + self.network.one_way_ms
         self.stopped = False
         self.finished = env.event()
         self.check_invariants = check_invariants
-        self.done: set[NodeId] = set()
-        self.waiting: dict[Any, int] = {}
-        self.dependents: dict[NodeId, list[Any]] = {}
-        self.task_steps: dict[tuple[int, int], list[NodeId]] = {}
-        self.task_owned: set[NodeId] = set()
-        self.batch_nodes: dict[int, list[NodeId]] = {}
+        self.graph = Graph(inc)
         self.outstanding = 0
-        self.driver = Driver(env, self)
+        self.driver = Driver(self)
         self.executors = [Executor(env, i, inc.profile.cores_per_executor, self)
                           for i in range(inc.profile.executors)]
         self.applier = FaultApplier(inc, faults, None)
         self.faults = faults
+        # steps fused under one timeout must not be watched one by one: no trace, no invariant checks
+        self.fusion = inc.fuse_task_steps and not check_invariants and not trace.enabled
+        self.clock_faults_pending = clock_faults_pending or (lambda: False)
+        if self.fusion:
+            self.graph.mark_fusable()
 
     def start(self) -> None:
         self.add_batch(self.inc.restart.first_batch)
 
     # ------------------------------------------------------------- graph
     def add_batch(self, b: int) -> None:
-        inc = self.inc
-        new = inc.build_batch(b)
-        self.batch_nodes[b] = list(new)
-        self.outstanding += len(new)
-        fresh = set(new)
-        gates = []
-        for p in range(inc.parts):
-            steps = [nid for nid in (inc.nid(s, b, p) for s in TASK_STEPS)
-                     if nid in fresh and not inc.nodes[nid].background]
-            if not steps:
-                continue
-            self.task_steps[(b, p)] = steps
-            self.task_owned.update(steps)
-            apply = inc.nid("task_apply", b, p)
-            external = (set(inc.nodes[steps[0]].deps) | set(inc.nodes[apply].deps)) - set(steps)
-            gates.append((("launch", b, p), external))
-        for node_id in new:
-            self.register(node_id, inc.nodes[node_id].deps)
-        for key, deps in gates:
-            self.register(key, deps)
+        graph = self.graph.add_batch(b, self.ready)
+        self.outstanding += graph.outstanding
 
-    def register(self, key: Any, deps: Iterable[NodeId]) -> None:
-        missing = [d for d in deps if d not in self.done and d in self.inc.nodes]
-        for d in missing:
-            self.dependents.setdefault(d, []).append(key)
-        if missing:
-            self.waiting[key] = len(missing)
-        else:
-            self.ready(key)
-
-    def ready(self, key: Any) -> None:
+    def ready(self, node: SimNode) -> None:
+        """All of ``node``'s dependencies are met: hand it to the component that runs it."""
         if self.stopped:
             return
-        inc = self.inc
-        if isinstance(key, tuple):
-            _launch, b, p = key
-            executor = self.executors[inc.slot_executor_of(p)]
-            executor.launch_task(self.task_steps.pop((b, p)),
-                                 self.profile.scheduling_delay_ms + self.network.one_way_ms)
-            return
-        if key in self.task_owned:
-            return
-        node = inc.nodes[key]
-        if key.partition >= 0:
-            self.executors[inc.slot_executor_of(key.partition)].submit_background(key)
-        elif key.step == "plan":
-            wait_ms = inc.plan_ready_ms(key.batch) - self.env.now
+        kind = node.template.kind
+        if kind == GATE:
+            executor = self.executors[self.inc.slot_executor_of(node.partition)]
+            executor.launch_task(self.graph.task_steps(node), self.launch_delay_ms)
+        elif kind == EXECUTOR_BG:
+            self.executors[self.inc.slot_executor_of(node.partition)].submit_background(node)
+        elif kind == PLAN:
+            wait_ms = self.inc.plan_ready_ms(node.batch) - self.env.now
             if wait_ms > 0:
-                self.env.timeout(wait_ms).callbacks.append(lambda _e, k=key: self._submit_driver(k, False))
+                self.env.timeout(wait_ms).callbacks.append(lambda _e, n=node: self._submit_driver(n))
             else:
-                self._submit_driver(key, False)
+                self.driver.submit(node)
         else:
-            self._submit_driver(key, node.background)
+            assert kind == DRIVER, f"{node} is run by its task"
+            self.driver.submit(node)
 
-    def _submit_driver(self, key: NodeId, background: bool) -> None:
+    def _submit_driver(self, node: SimNode) -> None:
         if not self.stopped:
-            self.driver.submit(key, background)
+            self.driver.submit(node)
 
-    def complete(self, node_id: NodeId) -> None:
-        self.done.add(node_id)
-        self.task_owned.discard(node_id)
+    def complete(self, node: SimNode) -> None:
+        node.done = True
+        graph = node.graph
+        graph.outstanding -= 1
         self.outstanding -= 1
-        assert self.outstanding >= 0, "a node completed twice"
-        for key in self.dependents.pop(node_id, ()):
-            left = self.waiting[key] - 1
-            if left:
-                self.waiting[key] = left
-            else:
-                del self.waiting[key]
-                self.ready(key)
-        if node_id.step == "plan" and self.inc.has_batch(node_id.batch + 1):
-            self.add_batch(node_id.batch + 1)
-        elif node_id.step == "source_commit":
-            self.prune(node_id.batch - PRUNE_LAG_BATCHES)
+        assert self.outstanding >= 0 and graph.outstanding >= 0, "a node completed twice"
+        ready = self.ready
+        for dependent in node.dependents:
+            dependent.waiting -= 1
+            if not dependent.waiting:
+                ready(dependent)
+        step = node.step
+        if step == "plan" and self.inc.has_batch(node.batch + 1):
+            self.add_batch(node.batch + 1)
+        elif step == "source_commit":
+            self.prune(node.batch - PRUNE_LAG_BATCHES)
         if self.outstanding == 0 and not self.stopped:
             self.applier.land_zombies(None)
             self.stop(None)
 
     def prune(self, upto: int) -> None:
-        """Forget finished nodes of old batches; edges to them are no longer needed."""
-        inc = self.inc
-        for b in [x for x in self.batch_nodes if x <= upto]:
-            keep = []
-            for nid in self.batch_nodes.pop(b):
-                if nid in self.done:
-                    del inc.nodes[nid]
-                    if not self.check_invariants:
-                        self.done.discard(nid)
-                else:
-                    keep.append(nid)
-            if keep:
-                self.batch_nodes[upto + 1] = self.batch_nodes.get(upto + 1, []) + keep
+        """Forget old batches whose nodes are all done (a dependency on a forgotten node is met)."""
+        graph, inc = self.graph, self.inc
+        for b in [x for x in graph.batches if x <= upto]:
+            if graph.batches[b].outstanding == 0:
+                graph.forget(b)
             for p in range(inc.parts):
                 inc.tasks.pop((b, p), None)
 
@@ -359,64 +344,145 @@ class IncarnationRun:
         self.finished.succeed((exc, fatal))
 
     # -------------------------------------------------------------- step
-    def component_of(self, node_id: NodeId) -> str:
-        node = self.inc.nodes[node_id]
-        if node_id.partition < 0:
+    def component_of(self, node: SimNode) -> str:
+        if node.partition < 0:
             return "driver.async" if node.background else "driver"
-        executor = f"executor-{self.inc.slot_executor_of(node_id.partition)}"
+        executor = f"executor-{self.inc.slot_executor_of(node.partition)}"
         return f"{executor}.background" if node.background else executor
 
-    def run_step(self, node_id: NodeId) -> Generator:
-        """Charge the step's cost, then apply its effect; faults before and after it (SPEC section 2)."""
+    def run_step(self, node: SimNode, on_done: Callable[[], None]) -> None:
+        """Charge the step's cost, then apply its effect; faults before and after it (SPEC section 2).
+
+        The effect lands when the cost has been paid, so a crash in between loses
+        the step. ``on_done`` is called once the step is complete (never after a stop).
+        """
         if self.stopped:
             return
         inc, env = self.inc, self.env
-        node = inc.nodes[node_id]
         if self.check_invariants:
-            assert all(d in self.done for d in node.deps if d in inc.nodes), f"{node_id} ran before its deps"
-        start_ms = env.now
+            assert not self.graph.unmet(node), f"{node} ran before its deps {self.graph.unmet(node)}"
+        node.start_ms = env.now
+        node.on_done = on_done
         try:
-            extra_ms, skip = self.apply_faults(node_id, "before")
-            inc.begin_step(node_id)
-            cost_ms = inc.cost_ms(node_id) + extra_ms
-            if node_id.step in STORAGE_STEPS:
+            extra_ms, node.skip = self.apply_faults(node, "before") if self.faults.pending else (0.0, False)
+            inc.begin_step(node)
+            cost_ms = inc.cost_ms(node) + extra_ms
+            if inc.service.spikes and node.step in STORAGE_STEPS:
+                cost_ms += inc.service.spike_wait_ms(node.start_ms)
+            assert cost_ms >= 0, f"{node}: negative cost {cost_ms}"
+        except Exception as exc:
+            self._failed(exc)
+            return
+        env.timeout(cost_ms, node).callbacks.append(self._land)
+
+    def may_fuse(self) -> bool:
+        """Whether a task may run its unwatched steps under one timeout now (``run_fused``)."""
+        return self.fusion and not self.faults.pending and not self.applier.zombies \
+            and not self.clock_faults_pending()
+
+    def run_fused(self, nodes: list[SimNode], on_done: Callable[[], None]) -> None:
+        """Run consecutive steps of one task under one timeout; the same times and effects as one by one.
+
+        Only when the incarnation allows it (``TimedIncarnation.fuse_task_steps``:
+        a step's cost depends neither on the clock nor on earlier steps' effects,
+        and its effect is read by its own task only), no fault can fire (none is
+        pending at a step or a time) and every step but the last is one nothing
+        outside the task waits for. Each step is charged from its own start,
+        which is the previous step's end; the effects land in order at the end.
+        """
+        if self.stopped:
+            return
+        inc, env = self.inc, self.env
+        start_ms = env.now
+        spikes = inc.service.spikes
+        for node in nodes:
+            node.start_ms = start_ms
+            inc.begin_step(node)
+            cost_ms = inc.cost_ms(node)
+            if spikes and node.step in STORAGE_STEPS:
                 cost_ms += inc.service.spike_wait_ms(start_ms)
-            assert cost_ms >= 0, f"{node_id}: negative cost {cost_ms}"
-            yield env.timeout(cost_ms)
-            if self.stopped:
-                return
-            if not skip:
-                node.run()
-            inc.end_step(node_id, start_ms)
+            assert cost_ms >= 0, f"{node}: negative cost {cost_ms}"
+            start_ms += cost_ms
+        nodes[-1].on_done = on_done
+        env.timeout(start_ms - env.now, nodes).callbacks.append(self._land_fused)
+
+    def _land_fused(self, event: simpy.Event) -> None:
+        if self.stopped:
+            return
+        inc, trace = self.inc, self.trace
+        nodes: list[SimNode] = event.value
+        try:
+            last = nodes[-1]
+            for node in nodes:
+                inc.run_node(node)
+                inc.end_step(node, node.start_ms)
+                trace.count += 1
+                if node is last:
+                    self.complete(node)
+                else:   # nothing outside the task waits for it: only the counts change
+                    node.done = True
+                    node.graph.outstanding -= 1
+                    self.outstanding -= 1
+        except Exception as exc:
+            self._failed(exc)
+            return
+        nodes[-1].on_done()
+
+    def _land(self, event: simpy.Event) -> None:
+        if self.stopped:
+            return
+        node: SimNode = event.value
+        inc = self.inc
+        try:
+            if not node.skip:
+                inc.run_node(node)
+            inc.end_step(node, node.start_ms)
             if self.trace.enabled:
-                self.trace.record(env.now, self.component_of(node_id), str(node_id), f"start={start_ms:.3f}")
+                self.trace.record(self.env.now, self.component_of(node), str(node), f"start={node.start_ms:.3f}")
             else:
                 self.trace.count += 1
-            after_ms, _ = self.apply_faults(node_id, "after")
-            if after_ms:
-                yield env.timeout(after_ms)
-                if self.stopped:
-                    return
-            self.complete(node_id)
-            self.applier.land_zombies(node_id)
-        except RESTARTABLE as exc:
-            self.trace.record(env.now, "driver", "stopped", str(exc))
-            self.stop(exc)
-        except CheckpointFormatError as exc:
-            self.trace.record(env.now, "driver", "failed", str(exc))
-            self.stop(exc, fatal=True)
+            after_ms = self.apply_faults(node, "after")[0] if self.faults.pending else 0.0
+        except Exception as exc:
+            self._failed(exc)
+            return
+        if after_ms:
+            self.env.timeout(after_ms, node).callbacks.append(self._finish)
+        else:
+            self._finish(event)
 
-    def apply_faults(self, node_id: NodeId, when: str) -> tuple[float, bool]:
+    def _finish(self, event: simpy.Event) -> None:
+        if self.stopped:
+            return
+        node: SimNode = event.value
+        try:
+            if self.applier.zombies:
+                self.applier.land_zombies(node.node_id)   # a zombie lands right after its step
+            self.complete(node)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        node.on_done()
+
+    def _failed(self, exc: Exception) -> None:
+        if isinstance(exc, RESTARTABLE):
+            self.trace.record(self.env.now, "driver", "stopped", str(exc))
+            self.stop(exc)
+        elif isinstance(exc, CheckpointFormatError):
+            self.trace.record(self.env.now, "driver", "failed", str(exc))
+            self.stop(exc, fatal=True)
+        else:
+            raise exc
+
+    def apply_faults(self, node: SimNode, when: str) -> tuple[float, bool]:
         """Faults of the scenario matching this step (reference matching); extra time and skip flag."""
-        if not self.faults.pending:
-            return 0.0, False
         extra_ms, skip = 0.0, False
-        for fault in self.faults.take(node_id, when, self.inc.logical_time_ms(node_id.batch), self.inc.number):
-            self.trace.record(self.env.now, "faults", fault.kind, f"{when} {node_id}")
+        inc = self.inc
+        for fault in self.faults.take(node, when, inc.logical_time_ms(node.batch), inc.number):  # type: ignore[arg-type]
+            self.trace.record(self.env.now, "faults", fault.kind, f"{when} {node}")
+            self.graph.materialize(node.batch)   # the reference's fault handling reads the node table
             if fault.kind == "storage_latency":
                 extra_ms += fault.ms or 0
-            elif fault.kind in TASK_FAULT_KINDS and node_id.step in TASK_STEPS \
-                    and not self.inc.nodes[node_id].background:
-                extra_ms += self.inc.retry_cost_ms(fault.kind)
-            skip = self.applier.apply(fault, node_id, when) or skip
+            elif fault.kind in TASK_FAULT_KINDS and node.step in TASK_STEPS and not node.background:
+                extra_ms += inc.retry_cost_ms(fault.kind)
+            skip = self.applier.apply(fault, node.node_id, when) or skip
         return extra_ms, skip

@@ -13,6 +13,15 @@ process here instead:
 
 Every other kind at a time fires at the first step that starts at or after
 that time, with the reference's handling.
+
+``at.restart`` (the incarnation a fault belongs to: 0 is the first life,
+1 the first restart, ...) holds for faults at a time as for faults at a step:
+such a fault fires at the first instant at or after ``time_ms`` at which
+incarnation ``restart`` is running, so at ``time_ms`` if that incarnation is
+running then, or when it starts if it starts later. It never fires if that
+incarnation has ended before ``time_ms`` or never starts. (Faults at a time
+that fire at a step follow the same rule through the reference's
+``FaultBook``, which matches ``restart`` against the incarnation number.)
 """
 
 from __future__ import annotations
@@ -40,9 +49,26 @@ def split_faults(faults: tuple[Fault, ...]) -> tuple[tuple[Fault, ...], tuple[Fa
 
 
 def fault_clock(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Generator:
-    """Fire one timed fault at its simulated time."""
+    """Fire one timed fault at its simulated time, in its incarnation."""
+    try:
+        yield from _fire(env, fault, sim)
+    finally:
+        sim.clock_faults_left -= 1
+
+
+def _fire(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Generator:
     assert fault.at.time_ms is not None
     yield env.timeout(max(0.0, fault.at.time_ms - env.now))
+    wanted = fault.at.restart
+    while wanted is not None:
+        run = sim.current_run
+        if sim.incarnation == wanted and run is not None and not run.stopped:
+            break
+        if sim.incarnation >= wanted or sim.query_ended:
+            sim.observer.note(f"fault {fault.kind} at time_ms={fault.at.time_ms} restart={wanted}: "
+                              f"incarnation {wanted} is not running at or after that time")
+            return
+        yield sim.incarnation_started   # the next incarnation starts (or the query ends)
     sim.trace.record(env.now, "faults", fault.kind, f"at time_ms={fault.at.time_ms}")
     if fault.kind == "storage_latency":
         sim.service.add_spike(env.now, float(fault.ms or 0))

@@ -15,20 +15,22 @@ import numpy as np
 from reference.storage import DurableStorage
 
 from .cost_model import StorageProfile
+from .random_draws import Draws
 
 
 class StorageService:
     """Structure: the bytes and the latency model. Behaviour: the costs steps are charged."""
 
-    def __init__(self, profile: StorageProfile, rng: np.random.Generator, files: DurableStorage | None = None):
+    def __init__(self, profile: StorageProfile, rng: Draws | np.random.Generator,
+                 files: DurableStorage | None = None):
         self.profile = profile
-        self.rng = rng
+        self.rng = rng if isinstance(rng, Draws) else Draws(rng)
         self.files = files if files is not None else DurableStorage()
         self.spikes: list[tuple[float, float]] = []  # (start_ms, end_ms) of latency spikes
 
     def _jitter(self) -> float:
         sigma = self.profile.jitter_sigma
-        return float(self.rng.lognormal(0.0, sigma)) if sigma > 0 else 1.0
+        return self.rng.lognormal(0.0, sigma) if sigma > 0 else 1.0
 
     def add_spike(self, start_ms: float, duration_ms: float) -> None:
         assert duration_ms >= 0, "a latency spike lasts a non-negative time"
@@ -42,13 +44,25 @@ class StorageService:
     def transfer_ms(self, size_bytes: float) -> float:
         return size_bytes / (self.profile.bandwidth_mb_per_s * 1e6) * 1000.0
 
-    def atomic_write_ms(self, size_bytes: float) -> float:
-        """Write to a temporary name, then rename (HDFS-style atomic create)."""
-        p = self.profile
-        return (p.small_write_ms + p.rename_ms + self.transfer_ms(size_bytes)) * self._jitter()
+    def atomic_write_ms(self, size_bytes: float, jitter: float | None = None) -> float:
+        """Write to a temporary name, then rename (HDFS-style atomic create).
 
-    def read_ms(self, size_bytes: float) -> float:
-        return (self.profile.read_ms + self.transfer_ms(size_bytes)) * self._jitter()
+        ``jitter``: a jitter factor drawn by the caller (else one is drawn here).
+        """
+        p = self.profile
+        factor = self._jitter() if jitter is None else jitter
+        return (p.small_write_ms + p.rename_ms + self.transfer_ms(size_bytes)) * factor
+
+    def read_ms(self, size_bytes: float, jitter: float | None = None) -> float:
+        factor = self._jitter() if jitter is None else jitter
+        return (self.profile.read_ms + self.transfer_ms(size_bytes)) * factor
+
+    def jitter_factors(self, generator: np.random.Generator, count: int) -> list[float]:
+        """``count`` jitter factors drawn at once from ``generator`` (the same distribution as ``_jitter``)."""
+        sigma = self.profile.jitter_sigma
+        if sigma <= 0:
+            return [1.0] * count
+        return generator.lognormal(0.0, sigma, count).tolist()
 
     def list_ms(self, listings: int = 1) -> float:
         return listings * self.profile.list_ms * self._jitter()

@@ -2,84 +2,46 @@
 
 The protocol is the same as in data mode (the reference's step graph, its
 driver steps, its offset and commit log entries written to the storage, its
-restart planning); only the payload differs:
+restart planning, the same engine running it); only the payload differs:
 
 - a batch ends where the clock says: ``plan`` takes every record that has
-  arrived when it starts (``rate`` and ``generated`` sources);
+  arrived when it starts (any source kind: ``rate``, ``generated`` or
+  ``explicit``, see ``volume_state.VolumeSource``);
 - a task carries counts: records routed to its state partition (an even
-  split, as a uniform hash gives), keys touched, keys in the store;
-- keys follow the balls-into-bins expectation: ``n`` records over ``K`` keys
-  touch ``K * (1 - (1 - 1/K) ** n)`` distinct keys; the store holds the keys
-  touched by all records so far (aggregate-like state for every stateful
-  operator; ``map`` keeps none and emits every record);
+  split, as a uniform hash gives), and per state store the keys changed, held
+  and removed and the output rows, from the operator's model
+  (``volume_state.OperatorModel``: aggregates keep every key, windows and
+  sessions evict after the watermark, dedup grows then evicts, a join keeps
+  both sides' rows within its time bound);
+- watermarks are tracked as in data mode (``reference.query.advance_trackers``)
+  from each batch's largest event time, and written to the commit log;
 - state files are not written (their cost is charged), so a restart loads
-  state at the cost of replaying every key.
+  state at the cost of reading and replaying every key of the store.
+
+Counts of a batch are computed once, when its tasks first need them, and are
+the same for every partition (up to the one record of an uneven split). The
+tasks' random draws (straggler factors, storage jitter) are drawn then too, for
+all partitions at once, from a generator seeded with (seed, incarnation,
+batch): they do not depend on the order in which tasks run.
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from typing import Any
 
-from reference.engine import BatchPlan, NodeId
+import numpy as np
+
+from reference.engine import BatchPlan, TaskState
 from reference.logs import check_metadata, purge_logs, write_metadata
-from reference.query import initial_trackers
-from reference.scenario import Scenario
+from reference.query import advance_trackers, initial_trackers, watermarks_of
 from reference import layout
 
 from .engine import TimedIncarnation
 from .latency import Segment
+from .volume_state import OperatorModel, StoreCounts, VolumeSource, Window, distinct_keys
 
-
-class VolumeSource:
-    """Counts and arrival times of every source partition, without materialising records."""
-
-    def __init__(self, scenario: Scenario):
-        self.scenario = scenario
-        self.partitions: list[tuple[str, int, int]] = []   # (side, index within the side, total records)
-        for side in sorted(scenario.sources):
-            src = scenario.sources[side]
-            if src.kind == "explicit":
-                raise ValueError(f"sources.{side}.kind: volume mode needs a rate or generated source")
-            for p in range(src.partitions):
-                if src.kind == "rate":
-                    total = int(src.rows_per_second * src.duration_s) // src.partitions
-                else:
-                    total = src.records_per_partition_per_batch * src.batches
-                self.partitions.append((side, p, total))
-        self.keys = sum(scenario.sources[side].keys for side in scenario.sources)
-
-    @property
-    def totals(self) -> list[int]:
-        return [total for _s, _p, total in self.partitions]
-
-    def arrival_ms(self, sp: int, offset: int) -> float:
-        """When record ``offset`` of source partition ``sp`` is created (as ``reference.sources``)."""
-        side, p, _total = self.partitions[sp]
-        src = self.scenario.sources[side]
-        if src.kind == "rate":
-            return float(int(offset * 1000.0 * src.partitions / src.rows_per_second))
-        et = src.event_time
-        return float(et.start_ms + (offset * src.partitions + p) * et.step_ms)
-
-    def arrived(self, sp: int, now_ms: float) -> int:
-        """How many records of ``sp`` exist at ``now_ms``."""
-        side, p, total = self.partitions[sp]
-        src = self.scenario.sources[side]
-        if src.kind == "rate":
-            gap_ms = 1000.0 * src.partitions / src.rows_per_second
-            count = math.floor(now_ms / gap_ms) + 1
-        else:
-            et = src.event_time
-            if et.step_ms == 0:
-                return total if now_ms >= et.start_ms else 0
-            count = math.floor((now_ms - et.start_ms - p * et.step_ms) / (src.partitions * et.step_ms)) + 1
-        count = max(0, min(total, count))
-        while count < total and self.arrival_ms(sp, count) <= now_ms:   # int() rounding at the edge
-            count += 1
-        while count > 0 and self.arrival_ms(sp, count - 1) > now_ms:
-            count -= 1
-        return count
+__all__ = ["VolumeIncarnation", "VolumeLatency", "VolumeSource", "distinct_keys"]
 
 
 class VolumeLatency:
@@ -92,20 +54,45 @@ class VolumeLatency:
         return [seg for key in sorted(self.by_batch) for seg in self.by_batch[key]]
 
 
-def distinct_keys(records: float, keys: float) -> float:
-    """Expected distinct keys touched by ``records`` uniform draws over ``keys`` keys."""
-    if keys <= 0 or records <= 0:
-        return 0.0
-    return keys * -math.expm1(records * math.log1p(-1.0 / keys)) if keys > 1 else 1.0
+@dataclass
+class BatchVolume:
+    """The counts of one batch, per state partition, and its tasks' random draws."""
+
+    records: int                      # input records of partitions >= ``extra``; one more below it
+    extra: int
+    stores: list[StoreCounts]         # one per store id, in ``store_ids`` order
+    output: float                     # sink rows per partition
+    changed: float                    # sum over stores
+    total: float                      # sum over stores
+    straggler: list[float]            # per partition: task_apply's slowdown
+    jitter: dict[str, list[float]]    # per storage step, per partition: its jitter factor
+
+    def records_of(self, p: int) -> int:
+        return self.records + (1 if p < self.extra else 0)
+
+
+JITTERED_TASK_STEPS = ("state_load", "changelog_write", "snapshot_upload", "sink_write")
 
 
 class VolumeIncarnation(TimedIncarnation):
     """One incarnation in volume mode."""
 
+    # Task step costs come from the batch's counts and draws (fixed when its tasks start) and task step
+    # effects are the task's own bookkeeping, so a task may run the steps nothing else waits for under
+    # one timeout: the run is the same as step by step, to the byte.
+    fuse_task_steps = True
+
     def __init__(self, *args: Any, latency_book: VolumeLatency, **kwargs: Any):
         self.latency_book = latency_book
-        self.counts: dict[tuple[int, int], tuple[int, float, float]] = {}  # (b, p) -> records, changed, total
+        self.volumes: dict[int, BatchVolume] = {}
         super().__init__(*args, **kwargs)
+        keys = max(1.0, self.data.keys / self.parts)
+        self.models = [OperatorModel(op, keys) for op in self.ops]
+        # in a chain, the share of the input that reaches each operator (its event-time counts scale by it)
+        # (a restarted query starts from the input before its first batch, as if all of it reached every operator)
+        self._chain_scale = [1.0] * len(self.ops)
+        self._flow = [sum(self.restart.start_offsets) / self.parts] * len(self.ops)
+        self.restart_keys = self._keys_at_restart()
 
     # ------------------------------------------------------------ batches
     def _setup(self, restart: Any) -> None:
@@ -113,7 +100,7 @@ class VolumeIncarnation(TimedIncarnation):
         if not self.storage.exists(layout.METADATA):
             write_metadata(self.storage, f"query-{self.sc.seed}", self.sc.query_digest())
         self.initial = initial_trackers(self.ops)
-        self.trackers[restart.first_batch] = self.initial
+        self.trackers[restart.first_batch] = restart.trackers if restart.trackers is not None else self.initial
         for sid, per_part in restart.lineage.items():
             for p, uid in per_part.items():
                 self.lineage[(sid, int(p), restart.lineage_version)] = uid
@@ -145,52 +132,103 @@ class VolumeIncarnation(TimedIncarnation):
         waiting = [self.data.arrival_ms(sp, lo) for sp, lo in enumerate(plan.start) if lo < self.data.totals[sp]]
         return max(ready, min(waiting)) if waiting else ready
 
-    def begin_step(self, node_id: NodeId) -> None:
-        super().begin_step(node_id)
-        plan = self.plans.get(node_id.batch)
-        if node_id.step == "plan" and plan is not None and not plan.rerun:
-            now = self.clock.now
-            plan.end = tuple(max(lo, self.data.arrived(sp, now)) for sp, lo in enumerate(plan.start))
+    def begin_step(self, node_id: Any) -> None:
+        if node_id.step == "plan":
+            super().begin_step(node_id)
+            plan = self.plans.get(node_id.batch)
+            if plan is not None and not plan.rerun:
+                now = self.clock.now
+                plan.end = tuple(max(lo, self.data.arrived(sp, now)) for sp, lo in enumerate(plan.start))
 
     # -------------------------------------------------------------- counts
-    def _records(self, b: int, p: int) -> int:
+    def volume(self, b: int) -> BatchVolume:
+        """The counts of batch ``b`` (its plan has started, so its end offsets are fixed)."""
+        found = self.volumes.get(b)
+        if found is not None:
+            return found
+        if b - 1 >= self.restart.first_batch and b - 1 not in self.volumes:
+            self.volume(b - 1)   # models that carry state (dedup) see the batches in order
         plan = self.plans[b]
+        window = Window(self.data, self.parts, plan.start, plan.end)
         total = sum(e - s for s, e in zip(plan.start, plan.end))
-        return total // self.parts + (1 if p < total % self.parts else 0)
+        wms = watermarks_of(self.trackers_for(b))
+        previous = watermarks_of(self.trackers[b - 1]) if b - 1 in self.trackers else wms
+        n = total / self.parts
+        stores: list[StoreCounts] = []
+        for i, model in enumerate(self.models):
+            self._flow[i] += n   # what reached operator i in this incarnation, per partition
+            if i and self._flow[0] > 0:
+                self._chain_scale[i] = self._flow[i] / self._flow[0]
+            counts, n = model.batch(window, self._chain_scale[i], n, wms[i], previous[i])
+            stores.extend(counts)
+        # A task's random draws are a function of (seed, incarnation, batch, partition, step) alone, drawn
+        # for the whole stage at once: the order in which tasks and steps run cannot change them.
+        draws = np.random.default_rng([self.sc.seed, self.number, b])
+        straggler = [self.profile.straggler_factor_for(u) for u in draws.random(self.parts).tolist()]
+        jitter = {step: self.service.jitter_factors(draws, self.parts) for step in JITTERED_TASK_STEPS}
+        found = BatchVolume(total // self.parts, total % self.parts, stores, n,
+                            sum(s.changed for s in stores), sum(s.total for s in stores), straggler, jitter)
+        self.volumes[b] = found
+        return found
 
-    def _keys_per_partition(self) -> float:
-        return max(1.0, self.data.keys / self.parts)
+    def _keys_at_restart(self) -> float:
+        """Keys a partition's stores hold at this incarnation's first version (read and replayed on load)."""
+        first = self.restart.first_batch
+        if first == 0 or not self.store_ids:
+            return 0.0
+        start = tuple(self.restart.start_offsets)
+        window = Window(self.data, self.parts, start, start)
+        wms = watermarks_of(self.trackers[first])
+        total = 0.0
+        for i, model in enumerate(self.models):
+            counts, _n = model.batch(window, self._chain_scale[i], 0.0, wms[i], wms[i])
+            total += sum(c.total for c in counts)
+        return total
 
-    def _store_keys(self, b: int) -> float:
-        """Keys in one partition's store after batch ``b`` (all records up to its end)."""
-        return distinct_keys(sum(self.plans[b].end) / self.parts, self._keys_per_partition())
-
-    # ---------------------------------------------------------------- steps
+    # ---------------------------------------------------------- watermarks
     def trackers_for(self, b: int) -> list[dict[str, Any]]:
-        return self.initial
+        if not self.uses_watermark:
+            return self.trackers[self.restart.first_batch]
+        if b not in self.trackers:
+            self.trackers[b] = self.trackers_after(b - 1)
+        return self.trackers[b]
 
     def trackers_after(self, b: int) -> list[dict[str, Any]]:
-        return self.initial
+        """Fold batch ``b``'s largest event time per side into every operator's watermark."""
+        if not self.uses_watermark:
+            return self.trackers_for(b)
+        if b + 1 in self.trackers:
+            return self.trackers[b + 1]
+        plan = self.plans[b]
+        window = Window(self.data, self.parts, plan.start, plan.end)
+        maxima: dict[str, int] = {}
+        for side in sorted(set(self.data.sides)):
+            span = window.event_span(side)
+            if span is not None:
+                maxima[side] = int(span[1])
+        after = advance_trackers(self.ops, self.trackers_for(b), [[maxima] * len(self.ops)])
+        self.trackers[b + 1] = after
+        return after
 
+    # ---------------------------------------------------------------- steps
     def step_purge(self, b: int) -> None:
         purge_logs(self.storage, self.cfg.min_batches_to_retain)
 
     def step_state_load(self, b: int, p: int) -> None:
-        self.task(b, p)
+        if (b, p) not in self.tasks:
+            self.tasks[(b, p)] = TaskState()
 
     def step_task_apply(self, b: int, p: int) -> None:
-        self.task(b, p)
-        n = self._records(b, p)
-        changed = distinct_keys(n, self._keys_per_partition()) if self.store_ids else 0.0
-        total = self._store_keys(b) if self.store_ids else 0.0
-        self.counts[(b, p)] = (n, changed, total)
+        if (b, p) not in self.tasks:
+            self.tasks[(b, p)] = TaskState()
 
     def step_changelog_write(self, b: int, p: int) -> None:
         pass
 
     def step_state_commit(self, b: int, p: int) -> None:
+        uid = self.uid(b, p)
         for sid in self.store_ids:
-            self.lineage[(sid, p, b + 1)] = self.uid(b, p)
+            self.lineage[(sid, p, b + 1)] = uid
 
     def step_snapshot_upload(self, b: int, p: int) -> None:
         pass
@@ -209,39 +247,46 @@ class VolumeIncarnation(TimedIncarnation):
                 segs.append((hi - lo, now - self.data.arrival_ms(sp, hi - 1), now - self.data.arrival_ms(sp, lo)))
         self.latency_book.by_batch[key] = segs
 
+    def step_commit_log_write(self, b: int) -> None:
+        super().step_commit_log_write(b)
+        for p in range(self.parts):   # lineage of versions a restart could still name is in the commit log
+            for sid in self.store_ids:
+                self.lineage.pop((sid, p, b - 2), None)
+
     # ---------------------------------------------------------------- costs
-    def task_cost_ms(self, node_id: NodeId) -> float:
+    def task_cost_ms(self, node_id: Any) -> float:
         step, b, p = node_id.step, node_id.batch, node_id.partition
         prof, svc = self.profile, self.service
-        n, changed, total = self.counts.get((b, p), (self._records(b, p), 0.0, 0.0))
-        stores = len(self.store_ids)
+        counts = self.volumes.get(b) or self.volume(b)
+        if step == "task_apply":
+            return prof.task_apply_ms(counts.records_of(p), counts.straggler[p])
+        if step == "state_commit":
+            cost = 0.0
+            for store in counts.stores:
+                cost += prof.state_commit_ms(int(store.changed), int(store.total))
+            return cost
+        jitter = counts.jitter[step][p]
+        if step == "sink_write":
+            return svc.atomic_write_ms(counts.output * prof.bytes_per_output_row, jitter)
+        if step == "changelog_write":
+            return svc.atomic_write_ms(counts.changed * prof.bytes_per_state_key, jitter)
         if step == "state_load":
             if b == self.restart.first_batch and b > 0:
-                keys = self._store_keys(b - 1) * stores
-                return svc.read_ms(keys * prof.bytes_per_state_key) + prof.state_replay_ms(int(keys))
-            return prof.state_load_cached_ms * stores
-        if step == "task_apply":
-            return prof.task_apply_ms(n, prof.straggler_factor(self.rng))
-        if step == "changelog_write":
-            return svc.atomic_write_ms(changed * stores * prof.bytes_per_state_key)
-        if step == "state_commit":
-            return stores * prof.state_commit_ms(int(changed), int(total))
-        if step == "snapshot_upload":
-            keys = self._store_keys(b) * stores
-            return prof.snapshot_ms(int(keys)) + svc.atomic_write_ms(keys * prof.bytes_per_state_key)
-        assert step == "sink_write", f"no cost for task step {step}"
-        rows = changed if self.store_ids else n
-        return svc.atomic_write_ms(rows * prof.bytes_per_output_row)
+                keys = self.restart_keys
+                return svc.read_ms(keys * prof.bytes_per_state_key, jitter) + prof.state_replay_ms(int(keys))
+            return prof.state_load_cached_ms * len(self.store_ids)
+        assert step == "snapshot_upload", f"no cost for task step {step}"
+        keys = counts.total
+        return prof.snapshot_ms(int(keys)) + svc.atomic_write_ms(keys * prof.bytes_per_state_key, jitter)
 
     def progress_event(self, b: int) -> dict[str, Any]:
         plan = self.plans[b]
         rows = sum(e - s for s, e in zip(plan.start, plan.end))
-        per_part = [self.counts.get((b, p), (0, 0.0, 0.0)) for p in range(self.parts)]
-        operators = [{"operatorName": sid, "numRowsTotal": int(sum(c[2] for c in per_part)),
-                      "numRowsUpdated": int(sum(c[1] for c in per_part)), "numRowsRemoved": 0,
-                      "commitTimeMs": 0, "memoryUsedBytes": 0} for sid in self.store_ids]
-        for p in range(self.parts):
-            self.counts.pop((b - 2, p), None)
+        counts = self.volume(b)
+        operators = [{"operatorName": sid, "numRowsTotal": int(s.total * self.parts),
+                      "numRowsUpdated": int((s.changed - s.removed) * self.parts),
+                      "numRowsRemoved": int(s.removed * self.parts), "commitTimeMs": 0, "memoryUsedBytes": 0}
+                     for sid, s in zip(self.store_ids, counts.stores)]
         event = {"batchId": b, "numInputRows": rows, "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0,
                  "stateOperators": operators}
         return self.timed_progress(b, event)

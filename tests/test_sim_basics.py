@@ -10,6 +10,7 @@ import pytest
 from reference.oracles import check_outcome, determinism, failures
 from reference.outcome import dumps
 from reference.scenario import Scenario
+from reference.storage import DurableStorage
 from sim import ProfileError, load_profile, run_sim, simulate
 from sim.cost_model import PROFILE_DIR, profile_from_dict
 from sim.trace import load_trace
@@ -55,6 +56,18 @@ def test_outcome_has_timing_fields_and_passes_oracles(tmp_path: os.PathLike) -> 
     assert {e.component for e in events} >= {"driver", "supervisor", "faults"}
     storage = simulate(scenario, "local_spark").service.files
     assert not failures(check_outcome(scenario, outcome, storage))
+
+
+def test_run_sim_returns_the_checkpoint_for_the_file_oracles() -> None:
+    scenario = Scenario.from_dict(SCENARIO)
+    outcome, storage = run_sim(scenario, "local_spark", return_storage=True)
+    assert isinstance(storage, DurableStorage)
+    assert outcome == run_sim(scenario, "local_spark")
+    assert set(outcome["checkpoint_files"]) <= set(storage.list())
+    verdicts = {v.check: v for v in check_outcome(scenario, outcome, storage)}
+    for check in ("reconstruction", "lineage", "retention"):
+        assert verdicts[check].status == "pass", verdicts[check].describe()
+    assert {v.status for v in check_outcome(scenario, outcome)} >= {"n/a"}, "without it those oracles cannot run"
 
 
 def test_shipped_profiles_load() -> None:

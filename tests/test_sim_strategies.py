@@ -43,6 +43,8 @@ def fault_strategy(draw: Any, batches: int) -> dict[str, Any]:
     else:
         kind = draw(st.sampled_from(FAULT_KINDS_AT_TIMES))
         at = {"time_ms": draw(st.integers(0, 400))}
+        if draw(st.booleans()):
+            at["restart"] = draw(st.integers(0, 1))   # a fault at a time that belongs to one incarnation
     fault: dict[str, Any] = {"at": at, "kind": kind}
     if kind in ("storage_latency", "clock_skew"):
         fault["ms"] = draw(st.integers(1, 300))

@@ -1,27 +1,42 @@
 """Simulator speed (pytest-benchmark; skipped by default, run with --benchmark-only).
 
-Volume mode on the cluster profile (28 slots, 200 state partitions) at 1M
-events/s for 600 simulated seconds, against SimPy's raw event rate (a plain
-chain of timeouts) measured in the same run. The target is >= 100x faster
-than real time (under 6 wall seconds); the assertion below is the bound the
-simulator meets today (see the report in docs), the ratio is printed.
+The target of the simulator issue: volume mode on the cluster profile (28
+slots, 200 state partitions) at 1M events/s for 600 simulated seconds
+finishes in under 6 wall seconds, at least 100x faster than real time.
+
+Two benchmarks, recorded by pytest-benchmark in the same run:
+
+- ``test_simpy_raw_event_rate``: SimPy's raw event rate on this machine, a
+  plain chain of timeouts (one process yielding ``env.timeout(1)`` in a loop);
+- ``test_volume_mode_cluster_scale``: the cluster-scale volume run. Its
+  ``extra_info`` holds the simulated, wall and CPU time, the protocol steps the
+  simulator executed and the SimPy events it processed, each per wall second,
+  and their ratio to the raw timeout rate (measured again in the same test,
+  before each round, so both see the same machine load; the best of each).
+
+The run is single-threaded, so its CPU time is its wall time on an idle
+machine: the bound is asserted on both, except that the wall clock is not
+judged while the machine runs more processes than it has cores (the load
+average says so, and the test prints it).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Generator
 
 import simpy
 
 from reference.scenario import Scenario
-from sim import simulate
+from sim import Simulation, shipped_profile, simulate
 
 SIM_SECONDS = 600
 EVENTS_PER_SECOND = 1_000_000
 STATE_PARTITIONS = 200
 RAW_TIMEOUTS = 300_000
-REAL_TIME_SPEEDUP_FLOOR = 20     # the target is 100 (600 simulated s in < 6 wall s)
+WALL_SECONDS_LIMIT = 6.0          # 600 simulated seconds in under 6 wall seconds
+REAL_TIME_SPEEDUP_FLOOR = 100
 
 
 def cluster_scenario() -> Scenario:
@@ -39,34 +54,88 @@ def raw_timeout_chain(env: simpy.Environment, n: int) -> Generator:
         yield env.timeout(1)
 
 
-def simpy_raw_rate() -> float:
+def simpy_raw_rate() -> tuple[float, float]:
+    """Timeouts per wall second and per CPU second of a plain SimPy timeout chain."""
     env = simpy.Environment()
     env.process(raw_timeout_chain(env, RAW_TIMEOUTS))
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     env.run()
-    return RAW_TIMEOUTS / (time.perf_counter() - start)
+    return RAW_TIMEOUTS / (time.perf_counter() - start), RAW_TIMEOUTS / (time.process_time() - start_cpu)
+
+
+class CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts the events it processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.processed = 0
+
+    def step(self) -> None:
+        self.processed += 1
+        super().step()
+
+
+def test_simpy_raw_event_rate(benchmark: Any) -> None:
+    def run() -> None:
+        env = simpy.Environment()
+        env.process(raw_timeout_chain(env, RAW_TIMEOUTS))
+        env.run()
+
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    rate = RAW_TIMEOUTS / benchmark.stats.stats.min
+    benchmark.extra_info.update(timeouts=RAW_TIMEOUTS, timeouts_per_s=rate)
+    print(f"\nSimPy raw: {rate:,.0f} timeouts/s")
+    assert rate > 0
 
 
 def test_volume_mode_cluster_scale(benchmark: Any) -> None:
     scenario = cluster_scenario()
-    figures: dict[str, float] = {}
+    runs: list[dict[str, float]] = []
 
     def run() -> None:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         sim = simulate(scenario, "lightspeed_cluster", mode="volume", trace_enabled=False)
-        wall_s = time.perf_counter() - start
+        wall_s, cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
         assert sim.error is None
-        figures.update(wall_s=wall_s, sim_s=sim.end_ms / 1000.0, steps=sim.trace.count,
-                       batches=len(sim.observer.batches))
+        runs.append(dict(wall_s=wall_s, cpu_s=cpu_s, sim_s=sim.end_ms / 1000.0, steps=sim.trace.count,
+                         batches=len(sim.observer.batches), rows=sum(p["numInputRows"] for p in sim.observer.progress)))
 
-    benchmark.pedantic(run, rounds=1, iterations=1)
-    raw = simpy_raw_rate()
+    raw_rates: list[tuple[float, float]] = []
+
+    def measure_raw() -> None:   # before each round, untimed: the same machine state as the run after it
+        raw_rates.append(simpy_raw_rate())
+
+    benchmark.pedantic(run, setup=measure_raw, rounds=3, iterations=1)
+    figures = min(runs, key=lambda r: r["wall_s"])
+    figures["cpu_s"] = min(r["cpu_s"] for r in runs)
+    load = os.getloadavg()[0]
+    oversubscribed = load > (os.cpu_count() or 1)
+    raw = max(r[0] for r in raw_rates)       # best of each, so the ratio compares like with like
+    raw_cpu = max(r[1] for r in raw_rates)   # per CPU second: less sensitive to other processes
+    # SimPy events of one more run, counted by the environment (not timed: counting slows it down)
+    counting = CountingEnvironment()
+    Simulation(scenario, shipped_profile("lightspeed_cluster"), "volume", trace_enabled=False, env=counting).run()
     steps_per_s = figures["steps"] / figures["wall_s"]
+    events_per_s = counting.processed / figures["wall_s"]
+    cpu_ratio = figures["steps"] / figures["cpu_s"] / raw_cpu
     speedup = figures["sim_s"] / figures["wall_s"]
-    benchmark.extra_info.update(figures, steps_per_s=steps_per_s, simpy_raw_timeouts_per_s=raw,
-                                ratio_to_raw=steps_per_s / raw, real_time_speedup=speedup)
-    print(f"\nvolume mode: {figures['sim_s']:.0f} simulated s in {figures['wall_s']:.2f} wall s "
-          f"({speedup:.0f}x real time), {figures['batches']:.0f} batches, {figures['steps']:.0f} steps, "
-          f"{steps_per_s:,.0f} steps/s; SimPy raw {raw:,.0f} timeouts/s; ratio {steps_per_s / raw:.3f}")
+    benchmark.extra_info.update(figures, simpy_events=counting.processed, steps_per_s=steps_per_s,
+                                simpy_events_per_s=events_per_s, simpy_raw_timeouts_per_s=raw,
+                                simpy_raw_timeouts_per_cpu_s=raw_cpu, steps_ratio_to_raw=steps_per_s / raw,
+                                events_ratio_to_raw=events_per_s / raw, steps_ratio_to_raw_cpu=cpu_ratio,
+                                real_time_speedup=speedup, load_average=load)
+    print(f"\nvolume mode: {figures['sim_s']:.0f} simulated s, {figures['rows']:,.0f} events, in "
+          f"{figures['wall_s']:.2f} wall s, {figures['cpu_s']:.2f} CPU s ({speedup:.0f}x real time; load average "
+          f"{load:.1f} on {os.cpu_count()} cores); {figures['batches']:.0f} batches, "
+          f"{figures['steps']:,.0f} protocol steps ({steps_per_s:,.0f}/s), {counting.processed:,} SimPy events "
+          f"({events_per_s:,.0f}/s); SimPy raw {raw:,.0f} timeouts/s; ratio to raw: steps "
+          f"{steps_per_s / raw:.3f}, SimPy events {events_per_s / raw:.3f}; per CPU second: steps {cpu_ratio:.3f}")
     assert figures["sim_s"] >= SIM_SECONDS
-    assert speedup >= REAL_TIME_SPEEDUP_FLOOR
+    assert figures["rows"] >= EVENTS_PER_SECOND * SIM_SECONDS * 0.999   # the whole input went through
+    # The run is single-threaded: its CPU time is what its wall time is on an idle machine.
+    assert figures["cpu_s"] < WALL_SECONDS_LIMIT
+    if oversubscribed:   # more runnable processes than cores: the wall clock measures the neighbours too
+        print(f"wall-clock bound not judged: load average {load:.1f} > {os.cpu_count()} cores")
+    else:
+        assert figures["wall_s"] < WALL_SECONDS_LIMIT
+        assert speedup >= REAL_TIME_SPEEDUP_FLOOR
