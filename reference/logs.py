@@ -115,14 +115,15 @@ def purge_logs(storage: Storage, min_batches_to_retain: int) -> list[str]:
     is deleted whatever the retention says.
     """
     commits = log_batches(storage, layout.COMMITS)
-    deleted = []
+    deleted: list[str] = []
+    if not commits:
+        return deleted  # nothing committed yet: a restart re-runs from the first offset entry
     for folder in (layout.OFFSETS, layout.COMMITS):
         batches = log_batches(storage, folder)
         if len(batches) <= min_batches_to_retain:
             continue
         cutoff = batches[-min_batches_to_retain]
-        if commits:
-            cutoff = min(cutoff, commits[-1])
+        cutoff = min(cutoff, commits[-1])
         for batch in batches:
             if batch < cutoff:
                 path = f"{folder}/{batch}"

@@ -142,3 +142,16 @@ def test_engine_config_defaults_match_spark():
     # stateStore.maintenanceInterval = 60s.
     cfg = EngineConfig()
     assert (cfg.min_batches_to_retain, cfg.min_deltas_for_snapshot, cfg.maintenance_interval_ms) == (100, 10, 60000)
+
+
+def test_purge_before_any_commit_keeps_every_offset_entry():
+    """With retention 1 and two batches in flight, purging before batch 0 commits must not drop offsets/0:
+    a restart then re-runs from the first offset entry, and batch 0's input would be lost without it."""
+    from reference import layout
+    from reference.logs import OffsetEntry, log_batches, purge_logs
+    from reference.storage import DurableStorage
+    storage = DurableStorage()
+    for b in range(2):
+        storage.write(layout.offset_path(b), OffsetEntry(b, (3 * b,), (3 * b + 3,)).encode())
+    assert purge_logs(storage, 1) == []
+    assert log_batches(storage, layout.OFFSETS) == [0, 1]
