@@ -21,7 +21,6 @@ from .engine import TimedIncarnation
 from .latency import Segment
 
 
-
 class LatencyBook:
     """When each record's output first became visible (survives crashes: it is the observer's view)."""
 

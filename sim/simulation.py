@@ -65,7 +65,7 @@ class Simulation:
             self.data: Any = SourceData(scenario)
             self.latency_book: Any = LatencyBook()
         else:
-            from .volume import VolumeSource, VolumeLatency
+            from .volume import VolumeLatency, VolumeSource
             self.data = VolumeSource(scenario)
             self.latency_book = VolumeLatency()
         self.clock_faults_left = len(clock_faults)   # clock faults that may still fire

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from reference import layout
 from reference.engine import BatchPlan, TaskState
 from reference.logs import check_metadata, purge_logs, write_metadata
 from reference.query import advance_trackers, initial_trackers, watermarks_of
-from reference import layout
 
 from .engine import TimedIncarnation
 from .latency import Segment

@@ -12,13 +12,13 @@ import json
 import os
 
 from hypothesis import HealthCheck, given, note, reject, settings
+from test_sim_strategies import scenario_strategy
 
 from reference.oracles import check_outcome, failures
 from reference.outcome import build_outcome
 from reference.runner import run_scenario
 from reference.scenario import Scenario
 from sim import simulate
-from test_sim_strategies import scenario_strategy
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 # CI runs at least 300 examples across the differential tests (150 + 100 + 60); thorough runs more.

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import simpy
 from hypothesis import given, note, settings
+from test_sim_strategies import scenario_strategy
 
 from reference.outcome import dumps
 from reference.scenario import Scenario
 from sim import Simulation, shipped_profile, simulate
 from sim.volume import VolumeIncarnation
-from test_sim_strategies import scenario_strategy
 
 TRIGGER_MS = 1000
 RATE = 20_000
