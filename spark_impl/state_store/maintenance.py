@@ -41,8 +41,10 @@ class MaintenancePool:
                 return None
             future = self._executor.submit(store.do_maintenance)
             self._running[id(store)] = future
-            future.add_done_callback(lambda f, key=id(store): self._forget(key, f))
-            return future
+        # outside the lock: a round that already finished runs its callback right here, and the
+        # callback takes the lock (inside it, a fast round deadlocked the submitting task)
+        future.add_done_callback(lambda f, key=id(store): self._forget(key, f))
+        return future
 
     def _forget(self, key: int, future: Future) -> None:
         with self._lock:
