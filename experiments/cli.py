@@ -241,33 +241,69 @@ def _comparable(key: str, value: Any, sink_mode: str) -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from reference.explorer import explore
+    """The README's main job: a failure-replay differential on every backend, the explorer, and the
+    quick offset-management experiment on the simulator."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    scenario = load_scenario(str(SCENARIOS / "running-count-crash-after-wal.json"))
-    print(f"== Reference model: {scenario.name} (seed {scenario.seed})")
+    scenario_path = SCENARIOS / "running-count-crash-after-wal.json"
+    scenario = load_scenario(str(scenario_path))
+    print(f"== 1. Failure and replay on every backend: {scenario.name} (seed {scenario.seed})")
     print("   A running count over 2 partitions, 6 batches; the driver crashes right after writing offsets/3.")
-    result = run_scenario(scenario)
-    outcome = build_outcome(result)
-    (out / "outcome.json").write_text(dumps(outcome))
-    result.storage.dump_to(out / "checkpoint")
-    for event in result.observer.events:
-        print(f"   event: {event}")
-    for recovery in outcome["recoveries"]:
-        print(f"   restart {recovery['restart']}: resumed at batch {recovery['resumed_at']}, "
-              f"re-ran batches {recovery['rerun_batches']}")
-    print("   batches (id: end offsets, attempts):")
-    print("   " + ", ".join(f"{b['id']}: {b['end_offsets']} x{b['attempts']}" for b in outcome["batches"]))
-    verdicts = check_outcome(scenario, outcome, result.storage)
-    print("   oracle verdicts:")
-    _print_verdicts(verdicts)
-    print(f"\n== Explorer: every single-fault schedule of {scenario.name}")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    outcomes: dict[str, dict[str, Any]] = {}
+    rows = []
+    ok = True
+    for name in backends:
+        print(f"   running on {name} ...", flush=True)
+        outcome, storage = run_backend(name, scenario, master=args.master,
+                                       workdir=str(out / f"{name}-work") if name.startswith("spark") else None)
+        outcomes[name] = outcome
+        (out / f"outcome-{name}.json").write_text(dumps(outcome))
+        if storage is not None and hasattr(storage, "dump_to"):
+            storage.dump_to(out / f"checkpoint-{name}")
+        verdicts = check_outcome(scenario, outcome, storage)
+        bad = failures(verdicts)
+        ok = ok and not bad and outcome.get("error") is None
+        rerun = [r["rerun_batches"] for r in outcome["recoveries"]]
+        latency = (outcome.get("latency_ms") or {}).get("p50")
+        rows.append((name, _tally(verdicts), str(rerun), "-" if latency is None else f"{latency:.0f} ms"))
+        for verdict in bad:
+            print("   " + verdict.describe())
+    first = backends[0]
+    agreement = []
+    for other in backends[1:]:
+        difference = first_difference(outcomes[first], outcomes[other], scenario.sink_mode)
+        ok = ok and difference is None
+        agreement.append(f"{first} and {other} " + ("agree on batches, state and sink" if difference is None
+                                                      else f"DIFFER at {difference}"))
+    print(f"\n   {'backend':<13}{'oracles':<34}{'re-run batches':<18}p50 latency")
+    for name, tally, rerun, latency in rows:
+        print(f"   {name:<13}{tally:<34}{rerun:<18}{latency}")
+    for line in agreement:
+        print("   " + line)
+
+    from reference.explorer import explore
+    print(f"\n== 2. Explorer: every single-fault schedule of {scenario.name} on the reference model")
     report = explore(scenario)
     print("   " + report.summary())
-    print(f"\nWritten: {out / 'outcome.json'} and the checkpoint under {out / 'checkpoint'}")
-    print(f"Check it again with: lightspeed check {out / 'outcome.json'} --scenario "
-          f"{SCENARIOS / 'running-count-crash-after-wal.json'} --checkpoint {out / 'checkpoint'}")
-    return 0 if not failures(verdicts) and not report.violations else 1
+    ok = ok and not report.violations
+
+    print("\n== 3. Experiment offset-management (quick) on the simulator with the published cluster profile")
+    from experiments.runner import RunContext, run_experiment
+    result = run_experiment("offset-management", RunContext(backend="sim", quick=True, executor="processes",
+                                                           out_dir=out / "offset-management", quiet=True))
+    if result.unavailable:
+        print(f"   not run: {result.unavailable}")
+    for line in result.experiment.report(result.summary, result.ctx) if result.summary else []:
+        print("   " + line)
+    for check in result.checks:
+        print("   " + check.describe())
+    ok = ok and result.exit_code == 0
+    print(f"\nWritten under {out}: outcome-<backend>.json, the checkpoints, {result.results_path.relative_to(out)}"
+          f" and the figures {', '.join(p.name for p in result.figures if p.suffix == '.png')}")
+    print(f"Check an outcome again with: lightspeed check {out / ('outcome-' + first + '.json')} "
+          f"--scenario {scenario_path} --checkpoint {out / ('checkpoint-' + first)}")
+    return 0 if ok else 1
 
 
 def _spark_options(p: argparse.ArgumentParser) -> None:
@@ -317,9 +353,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile")
     _spark_options(p)
     p.set_defaults(fn=cmd_diff)
-    p = sub.add_parser("demo", help="the README's main job: a crash, its recovery, the verdicts, the explorer")
+    p = sub.add_parser("demo", help="the README's main job: a crash replayed on every backend, judged and "
+                                    "compared; the explorer; the quick offset-management experiment")
     p.add_argument("--out", default=os.path.join("results", "demo"))
+    p.add_argument("--backends", default="reference,sim,spark",
+                   help="backends for the failure-replay differential (default reference,sim,spark)")
+    _spark_options(p)
     p.set_defaults(fn=cmd_demo)
+    from experiments.runner import add_experiment_parser
+    add_experiment_parser(sub)
     return parser
 
 

@@ -120,6 +120,8 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
         spark = session(master)
     from spark_impl.snapshot_reader import install
     install()
+    # start the executors' Python workers first, so latency measures the protocol, not Spark's warm-up
+    spark.sparkContext.parallelize(range(2), 2).count()
     base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="lightspeed-spark-"))
     root = base / "checkpoint"
     lock = acquire_checkpoint(root, scenario)

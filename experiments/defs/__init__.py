@@ -1,0 +1,205 @@
+"""The experiment definitions (one module each) and the measurements they share.
+
+Each module defines ``EXPERIMENT``, an ``experiments.runner.Experiment``. The
+helpers here build the scenarios the experiments sweep and read the numbers
+out of an outcome (SPEC section 4): end-to-end latency percentiles, batch
+durations from the ``progress`` entries, what a restart re-ran and how long
+it took, and step durations from a simulator trace.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Any, Iterable, Sequence
+
+from experiments.runner import percentile
+
+# a traced step shorter than this did nothing (a maintenance round with no snapshot due); traces
+# record start times to the microsecond, so an empty step can show up to half a microsecond
+MIN_STEP_MS = 0.01
+WARMUP_BATCHES = 2          # the first batches of a run pay for start-up; duration statistics skip them
+_STEP = re.compile(r"^(?P<step>[a-z_]+) b(?P<batch>\d+)(?: p(?P<partition>\d+))?$")
+
+
+# -------------------------------------------------------------- scenarios
+
+
+def rate_scenario(name: str, seed: int, *, rate: float, duration_s: float, operator: dict[str, Any],
+                  keys: int = 1000, partitions: int = 8, state_partitions: int = 28, sink: str = "at_least_once",
+                  engine: dict[str, Any] | None = None, faults: list[dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
+    """A scenario on a ``rate`` source: records created at a constant rate, each carrying its creation time."""
+    return {"name": name, "seed": seed,
+            "source": {"kind": "rate", "rows_per_second": rate, "duration_s": duration_s,
+                       "partitions": partitions, "keys": keys},
+            "query": {"operator": operator, "state_partitions": state_partitions},
+            "sink": {"mode": sink}, "engine": dict(engine or {}), "faults": list(faults or [])}
+
+
+def generated_scenario(name: str, seed: int, *, operator: dict[str, Any], records_per_partition: int,
+                       batches: int, keys: int, partitions: int = 4, state_partitions: int = 8,
+                       step_ms: int = 0, sink: str = "exactly_once", engine: dict[str, Any] | None = None,
+                       faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A scenario on a ``generated`` source: fixed batch boundaries (``step_ms`` 0: all input waiting at 0)."""
+    return {"name": name, "seed": seed,
+            "source": {"kind": "generated", "partitions": partitions, "keys": keys,
+                       "records_per_partition_per_batch": records_per_partition, "batches": batches,
+                       "event_time": {"start_ms": 0, "step_ms": step_ms, "max_disorder_ms": 0}},
+            "query": {"operator": operator, "state_partitions": state_partitions},
+            "sink": {"mode": sink}, "engine": dict(engine or {}), "faults": list(faults or [])}
+
+
+def with_faults(scenario: dict[str, Any], faults: list[dict[str, Any]], suffix: str = "") -> dict[str, Any]:
+    out = dict(scenario)
+    out["faults"] = list(faults)
+    if suffix:
+        out["name"] = f"{scenario['name']}-{suffix}"
+    return out
+
+
+def crash_at(time_ms: float) -> dict[str, Any]:
+    return {"at": {"time_ms": int(time_ms)}, "kind": "driver_crash"}
+
+
+# ------------------------------------------------------------ measurements
+
+
+def check_outcome_ok(outcome: dict[str, Any]) -> None:
+    """A run that stopped with an error measures nothing: raise so the point is reported as failed."""
+    if outcome.get("error"):
+        raise RuntimeError(f"the run stopped with an error: {outcome['error']}")
+
+
+def latency_metrics(outcome: dict[str, Any]) -> dict[str, Any]:
+    """End-to-end latency (creation to sink commit) percentiles of an outcome, in ms."""
+    latency = outcome.get("latency_ms")
+    if not latency:
+        raise RuntimeError(f"backend {outcome.get('backend')} reported no latency_ms; this experiment needs a "
+                           "timed backend")
+    return {f"latency_{k}": latency.get(k) for k in ("p50", "p90", "p99", "max", "count")}
+
+
+def batch_ms(entry: dict[str, Any]) -> float:
+    """A batch's duration from its planning to its output being committed (the part on the critical path).
+
+    ``triggerExecution`` also counts, under asynchronous state checkpointing,
+    the wait for the previous batch's state to be durable, which overlaps
+    the next batch; this sum does not.
+    """
+    d = entry.get("durationMs", {})
+    return float(sum(d.get(k, 0) or 0 for k in ("latestOffset", "queryPlanning", "walCommit", "addBatch")))
+
+
+def batch_metrics(progress: Sequence[dict[str, Any]], skip: int = WARMUP_BATCHES) -> dict[str, Any]:
+    """Mean, median, p99 and peak of batch duration, trigger time and start-to-start interval."""
+    entries = [p for p in progress if "timestamp_ms" in p] or list(progress)
+    entries = entries[skip:] if len(entries) > skip + 1 else entries
+    durations = [batch_ms(p) for p in entries]
+    triggers = [float(p.get("durationMs", {}).get("triggerExecution", 0) or 0) for p in entries]
+    starts = [float(p["timestamp_ms"]) for p in entries if "timestamp_ms" in p]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    out: dict[str, Any] = {"batches": len(entries)}
+    for label, values in (("batch_ms", durations), ("trigger_ms", triggers), ("interval_ms", gaps)):
+        out[f"{label}_mean"] = statistics.fmean(values) if values else None
+        out[f"{label}_p50"] = percentile(values, 50)
+        out[f"{label}_p99"] = percentile(values, 99)
+        out[f"{label}_max"] = max(values) if values else None
+    rows = sum(int(p.get("numInputRows", 0)) for p in entries)
+    span = (starts[-1] + triggers[-1] - starts[0]) if len(starts) >= 2 else None
+    out["rows_per_s"] = rows / span * 1000.0 if span else None
+    return out
+
+
+def log_write_ms(progress: Sequence[dict[str, Any]]) -> float | None:
+    """Mean time a batch spent writing its offset and commit log entries (synchronous progress)."""
+    values = [float(p["durationMs"].get("walCommit", 0)) + float(p["durationMs"].get("commitOffsets", 0))
+              for p in progress if "durationMs" in p]
+    return statistics.fmean(values) if values else None
+
+
+def recovery_metrics(outcome: dict[str, Any], crash_ms: float,
+                     plan_starts: dict[int, float] | None = None) -> dict[str, Any]:
+    """What a crash at ``crash_ms`` cost.
+
+    - ``rerun_batches``: batches the restart re-ran (the outcome's ``recoveries``);
+    - ``lost_ms``: the work the crash threw away, from the planning of the
+      oldest batch the restart redoes to the crash (0 when the crash fell
+      between batches). ``plan_starts`` (batch -> planning time before the
+      crash, from a trace) makes it exact for batches that never finished;
+      without it only finished batches are seen;
+    - ``recovery_ms``: from the crash until the last re-run batch is finished
+      again (restart included), and ``rerun_ms`` the part after the restart;
+      ``rerun_rows`` the rows of the re-run batches. On a rate source these
+      also count the input that arrived while the query was down.
+    """
+    recoveries = outcome.get("recoveries") or []
+    if not recoveries:
+        return {"crashed": False, "rerun_batches": 0, "rerun_rows": 0, "lost_ms": 0.0, "recovery_ms": None,
+                "rerun_ms": None}
+    resumed = int(recoveries[0].get("resumed_at", 0))
+    rerun = set(recoveries[0].get("rerun_batches", []))
+    progress = outcome.get("progress", [])
+    starts = dict(plan_starts or {})
+    for p in progress:
+        t = float(p.get("timestamp_ms", -1))
+        if 0 <= t < crash_ms:
+            starts.setdefault(int(p["batchId"]), t)
+    lost_from = min((t for b, t in starts.items() if b >= resumed and t < crash_ms), default=None)
+    lost_ms = crash_ms - lost_from if lost_from is not None else 0.0
+    after = [p for p in progress if float(p.get("timestamp_ms", -1)) >= crash_ms]
+    if not after:
+        return {"crashed": True, "rerun_batches": len(rerun), "rerun_rows": 0, "lost_ms": lost_ms,
+                "recovery_ms": None, "rerun_ms": None}
+    restart_ms = min(float(p["timestamp_ms"]) for p in after)
+    top = max(rerun) if rerun else -1
+    redone = [p for p in after if p["batchId"] <= top]
+    end = max((float(p["timestamp_ms"]) + float(p["durationMs"].get("triggerExecution", 0)) for p in redone),
+              default=restart_ms)
+    return {"crashed": True, "rerun_batches": len(rerun), "rerun_rows": sum(int(p["numInputRows"]) for p in redone),
+            "lost_ms": lost_ms, "recovery_ms": end - crash_ms, "rerun_ms": end - restart_ms}
+
+
+def plan_starts_before(trace: Iterable[Any], crash_ms: float) -> dict[int, float]:
+    """Batch -> planning time of every batch planned before ``crash_ms`` (from a simulator trace)."""
+    return {b: start for b, _p, start, _ms in step_durations(trace, ("plan",))["plan"] if start < crash_ms}
+
+
+def step_durations(trace: Iterable[Any], steps: Sequence[str], *, since_ms: float = -1.0
+                   ) -> dict[str, list[tuple[int, int, float, float]]]:
+    """(batch, partition, start_ms, duration_ms) of every traced step named in ``steps`` starting after ``since_ms``."""
+    wanted = set(steps)
+    out: dict[str, list[tuple[int, int, float, float]]] = {s: [] for s in steps}
+    for event in trace:
+        match = _STEP.match(event.action)
+        if match is None or match.group("step") not in wanted or not event.detail.startswith("start="):
+            continue
+        start = float(event.detail[len("start="):].split()[0])
+        if start < since_ms:
+            continue
+        part = int(match.group("partition")) if match.group("partition") is not None else -1
+        out[match.group("step")].append((int(match.group("batch")), part, start, event.time_ms - start))
+    return out
+
+
+def mean_or_none(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+BLOCK_SCALED = ("per_record_us", "state_commit_per_changed_key_us", "state_commit_per_total_key_us",
+                "snapshot_per_key_us", "state_replay_per_key_us", "bytes_per_state_key", "bytes_per_output_row")
+
+
+def blocked_profile(profile: dict[str, Any], block: float) -> dict[str, Any]:
+    """The profile for a data-mode run in which each record and each key stands for ``block`` of them.
+
+    Data mode processes real records, so it cannot hold millions of keys; with
+    every per-record and per-key cost (CPU, commit, snapshot, replay, bytes)
+    multiplied by ``block``, a task of a small run costs what a task of the
+    large run it stands for costs.
+    """
+    out = dict(profile)
+    out["storage"] = dict(profile["storage"])
+    for name in BLOCK_SCALED:
+        out[name] = profile[name] * block
+    return out

@@ -1,0 +1,236 @@
+"""calibration: fit the simulator's local-Spark cost profile on one workload measured on Spark, validate on others.
+
+The Spark engine runs a few workloads on this machine at rates it sustains;
+each run's p50 end-to-end latency is the measurement. The simulator's
+``local_spark`` profile is then fitted on the first workload only (the
+stateless query under the four offset-management configurations; two in
+quick mode): five groups of cost parameters (driver overheads, file writes,
+listings and deletes, task overheads, per-record cost) are each scaled by a
+factor, found by coordinate descent on a log grid (within ``BOUNDS``),
+minimising the squared log error of the predicted p50 latencies. A short
+warm-up run comes first and is not used.
+The fitted profile then predicts the other workloads (a running count, a
+windowed sum, with and without asynchronous state checkpointing), which
+it has not seen. The report gives the p50 prediction error of every
+configuration, before and after the fit; nothing is asserted about its size.
+
+For scale, published performance models of Spark jobs report errors of about
+10% (Doppio) and under 20% (Ernest). The simulator is what is calibrated, so
+this experiment measures a Spark backend; if none can run here it says so and
+exits with status 3, never a number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from experiments.defs import batch_metrics, check_outcome_ok, latency_metrics, rate_scenario
+from experiments.runner import (Check, Experiment, Point, RunContext, figure_style, fmt_ms, group, grouped_bars,
+                                over_seeds, run_on_backend, save_figure, sim_profile)
+
+BASE_PROFILE = "local_spark"
+# parameter groups the fit scales, each by one factor
+GROUPS: dict[str, tuple[str, ...]] = {
+    "driver": ("planning_ms", "latest_offset_ms", "source_commit_ms"),
+    "file_writes": ("storage__small_write_ms", "storage__rename_ms"),          # log entries, changelogs, sink files
+    "listings": ("storage__list_ms", "storage__delete_ms", "storage__read_ms"),  # purge and state loads
+    "tasks": ("per_task_overhead_ms", "scheduling_delay_ms", "state_commit_base_ms"),
+    "per_record": ("per_record_us",),
+}
+GRID = tuple(2.0 ** (k / 2.0) for k in range(-6, 7))      # a step of 1/8 .. 8, in half powers of two
+BOUNDS = (1.0 / 64.0, 1024.0)                               # no group is scaled beyond these
+PASSES = 2
+ASYNC_PROGRESS = {"mode": "async", "checkpoint_interval_ms": 1000}
+ASYNC_PURGE = {"mode": "async", "min_batches_to_retain": 100}
+# workload -> (operator, sink, {config: engine}); the first workload is the one the fit sees
+WORKLOADS: dict[str, tuple[dict[str, Any], str, dict[str, dict[str, Any]]]] = {
+    "stateless": ({"kind": "map"}, "at_least_once", {
+        "baseline": {}, "async-purge": {"log_purge": ASYNC_PURGE}, "async-progress": {"progress": ASYNC_PROGRESS},
+        "both": {"progress": ASYNC_PROGRESS, "log_purge": ASYNC_PURGE}}),
+    "running-count": ({"kind": "aggregate", "agg": "count"}, "exactly_once", {
+        "sync": {}, "async-state": {"state_checkpoint": "async"}}),
+    "window": ({"kind": "window_aggregate", "agg": "sum", "window_ms": 1000, "watermark_delay_ms": 2000},
+               "exactly_once", {"sync": {}, "async-state": {"state_checkpoint": "async"}}),
+}
+FIT_WORKLOAD = "stateless"
+QUICK = {"stateless": ("baseline", "both"), "running-count": ("sync",), "window": ()}
+ANCHORS = {"Doppio": 0.10, "Ernest": 0.20}
+
+
+class Calibration(Experiment):
+    name = "calibration"
+    version = "1"
+    title = "fit the simulator's local-Spark profile on one Spark workload, report p50 error on the others"
+    claim = "context, not asserted: Spark performance models report ~10% (Doppio) and <20% (Ernest) error"
+    backends = ("spark", "spark-native")
+    default_backend = "spark"
+    seeds_full = 2
+
+    def points(self, ctx: RunContext) -> list[Point]:
+        # the first run of a process pays for the JVM, Python workers and code paths warming up; it is not used
+        warmup = rate_scenario("calibration-warmup", self.base_seed, rate=1_000, duration_s=3, operator={"kind": "map"},
+                               keys=1_000, partitions=2, state_partitions=2, engine={})
+        out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend, warmup)]
+        for workload, (operator, sink, configs) in WORKLOADS.items():
+            for config, engine in configs.items():
+                if ctx.quick and config not in QUICK[workload]:
+                    continue
+                for seed in self.seed_list(ctx):
+                    scenario = rate_scenario(f"calibration-{workload}-{config}", seed,
+                                             rate=1_000 if ctx.quick else 2_000, duration_s=6 if ctx.quick else 60,
+                                             operator=operator, keys=1_000, partitions=2, state_partitions=2,
+                                             sink=sink, engine=engine)
+                    out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend,
+                                     scenario))
+        return out
+
+    def measure(self, point: Point) -> dict[str, Any]:
+        outcome, _ = run_on_backend(point.backend, point.scenario)
+        check_outcome_ok(outcome)
+        metrics = latency_metrics(outcome)
+        batches = batch_metrics(outcome.get("progress", []))
+        metrics.update({k: batches[k] for k in ("batches", "batch_ms_mean", "interval_ms_mean")})
+        return metrics
+
+    def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
+        records = [r for r in records if r["point"]["task"] == "measure"]
+        measured = [(r["point"]["params"]["workload"], r["point"]["config"], r["point"]["scenario"],
+                     r["metrics"]["latency_p50"]) for r in records if r["metrics"].get("latency_p50")]
+        base = sim_profile(BASE_PROFILE)
+        fit_set = [(sc, p50) for w, _c, sc, p50 in measured if w == FIT_WORKLOAD]
+        if not fit_set:
+            return {"error": f"no measurement of the fit workload {FIT_WORKLOAD!r}", "rows": {}}
+        fitted, factors = fit_profile(fit_set, base)
+        rows: dict[str, Any] = {}
+        for (workload, config), recs in group(records, "params.workload", "config").items():
+            scenarios = [r["point"]["scenario"] for r in recs]
+            p50 = over_seeds(recs, "latency_p50")["median"]
+            before = _median([predict_p50(sc, base) for sc in scenarios])
+            after = _median([predict_p50(sc, fitted) for sc in scenarios])
+            rows[f"{workload}/{config}"] = {
+                "workload": workload, "config": config, "role": "fit" if workload == FIT_WORKLOAD else "validation",
+                "measured_p50": p50, "predicted_p50_shipped": before, "predicted_p50_fitted": after,
+                "error_shipped": _rel(before, p50), "error_fitted": _rel(after, p50)}
+        validation = [abs(r["error_fitted"]) for r in rows.values()
+                      if r["role"] == "validation" and r["error_fitted"] is not None]
+        return {"rows": rows, "factors": factors, "fitted_profile": fitted, "base_profile": BASE_PROFILE,
+                "validation_mean_abs_error": sum(validation) / len(validation) if validation else None,
+                "anchors": ANCHORS}
+
+    def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
+        # the error is reported, never held against a number; what must hold is that there is one to report
+        rows = summary.get("rows", {})
+        measured = [r for r in rows.values() if r["error_fitted"] is not None]
+        return [Check("every configuration has a measured and a predicted p50", len(measured) == len(rows) > 0,
+                      f"{len(measured)} of {len(rows)}")]
+
+    def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
+        if summary.get("error"):
+            return [summary["error"]]
+        lines = [f"fitted on {FIT_WORKLOAD!r}: factors " + ", ".join(f"{k} x{v:.2f}" for k, v in
+                                                                    summary["factors"].items())]
+        lines.append(f"{'workload/config':<28} {'role':<11} {'measured':>9} {'shipped':>9} {'err':>6} "
+                     f"{'fitted':>9} {'err':>6}")
+        for key, r in summary["rows"].items():
+            lines.append(f"{key:<28} {r['role']:<11} {fmt_ms(r['measured_p50']):>9} "
+                         f"{fmt_ms(r['predicted_p50_shipped']):>9} {_pct(r['error_shipped']):>6} "
+                         f"{fmt_ms(r['predicted_p50_fitted']):>9} {_pct(r['error_fitted']):>6}")
+        mean = summary.get("validation_mean_abs_error")
+        lines.append("validation mean |error| after the fit: " + (f"{mean * 100:.0f}%" if mean is not None else "-") +
+                     " (for scale: Doppio ~10%, Ernest <20%)")
+        return lines
+
+    def write_artifacts(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
+        if not summary.get("fitted_profile"):
+            return []
+        path = out_dir / "fitted_local_spark.json"
+        doc = dict(summary["fitted_profile"])
+        doc["description"] = (f"local_spark fitted by the calibration experiment on the {FIT_WORKLOAD} workload "
+                              f"measured with the {ctx.backend} backend")
+        path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        return [path]
+
+    def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
+        import matplotlib.pyplot as plt
+        rows = summary.get("rows", {})
+        if not rows:
+            return []
+        keys = list(rows)
+        with plt.rc_context(figure_style()):
+            fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(keys)), 3.6))
+            grouped_bars(ax, [k.replace("/", "\n") + ("\n(fit)" if rows[k]["role"] == "fit" else "") for k in keys], {
+                f"measured ({ctx.backend})": [rows[k]["measured_p50"] for k in keys],
+                "sim, shipped profile": [rows[k]["predicted_p50_shipped"] for k in keys],
+                "sim, fitted profile": [rows[k]["predicted_p50_fitted"] for k in keys]}, unit="p50 latency (ms)")
+            ax.tick_params(axis="x", labelsize=7)
+            ax.set_title("Calibration of the local-Spark cost profile")
+            return save_figure(fig, out_dir, "calibration")
+
+
+def predict_p50(scenario: dict[str, Any], profile: dict[str, Any]) -> float | None:
+    """The simulator's p50 latency for a measured scenario (volume mode, the scenario's own seed)."""
+    outcome, _ = run_on_backend("sim", scenario, profile, "volume")
+    if outcome.get("error"):
+        return None
+    return (outcome.get("latency_ms") or {}).get("p50")
+
+
+def scaled(base: dict[str, Any], factors: dict[str, float]) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for group_name, factor in factors.items():
+        for name in GROUPS[group_name]:
+            value = base["storage"][name[len("storage__"):]] if name.startswith("storage__") else base[name]
+            changes[name] = value * factor
+    return sim_profile(base, **changes)
+
+
+def loss(measured: Sequence[tuple[dict[str, Any], float]], profile: dict[str, Any]) -> float:
+    """Mean squared log error of the predicted p50 latencies (a missing prediction costs a lot)."""
+    total = 0.0
+    for scenario, p50 in measured:
+        predicted = predict_p50(scenario, profile)
+        total += (math.log(predicted / p50) if predicted and p50 else 10.0) ** 2
+    return total / max(len(measured), 1)
+
+
+def fit_profile(measured: Sequence[tuple[dict[str, Any], float]], base: dict[str, Any]
+                ) -> tuple[dict[str, Any], dict[str, float]]:
+    """Coordinate descent over one factor per parameter group; returns the fitted profile and its factors."""
+    factors = {name: 1.0 for name in GROUPS}
+    best = loss(measured, scaled(base, factors))
+    for _ in range(PASSES):
+        improved = False
+        for name in GROUPS:
+            for value in GRID:
+                factor = min(max(factors[name] * value, BOUNDS[0]), BOUNDS[1])
+                trial = dict(factors, **{name: factor})
+                trial_loss = loss(measured, scaled(base, trial))
+                if trial_loss < best - 1e-12:
+                    best, factors, improved = trial_loss, trial, True
+        if not improved:
+            break
+    fitted = scaled(base, factors)
+    fitted["name"] = f"{base.get('name', BASE_PROFILE)}-fitted"
+    return fitted, factors
+
+
+def _rel(predicted: float | None, measured: float | None) -> float | None:
+    return predicted / measured - 1.0 if predicted is not None and measured else None
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return None
+    mid = len(present) // 2
+    return present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2.0
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.0f}%"
+
+
+EXPERIMENT = Calibration()

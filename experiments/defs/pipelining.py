@@ -1,0 +1,213 @@
+"""pipelining: throughput and latency with and without micro-batch pipelining, across straggler distributions.
+
+Without pipelining, batch b+1 starts only when every task of batch b is done,
+so one slow task idles every other slot. With pipelining, the task of
+partition p of batch b+1 starts as soon as that of batch b finishes.
+
+Two measurements per straggler distribution and mode:
+
+- throughput: a backlog of fixed-size batches (every record waiting at time
+  0, like a source capped by ``maxOffsetsPerTrigger``), processed to the
+  end; rows per second of simulated time. In the simulator's data mode each
+  record stands for a block of ``ROW_BLOCK`` rows (its CPU cost is the
+  profile's per-row cost times the block), so a task does realistic work
+  while the run stays small;
+- latency: a rate source at ``LATENCY_RATE`` rows/s (volume mode, rows are
+  rows), p50 and p99 end-to-end latency.
+
+A straggler distribution is the profile's (probability, slowdown) pair: a
+task is slowed down by ``slowdown`` with ``probability``.
+
+Claim under test: 2-3x throughput from pipelining.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from experiments.defs import (batch_metrics, check_outcome_ok, generated_scenario, latency_metrics,
+                              rate_scenario)
+from experiments.runner import (Check, Experiment, Point, RunContext, figure_style, fmt_ms, group, grouped_bars,
+                                over_seeds, run_on_backend, save_figure, sim_profile, simulate_point)
+
+ROW_BLOCK = 500                      # rows one data-mode record stands for in the throughput runs
+LATENCY_RATE = 1_000_000             # rows/s of the latency runs (the published cluster's top rate)
+# name -> (straggler probability, slowdown factor)
+STRAGGLERS: dict[str, tuple[float, float]] = {
+    "none": (0.0, 1.0),
+    "mild": (0.05, 4.0),
+    "heavy": (0.10, 8.0),
+    "severe": (0.25, 8.0),
+    "extreme": (0.10, 16.0),
+}
+QUICK_STRAGGLERS = ("none", "mild", "heavy")
+MODES = {"sequential": False, "pipelined": True}
+CLAIMED_SPEEDUP = (2.0, 3.0)
+
+
+class Pipelining(Experiment):
+    name = "pipelining"
+    version = "1"
+    title = "micro-batch pipelining: throughput and latency across straggler distributions"
+    claim = "2-3x throughput from pipelining"
+    backends = ("sim", "spark")
+
+    def stragglers(self, ctx: RunContext) -> tuple[str, ...]:
+        if ctx.backend != "sim":
+            return ("none",)   # stragglers are a cost-model parameter; a real engine has the ones it has
+        return QUICK_STRAGGLERS if ctx.quick else tuple(STRAGGLERS)
+
+    def points(self, ctx: RunContext) -> list[Point]:
+        sim = ctx.backend == "sim"
+        batches = 10 if ctx.quick else 40
+        operators = ("map",) if ctx.quick else ("map", "aggregate")
+        out = []
+        for straggler in self.stragglers(ctx):
+            probability, slowdown = STRAGGLERS[straggler]
+            for operator in operators:
+                op = {"kind": "map"} if operator == "map" else {"kind": "aggregate", "agg": "count"}
+                for mode, pipelining in MODES.items():
+                    for seed in self.seed_list(ctx):
+                        params = {"stragglers": straggler, "operator": operator}
+                        engine = {"pipelining": pipelining}
+                        if sim:
+                            base = sim_profile("lightspeed_cluster", straggler_probability=probability,
+                                               straggler_slowdown=slowdown)
+                            block = sim_profile(base, per_record_us=base["per_record_us"] * ROW_BLOCK)
+                        else:
+                            base = block = None
+                        backlog = generated_scenario(
+                            f"pipelining-backlog-{mode}", seed, operator=op, records_per_partition=200 if sim else 500,
+                            batches=batches, keys=1000, partitions=4, state_partitions=28 if sim else 2,
+                            sink="at_least_once", engine=engine)
+                        out.append(Point(self.name, "throughput", mode, params, seed, ctx.backend, backlog, block,
+                                         "data", {"row_block": ROW_BLOCK if sim else 1}))
+                        paced = rate_scenario(
+                            f"pipelining-rate-{mode}", seed, rate=LATENCY_RATE if sim else 2_000,
+                            duration_s=20 if ctx.quick else 120, operator=op, keys=100_000 if sim else 1000,
+                            partitions=8 if sim else 2, state_partitions=28 if sim else 2, engine=engine)
+                        out.append(Point(self.name, "latency", mode, params, seed, ctx.backend, paced, base,
+                                         "volume"))
+        return out
+
+    def measure(self, point: Point) -> dict[str, Any]:
+        if point.task == "throughput":
+            if point.backend == "sim":
+                sim = simulate_point(point)
+                outcome, end_ms = sim.outcome(), sim.end_ms
+            else:
+                outcome, _ = run_on_backend(point.backend, point.scenario)
+                progress = outcome.get("progress", [])
+                end_ms = max((p.get("timestamp_ms", 0) + p["durationMs"].get("triggerExecution", 0)
+                              for p in progress), default=0.0)
+            check_outcome_ok(outcome)
+            records = sum(b["end_offsets"][i] - b["start_offsets"][i] for b in outcome["batches"]
+                          for i in range(len(b["end_offsets"])))
+            rows = records * point.extra.get("row_block", 1)
+            batches = batch_metrics(outcome.get("progress", []), skip=0)
+            return {"rows": rows, "makespan_ms": end_ms, "rows_per_s": rows / end_ms * 1000.0 if end_ms else None,
+                    "batch_ms_p50": batches["batch_ms_p50"], "batch_ms_p99": batches["batch_ms_p99"],
+                    "interval_ms_mean": batches["interval_ms_mean"]}
+        outcome, _ = run_on_backend(point.backend, point.scenario, point.profile, point.sim_mode)
+        check_outcome_ok(outcome)
+        return latency_metrics(outcome)
+
+    def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
+        rows: dict[str, Any] = {}
+        for (straggler, operator, mode), recs in group(records, "params.stragglers", "params.operator",
+                                                        "config").items():
+            entry = rows.setdefault(f"{operator}/{straggler}", {"operator": operator, "stragglers": straggler,
+                                                                "probability": STRAGGLERS[straggler][0],
+                                                                "slowdown": STRAGGLERS[straggler][1]})
+            thr = [r for r in recs if r["point"]["task"] == "throughput"]
+            lat = [r for r in recs if r["point"]["task"] == "latency"]
+            entry[mode] = {"rows_per_s": over_seeds(thr, "rows_per_s"), "p50": over_seeds(lat, "latency_p50"),
+                           "p99": over_seeds(lat, "latency_p99")}
+        for entry in rows.values():
+            seq, pipe = entry.get("sequential", {}), entry.get("pipelined", {})
+            a, b = _med(seq, "rows_per_s"), _med(pipe, "rows_per_s")
+            entry["speedup"] = b / a if a and b else None
+            p, q = _med(seq, "p50"), _med(pipe, "p50")
+            entry["latency_ratio_p50"] = q / p if p and q else None
+        return {"rows": rows, "row_block": ROW_BLOCK, "latency_rate": LATENCY_RATE,
+                "claimed_speedup": CLAIMED_SPEEDUP}
+
+    def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
+        out = []
+        for key, entry in summary["rows"].items():
+            seq, pipe = _med(entry.get("sequential", {}), "rows_per_s"), _med(entry.get("pipelined", {}), "rows_per_s")
+            if seq is None or pipe is None:
+                out.append(Check(f"pipelined throughput >= sequential ({key})", None, "not measured"))
+            else:
+                out.append(Check(f"pipelined throughput >= sequential ({key})", pipe >= seq,
+                                 f"{pipe:,.0f} against {seq:,.0f} rows/s ({pipe / seq:.2f}x)"))
+            if entry["stragglers"] != "none":
+                p, q = _med(entry.get("sequential", {}), "p50"), _med(entry.get("pipelined", {}), "p50")
+                if p is not None and q is not None:
+                    out.append(Check(f"pipelined p50 latency <= sequential under stragglers ({key})", q <= p,
+                                     f"{q:,.0f} against {p:,.0f} ms"))
+        return out
+
+    def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
+        lines = [f"{'operator/stragglers':<22} {'sequential':>14} {'pipelined':>14} {'speedup':>8}  "
+                 f"{'p50 seq':>9} {'p50 pipe':>9}"]
+        for key, entry in summary["rows"].items():
+            seq, pipe = entry.get("sequential", {}), entry.get("pipelined", {})
+            speed = f"{entry['speedup']:.2f}x" if entry.get("speedup") else "-"
+            lines.append(f"{key:<22} {_rate(_med(seq, 'rows_per_s')):>14} {_rate(_med(pipe, 'rows_per_s')):>14} "
+                         f"{speed:>8}  {fmt_ms(_med(seq, 'p50')):>9} {fmt_ms(_med(pipe, 'p50')):>9}")
+        lines.append(f"published: {CLAIMED_SPEEDUP[0]:.0f}-{CLAIMED_SPEEDUP[1]:.0f}x throughput")
+        if ctx.backend != "sim":
+            lines.append("stragglers cannot be injected into a real engine: only its own distribution is measured")
+        return lines
+
+    def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
+        import matplotlib.pyplot as plt
+        keys = list(summary["rows"])
+        labels, plain = [], []
+        for k in keys:
+            entry = summary["rows"][k]
+            speed = f"\n{entry['speedup']:.2f}x" if entry.get("speedup") else ""
+            op = f"\n{entry['operator']}" if len({summary['rows'][x]['operator'] for x in keys}) > 1 else ""
+            labels.append(f"{entry['stragglers']}{op}{speed}")
+            plain.append(f"{entry['stragglers']}{op}")
+        paths: list[Path] = []
+        with plt.rc_context(figure_style()):
+            fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+            grouped_bars(axes[0], labels, {
+                "sequential": [_k(_med(summary["rows"][k].get("sequential", {}), "rows_per_s")) for k in keys],
+                "pipelined": [_k(_med(summary["rows"][k].get("pipelined", {}), "rows_per_s")) for k in keys]},
+                unit="throughput (thousand rows/s)", value_format="{:,.0f}")
+            axes[0].set_title("Throughput on a backlog of fixed-size batches")
+            axes[0].set_xlabel("stragglers, pipelined speedup")
+            grouped_bars(axes[1], plain, {
+                "p50 sequential": [_med(summary["rows"][k].get("sequential", {}), "p50") for k in keys],
+                "p50 pipelined": [_med(summary["rows"][k].get("pipelined", {}), "p50") for k in keys],
+                "p99 sequential": [_med(summary["rows"][k].get("sequential", {}), "p99") for k in keys],
+                "p99 pipelined": [_med(summary["rows"][k].get("pipelined", {}), "p99") for k in keys]},
+                unit="end-to-end latency (ms)")
+            axes[1].set_title(f"Latency at {summary['latency_rate']:,} rows/s" if ctx.backend == "sim"
+                              else "Latency at a rate this machine sustains")
+            axes[1].set_xlabel("stragglers")
+            for ax in axes:
+                ax.tick_params(axis="x", labelsize=7)
+            fig.suptitle(f"Micro-batch pipelining ({ctx.backend}), published: "
+                         f"{CLAIMED_SPEEDUP[0]:.0f}-{CLAIMED_SPEEDUP[1]:.0f}x throughput")
+            paths += save_figure(fig, out_dir, "pipelining")
+        return paths
+
+
+def _med(entry: dict[str, Any], metric: str) -> float | None:
+    return entry.get(metric, {}).get("median")
+
+
+def _k(value: float | None) -> float | None:
+    return value / 1000.0 if value is not None else None
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}/s"
+
+
+EXPERIMENT = Pipelining()
