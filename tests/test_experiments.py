@@ -17,8 +17,16 @@ from typing import Any
 import pytest
 
 from experiments import runner
-from experiments.runner import (BackendUnavailable, ExperimentError, RunContext, add_experiment_parser, execute,
-                                get_experiment, reproduce, run_experiment)
+from experiments.runner import (
+    BackendUnavailable,
+    ExperimentError,
+    RunContext,
+    add_experiment_parser,
+    execute,
+    get_experiment,
+    reproduce,
+    run_experiment,
+)
 
 NAMES = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
          "checkpoint-interval", "calibration", "fault-matrix")

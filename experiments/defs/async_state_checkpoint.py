@@ -28,12 +28,36 @@ from typing import Any
 
 import numpy as np
 
-from experiments.defs import (batch_metrics, blocked_profile, check_outcome_ok, crash_at, generated_scenario,
-                              latency_metrics, mean_or_none, plan_starts_before, rate_scenario, recovery_metrics,
-                              with_faults)
-from experiments.runner import (Check, Experiment, Point, RunContext, figure_style, fmt_ms, fmt_pct, group,
-                                grouped_bars, over_seeds, reduction, run_on_backend, save_figure, sim_profile,
-                                simulate_point)
+from experiments.defs import (
+    batch_metrics,
+    blocked_profile,
+    check_outcome_ok,
+    crash_at,
+    generated_scenario,
+    latency_metrics,
+    mean_or_none,
+    plan_starts_before,
+    rate_scenario,
+    recovery_metrics,
+    with_faults,
+)
+from experiments.runner import (
+    Check,
+    Experiment,
+    Point,
+    RunContext,
+    figure_style,
+    fmt_ms,
+    fmt_pct,
+    group,
+    grouped_bars,
+    over_seeds,
+    reduction,
+    run_on_backend,
+    save_figure,
+    sim_profile,
+    simulate_point,
+)
 
 MODES = ("sync", "async")
 VOLUME_PARTITIONS = 64          # state partitions of the batches runs (the published example query's count)

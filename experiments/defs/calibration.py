@@ -28,8 +28,20 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.defs import batch_metrics, check_outcome_ok, latency_metrics, rate_scenario
-from experiments.runner import (Check, Experiment, Point, RunContext, figure_style, fmt_ms, group, grouped_bars,
-                                over_seeds, run_on_backend, save_figure, sim_profile)
+from experiments.runner import (
+    Check,
+    Experiment,
+    Point,
+    RunContext,
+    figure_style,
+    fmt_ms,
+    group,
+    grouped_bars,
+    over_seeds,
+    run_on_backend,
+    save_figure,
+    sim_profile,
+)
 
 BASE_PROFILE = "local_spark"
 # parameter groups the fit scales, each by one factor

@@ -37,10 +37,29 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from experiments.defs import (MIN_STEP_MS, blocked_profile, check_outcome_ok, generated_scenario, step_durations,
-                              with_faults)
-from experiments.runner import (Check, Experiment, Point, RunContext, figure_style, fmt_ms, group, grouped_bars,
-                                over_seeds, percentile, save_figure, sim_profile, simulate_point)
+from experiments.defs import (
+    MIN_STEP_MS,
+    blocked_profile,
+    check_outcome_ok,
+    generated_scenario,
+    step_durations,
+    with_faults,
+)
+from experiments.runner import (
+    Check,
+    Experiment,
+    Point,
+    RunContext,
+    figure_style,
+    fmt_ms,
+    group,
+    grouped_bars,
+    over_seeds,
+    percentile,
+    save_figure,
+    sim_profile,
+    simulate_point,
+)
 
 KEYS = 4_000                    # distinct keys of the data-mode run
 STATE_KEYS = 10_000_000         # the state size those keys stand for

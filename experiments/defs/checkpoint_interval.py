@@ -37,11 +37,37 @@ from typing import Any
 
 import numpy as np
 
-from experiments.defs import (MIN_STEP_MS, batch_metrics, blocked_profile, check_outcome_ok, crash_at,
-                              generated_scenario, latency_metrics, log_write_ms, mean_or_none, plan_starts_before,
-                              rate_scenario, recovery_metrics, step_durations, with_faults)
-from experiments.runner import (Check, Experiment, Point, RunContext, PALETTE, figure_style, fmt_ms, group,
-                                over_seeds, run_on_backend, save_figure, sim_profile, simulate_point)
+from experiments.defs import (
+    MIN_STEP_MS,
+    batch_metrics,
+    blocked_profile,
+    check_outcome_ok,
+    crash_at,
+    generated_scenario,
+    latency_metrics,
+    log_write_ms,
+    mean_or_none,
+    plan_starts_before,
+    rate_scenario,
+    recovery_metrics,
+    step_durations,
+    with_faults,
+)
+from experiments.runner import (
+    PALETTE,
+    Check,
+    Experiment,
+    Point,
+    RunContext,
+    figure_style,
+    fmt_ms,
+    group,
+    over_seeds,
+    run_on_backend,
+    save_figure,
+    sim_profile,
+    simulate_point,
+)
 
 NEVER_MS = 10**9                 # an interval longer than any run: only the first offset entry is persisted
 PROGRESS_INTERVALS_MS = {"quick": (500, 2000, 8000),  # Young with C ~ 0.2 s: ~16 s (quick M), ~38 s (full M)

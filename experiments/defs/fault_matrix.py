@@ -28,8 +28,16 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from experiments.runner import (Check, Experiment, Point, RunContext, figure_style, run_on_backend, save_figure,
-                                sim_profile)
+from experiments.runner import (
+    Check,
+    Experiment,
+    Point,
+    RunContext,
+    figure_style,
+    run_on_backend,
+    save_figure,
+    sim_profile,
+)
 
 OPERATORS: dict[str, dict[str, Any]] = {
     "map": {"kind": "map"},

@@ -21,9 +21,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from experiments.defs import (batch_metrics, check_outcome_ok, latency_metrics, log_write_ms, rate_scenario)
-from experiments.runner import (Check, Experiment, Point, RunContext, figure_style, fmt_ms, fmt_pct, group,
-                                grouped_bars, over_seeds, reduction, run_on_backend, save_figure, sim_profile)
+from experiments.defs import batch_metrics, check_outcome_ok, latency_metrics, log_write_ms, rate_scenario
+from experiments.runner import (
+    Check,
+    Experiment,
+    Point,
+    RunContext,
+    figure_style,
+    fmt_ms,
+    fmt_pct,
+    group,
+    grouped_bars,
+    over_seeds,
+    reduction,
+    run_on_backend,
+    save_figure,
+    sim_profile,
+)
 
 RETAIN = 100                    # Spark's default minBatchesToRetain
 ASYNC_INTERVAL_MS = 1000        # Spark's default asyncProgressTrackingCheckpointIntervalMs

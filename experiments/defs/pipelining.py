@@ -26,10 +26,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from experiments.defs import (batch_metrics, check_outcome_ok, generated_scenario, latency_metrics,
-                              rate_scenario)
-from experiments.runner import (Check, Experiment, Point, RunContext, figure_style, fmt_ms, group, grouped_bars,
-                                over_seeds, run_on_backend, save_figure, sim_profile, simulate_point)
+from experiments.defs import batch_metrics, check_outcome_ok, generated_scenario, latency_metrics, rate_scenario
+from experiments.runner import (
+    Check,
+    Experiment,
+    Point,
+    RunContext,
+    figure_style,
+    fmt_ms,
+    group,
+    grouped_bars,
+    over_seeds,
+    run_on_backend,
+    save_figure,
+    sim_profile,
+    simulate_point,
+)
 
 ROW_BLOCK = 500                      # rows one data-mode record stands for in the throughput runs
 LATENCY_RATE = 1_000_000             # rows/s of the latency runs (the published cluster's top rate)
