@@ -4,10 +4,11 @@ A Hypothesis state machine drives ``spark_impl.state_store.RocksDBStateStore``
 (over a real directory through ``LocalStorage``) and
 ``reference.state_store.StateStore`` (over ``DurableStorage``) with the same
 operations: put, delete, range delete, commit, abort, crash, load of any
-retained version, maintenance and cleanup at any moment, and a task retry whose
-failed attempt's file lands later (a zombie writer). After every rule the live
-states agree, and every retained committed version loads identically from both
-checkpoint directories.
+retained version, maintenance and cleanup at any moment, a snapshot upload
+that dies after its SSTs but before its manifest (orphan SSTs for cleanup),
+and a task retry whose failed attempt's file lands later (a zombie writer).
+After every rule the live states agree, and every retained committed version
+loads identically from both checkpoint directories.
 """
 
 from __future__ import annotations
@@ -22,13 +23,24 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from reference.changelog import StateFileHeader, encode_state_file
 from reference.state_store import PROVIDERS, StateStore, load_version
-from reference.storage import DurableStorage, LocalStorage
+from reference.storage import DurableStorage, LocalStorage, StorageError
 from spark_impl.state_store import RocksDBStateStore
 
 OP, PARTITION = "0", 3
 KEYS = st.sampled_from(["a", "b", "ba", "c", "d", "e", "é", "f"])
 VALUES = st.one_of(st.integers(-3, 3), st.lists(st.integers(0, 2), max_size=2),
                    st.dictionaries(st.sampled_from(["n", "m"]), st.integers(0, 2), max_size=1))
+
+
+class ManifestFailingStorage(LocalStorage):
+    """LocalStorage whose snapshot-file writes fail while ``failing`` is set (an executor dying)."""
+
+    failing = False
+
+    def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+        if self.failing and path.endswith(".snapshot"):
+            raise StorageError(f"{path}: injected failure before the manifest")
+        super().write(path, data, overwrite=overwrite)
 
 
 def _profile_examples() -> int:
@@ -43,7 +55,7 @@ class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="rocksdb-sm-"))
-        self.storage = LocalStorage(self.tmp / "checkpoint")
+        self.storage = ManifestFailingStorage(self.tmp / "checkpoint")
         self.ref_storage = DurableStorage()
         self.attempts = 0
         self.crashes = 0
@@ -158,9 +170,24 @@ class StoreMachine(RuleBasedStateMachine):
         self.mine.do_maintenance()
 
     @rule()
+    def maintenance_dies_before_manifest(self) -> None:
+        note("maintenance uploads the pending snapshot's SSTs and dies before its manifest")
+        self.storage.failing = True
+        try:
+            self.mine.do_maintenance()
+        except StorageError:
+            pass
+        finally:
+            self.storage.failing = False
+
+    @rule()
     def cleanup(self) -> None:
         note(f"cleanup keeping {self.retain} versions below version {self.ref.version}")
-        self.ref.cleanup(self.retain)
+        # The reference's cleanup walks the lineage down to a snapshot at or below the
+        # oldest retained version and raises when an earlier cleanup already purged that
+        # far (possible after a load of an older retained version), so it is never asked
+        # to retain below the purge floor. The store under test gets the plain request.
+        self.ref.cleanup(max(1, min(self.retain, self.ref.version - self.floor + 1)))
         self.mine.cleanup(self.retain)
         self.floor = max(self.floor, self.ref.version - self.retain + 1)
 

@@ -148,3 +148,29 @@ def test_32_stores_stay_within_the_memory_bound(tmp_path: Path):
     assert stores[5].get("2-00003") == payload
     for store in stores:
         store.close()
+
+
+def test_sealed_changes_are_a_frozen_tuple_like_view(tmp_path: Path):
+    from reference.changelog import encode_value
+    store = RocksDBStateStore(DurableStorage(), OP, PART, "changelog", 50, local_root=tmp_path / "l")
+    store.put("b", 1)
+    store.put("a", [2])
+    store.put("b", {"x": 3})  # last write wins, first-touch order stays
+    store.commit("u1")
+    store.put("c", 4)
+    store.delete("a")
+    sealed = store.seal("u2")
+    expected = ((b"c", encode_value(4)), (b"a", None))
+    store.put("a", 5)  # the next batch must not leak into the sealed version
+    store.abort()
+    store.put("d", 6)
+    assert sealed.changes == expected and expected == tuple(sealed.changes)
+    assert len(sealed.changes) == 2 and sealed.changes[1] == (b"a", None) and sealed.changes[-1:] == expected[1:]
+    assert list(sealed.changes) == list(expected)
+    assert sealed.changes + ((b"z", None),) == expected + ((b"z", None),)
+    assert hash(sealed.changes) == hash(expected)
+    store.write(sealed)
+    store.mark_durable(sealed)
+    _header, records = decode_raw(store.storage.read(f"state/{OP}/{PART}/2_u2.changelog"), "2_u2")
+    assert tuple(records) == expected
+    store.close()

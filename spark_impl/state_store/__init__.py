@@ -8,9 +8,9 @@ memory bound, ``maintenance.py`` for the background pool and
 
 from .maintenance import MaintenancePool, default_pool
 from .memory import MemoryBudget, MemoryUsage, memory_usage, shared_memory
-from .rocksdb_store import PROVIDERS, LoadReport, RocksDBStateStore, Sealed, read_snapshot_records
+from .rocksdb_store import PROVIDERS, ChangeList, LoadReport, RocksDBStateStore, Sealed, read_snapshot_records
 
 __all__ = [
-    "PROVIDERS", "LoadReport", "MaintenancePool", "MemoryBudget", "MemoryUsage", "RocksDBStateStore",
+    "PROVIDERS", "ChangeList", "LoadReport", "MaintenancePool", "MemoryBudget", "MemoryUsage", "RocksDBStateStore",
     "Sealed", "default_pool", "memory_usage", "read_snapshot_records", "shared_memory",
 ]

@@ -10,7 +10,7 @@ File names come from ``reference.layout``::
 
     state/<op>/<p>/<v>_<uid>.changelog | .delta     one per commit
     state/<op>/<p>/<v>_<uid>.snapshot               manifest (RocksDB) or full dump (delta)
-    state/<op>/<p>/SSTs/<sst-stem>-<content-hash>.sst   shared by snapshots
+    state/<op>/<p>/SSTs/<sst-stem>-<content-hash>-v<version>.sst   shared by snapshots
 """
 
 from __future__ import annotations
@@ -85,8 +85,10 @@ class FsspecStorage:
 
     Needs ``open``, ``exists``, ``rm``, ``mv``, ``find`` and ``makedirs``.
     Atomic create is write-to-temp then ``mv``, as Spark's ``CheckpointFileManager``
-    does on filesystems with atomic rename. Not exercised by the tests of this
-    package beyond the local filesystem.
+    does on filesystems with atomic rename. ``tests/test_rocksdb_store_fsspec.py``
+    runs the store's recovery round trip over it (an in-test filesystem with
+    just these methods, and fsspec's memory and local filesystems when fsspec
+    is installed).
     """
 
     def __init__(self, fs: Any, root: str):

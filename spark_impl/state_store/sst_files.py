@@ -7,14 +7,25 @@ providers (``changelog`` and ``snapshot``), in the spirit of Spark's
 - A snapshot starts as a RocksDB checkpoint (hard links of the live DB's
   files, memtable flushed) taken at commit time. It is immutable from then on.
 - Upload copies every SST file of the checkpoint to
-  ``state/<op>/<p>/SSTs/<stem>-<content-hash>.sst``. The name carries a hash of
-  the bytes, so an SST is uploaded once and referenced by every later snapshot
-  that still contains it, and two different files that happen to share a local
-  name (``000008.sst`` of two DB instances: SPARK-45419, SPARK-49770,
-  SPARK-51717) can never be confused.
-- Reuse is decided against the checkpoint listing *at upload time*, not
-  against a memory of earlier uploads, so an SST deleted meanwhile by another
-  executor's maintenance is uploaded again (SPARK-55892).
+  ``state/<op>/<p>/SSTs/<stem>-<content-hash>-v<version>.sst``. The name carries
+  a hash of the bytes, so an SST is uploaded once and referenced by every later
+  snapshot that still contains it, and two different files that happen to
+  share a local name (``000008.sst`` of two DB instances: SPARK-45419,
+  SPARK-49770, SPARK-51717) can never be confused. ``<version>`` is the
+  version of the snapshot whose upload wrote the file: maintenance deletes an
+  SST that no manifest references only when that version is below the
+  retention bound, so the files an upload in progress has written, but whose
+  manifest is not yet there, are never taken for orphans.
+- Reuse is decided against the checkpoint *at upload time*, not against a
+  memory of earlier uploads: an SST is reused only if it is listed and a
+  readable manifest references it, so an SST deleted meanwhile by another
+  executor's maintenance is uploaded again (SPARK-55892), and an orphan (left
+  by an upload that died before its manifest) is never adopted just before
+  maintenance deletes it. After the manifest is written the upload lists the
+  SSTs once more and re-uploads any it references that vanished meanwhile.
+- An upload given no reusable SSTs copies every SST (a full snapshot:
+  ``RocksDBStateStore(share_ssts=False)``, the baseline of the commit-latency
+  benchmark).
 - The manifest (versioned JSON with its own CRC) lists the SSTs with sizes and
   hashes and carries the small non-SST files (CURRENT, MANIFEST-*, OPTIONS-*)
   inline, so writing it is the single atomic step that makes a snapshot exist.
@@ -28,7 +39,9 @@ import base64
 import hashlib
 import json
 import os
+import re
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +53,8 @@ MANIFEST_FORMAT = "lightspeed-rocksdb-snapshot"
 MANIFEST_FORMAT_VERSION = 1
 CONTENT_HASH_HEX_CHARS = 24
 MAX_INLINE_FILE_BYTES = 16 << 20
+# <stem>-<hash>[-v<version>].sst; names without a version come from older uploads.
+_DFS_SST_NAME = re.compile(r"^(?P<identity>.+-[0-9a-f]{%d})(?:-v(?P<version>\d+))?\.sst$" % CONTENT_HASH_HEX_CHARS)
 
 
 @dataclass(frozen=True)
@@ -126,16 +141,53 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=CONTENT_HASH_HEX_CHARS // 2).hexdigest()
 
 
-def dfs_sst_name(local_name: str, digest: str) -> str:
+def sst_identity(local_name: str, digest: str) -> str:
+    """What two uploads of the same file share: local stem and content hash."""
     stem = local_name[:-4] if local_name.endswith(".sst") else local_name
-    return f"{stem}-{digest}.sst"
+    return f"{stem}-{digest}"
+
+
+def dfs_sst_name(local_name: str, digest: str, version: int | None = None) -> str:
+    """The checkpoint name of an SST uploaded by the snapshot of ``version``."""
+    identity = sst_identity(local_name, digest)
+    return f"{identity}.sst" if version is None else f"{identity}-v{version}.sst"
+
+
+def parse_dfs_sst_name(name: str) -> tuple[str, int | None] | None:
+    """(identity, uploading snapshot's version or None) of an SST name; None if not one."""
+    match = _DFS_SST_NAME.match(name)
+    if match is None:
+        return None
+    version = match.group("version")
+    return match.group("identity"), None if version is None else int(version)
+
+
+def reusable_ssts(present: Iterable[str], referenced: Iterable[str]) -> dict[str, str]:
+    """identity -> name of every listed SST that a readable manifest references."""
+    listed = set(present)
+    out: dict[str, str] = {}
+    for name in sorted(set(referenced) & listed):
+        parsed = parse_dfs_sst_name(name)
+        if parsed is not None:
+            out.setdefault(parsed[0], name)
+    return out
 
 
 def upload_checkpoint(storage: Storage, store: StoreId, checkpoint: LocalCheckpoint,
-                      manifest_path: str) -> SnapshotManifest:
-    """Upload the SSTs the checkpoint dir lacks, then the manifest (the atomic step)."""
-    present = list_sst_names(storage, store)
+                      manifest_path: str, reusable: dict[str, str] | None = None) -> SnapshotManifest:
+    """Upload the SSTs not in ``reusable``, then the manifest (the atomic step), then repair.
+
+    ``reusable`` maps identity -> name of the SSTs this snapshot may reference
+    without uploading (see ``reusable_ssts``); None means every listed SST
+    (the behaviour of a store that has no manifest index), {} means none:
+    every SST is copied (a full snapshot).
+    """
+    if reusable is None:
+        listed = list_sst_names(storage, store)
+        reusable = reusable_ssts(listed, listed)
+    reusable = dict(reusable)
     ssts: list[SstEntry] = []
+    local_files: dict[str, Path] = {}
     others: list[InlineFile] = []
     root = Path(checkpoint.path)
     for name in sorted(os.listdir(root)):
@@ -150,12 +202,15 @@ def upload_checkpoint(storage: Storage, store: StoreId, checkpoint: LocalCheckpo
                 data = full.read_bytes()
                 digest = content_hash(data)
                 checkpoint.hash_cache[(name, size)] = digest
-            dfs_name = dfs_sst_name(name, digest)
-            if dfs_name not in present:
+            identity = sst_identity(name, digest)
+            dfs_name = reusable.get(identity)
+            if dfs_name is None:
+                dfs_name = dfs_sst_name(name, digest, checkpoint.version)
                 storage.write(store.sst_path(dfs_name), data if data is not None else full.read_bytes(),
                               overwrite=True)
-                present.add(dfs_name)
+                reusable[identity] = dfs_name
             ssts.append(SstEntry(name, dfs_name, size, digest))
+            local_files[dfs_name] = full
         else:
             if size > MAX_INLINE_FILE_BYTES:
                 raise ValueError(f"{full}: {size} bytes is too large to inline in a snapshot manifest")
@@ -163,6 +218,11 @@ def upload_checkpoint(storage: Storage, store: StoreId, checkpoint: LocalCheckpo
     manifest = SnapshotManifest(checkpoint.version, checkpoint.uid, checkpoint.parent_uid,
                                 tuple(ssts), tuple(others))
     storage.write(manifest_path, manifest.encode(), overwrite=True)
+    # A reused SST may have been deleted by another executor's maintenance
+    # between our listing and the manifest write: put back what is missing.
+    missing = set(local_files) - list_sst_names(storage, store)
+    for dfs_name in sorted(missing):
+        storage.write(store.sst_path(dfs_name), local_files[dfs_name].read_bytes(), overwrite=True)
     return manifest
 
 
