@@ -69,8 +69,12 @@ class DataIncarnation(TimedIncarnation):
             records = len(route(self.data.slice(plan.start, plan.end), self.parts)[p])
             return prof.task_apply_ms(records, prof.straggler_factor(self.rng))
         if step == "changelog_write":
-            changes = sum(len(s.changes) for s in self.tasks[(b, p)].sealed.values())
-            return svc.atomic_write_ms(changes * prof.bytes_per_state_key)
+            sealed = self.tasks[(b, p)].sealed.values()
+            if self.cfg.provider == "snapshot":  # every commit writes the whole state
+                keys = sum(len(s.snapshot or ()) for s in sealed)
+            else:
+                keys = sum(len(s.changes) for s in sealed)
+            return svc.atomic_write_ms(keys * prof.bytes_per_state_key)
         if step == "state_commit":
             return sum(prof.state_commit_ms(len(sealed.changes), len(self.stores[(sid, p)].data))
                        for sid, sealed in self.tasks[(b, p)].sealed.items() if (sid, p) in self.stores)

@@ -269,7 +269,8 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "sink_write":
             return svc.atomic_write_ms(counts.output * prof.bytes_per_output_row, jitter)
         if step == "changelog_write":
-            return svc.atomic_write_ms(counts.changed * prof.bytes_per_state_key, jitter)
+            keys = counts.total if self.cfg.provider == "snapshot" else counts.changed  # snapshot: whole state
+            return svc.atomic_write_ms(keys * prof.bytes_per_state_key, jitter)
         if step == "state_load":
             if b == self.restart.first_batch and b > 0:
                 keys = self.restart_keys

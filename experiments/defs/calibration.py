@@ -80,6 +80,7 @@ class Calibration(Experiment):
     backends = ("spark", "spark-native")
     default_backend = "spark"
     seeds_full = 2
+    point_timeout_s = 300.0      # a measurement is 6 s (quick) or 60 s (full) of input
 
     def points(self, ctx: RunContext) -> list[Point]:
         # the first run of a process pays for the JVM, Python workers and code paths warming up; it is not used
@@ -193,6 +194,8 @@ def predict_p50(scenario: dict[str, Any], profile: dict[str, Any]) -> float | No
 def scaled(base: dict[str, Any], factors: dict[str, float]) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     for group_name, factor in factors.items():
+        if group_name not in GROUPS:
+            raise ValueError(f"unknown parameter group {group_name!r}; expected one of {', '.join(GROUPS)}")
         for name in GROUPS[group_name]:
             value = base["storage"][name[len("storage__"):]] if name.startswith("storage__") else base[name]
             changes[name] = value * factor

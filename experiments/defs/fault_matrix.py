@@ -224,7 +224,7 @@ class FaultMatrix(Experiment):
             detail = f"{counts['pass']} pass, {counts['loud']} loud, {counts['fail']} fail of {ran} run"
             if failed:
                 detail += "; first: " + failed[0].replace("|", " ") + ": " + summary["cells"][failed[0]]["detail"]
-            out.append(Check(f"no oracle fails on {backend}", not failed if ran else None, detail))
+            out.append(Check(f"no failing cell on {backend}", not failed if ran else None, detail))
         return out
 
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
