@@ -132,8 +132,8 @@ SESSIONS = [[0, "a", 1, 1000, 0], [0, "b", 5, 1005, 0], [0, "a", 2, 1040, 1000],
 @pytest.mark.spark
 def test_stateful_function_on_apply_in_pandas_with_state_passes_the_oracles(spark, tmp_path):
     """``session_sum`` as applyInPandasWithState with an event-time timeout: key b times out in batch 3."""
-    pytest.importorskip("pandas", reason="stateful_function on spark-native needs pandas (applyInPandasWithState)")
-    pytest.importorskip("pyarrow", reason="stateful_function on spark-native needs pyarrow (applyInPandasWithState)")
+    import pandas  # noqa: F401 - dependencies of the project: a missing one must fail here, loudly
+    import pyarrow  # noqa: F401
     scenario = explicit("stateful_function", SESSIONS)
     outcome, _ = run_native(scenario, workdir=str(tmp_path))
     assert_oracles_hold(scenario, outcome)
