@@ -11,6 +11,7 @@ takes.
 
 from __future__ import annotations
 
+import random
 import struct
 import zlib
 from typing import Callable
@@ -77,6 +78,31 @@ def test_writer_and_replay_agree_with_the_reference(items, chunk):
     assert [(k.decode(), None if v is None else v) for k, v in out] == [
         (k, None if v is None else encode_value(v)) for k, v in reference_records]
     assert decode_raw(data, "f")[1] == raw
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_replay_of_keys_of_one_length_with_values_changing_length(seed):
+    # Keys of one length, values whose length stays, alternates or drifts (the
+    # whole-record reader must cut out values of another length, switch to a
+    # new length, and leave blocks), with a few deletes in between.
+    rng = random.Random(seed)
+    items: list[tuple[str, object]] = []
+    length = 3
+    for i in range(600):
+        mode = (i // 100) % 3
+        if mode == 1:
+            length = rng.choice([3, 4])
+        elif mode == 2 and rng.random() < 0.05:
+            length = rng.choice([2, 5, 8])
+        items.append((f"k{i:05d}", None if rng.random() < 0.02 else "v" * length))
+    data = encode_state_file(HEADER, items)
+    _header, reference_records = decode_state_file(data, "f")
+    for chunk in (None, 7, 50):
+        out, sinks = sink()
+        for _ in replay_chunks(data, "f", sinks, chunk):
+            pass
+        assert [(k.decode(), v) for k, v in out] == [
+            (k, None if v is None else encode_value(v)) for k, v in reference_records]
 
 
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "ba", "é", "k" * 300]),
