@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_workloads import apply_writes
 
 from reference import layout
 from reference.changelog import decode_state_file
@@ -66,17 +67,7 @@ def stores(tmp_path: Path):
         store.close()
 
 
-def apply(store: RocksDBStateStore, truth: dict, writes: dict[str, Any]) -> dict:
-    """Apply ``writes`` (None = delete) to the store and to a copy of ``truth``."""
-    expected = dict(truth)
-    for key, value in writes.items():
-        if value is None:
-            store.delete(key)
-            expected.pop(key, None)
-        else:
-            store.put(key, value)
-            expected[key] = value
-    return expected
+apply = apply_writes
 
 
 def snapshot_only(storage, path: str, tmp_path: Path, provider: str = "changelog") -> list:

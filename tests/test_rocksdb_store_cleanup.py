@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_workloads import apply_writes
 
 from reference import layout
 from reference.storage import DurableStorage, LocalStorage, StorageError
@@ -90,14 +91,7 @@ def stores(tmp_path: Path):
 
 
 def commit(store: RocksDBStateStore, truth: dict, state: dict, uid: str, writes: dict) -> dict:
-    state = dict(state)
-    for key, value in writes.items():
-        if value is None:
-            store.delete(key)
-            state.pop(key, None)
-        else:
-            store.put(key, value)
-            state[key] = value
+    state = apply_writes(store, state, writes)
     store.commit(uid)
     truth[(store.version, uid)] = state
     return state

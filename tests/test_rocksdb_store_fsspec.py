@@ -19,6 +19,7 @@ import random
 from pathlib import Path
 
 import pytest
+from store_workloads import random_changes
 
 from reference.state_store import load_version
 from reference.storage import CheckpointFormatError, StorageError
@@ -115,15 +116,7 @@ def storage(request, tmp_path: Path):
 def workload(store: RocksDBStateStore, rng: random.Random, versions: int) -> dict[int, list]:
     live: dict[int, list] = {0: []}
     for v in range(1, versions + 1):
-        for _ in range(rng.randint(5, 30)):
-            key = f"k{rng.randint(0, 40):03d}"
-            roll = rng.random()
-            if roll < 0.7:
-                store.put(key, {"n": rng.randint(0, 9), "s": "é" * rng.randint(0, 2)})
-            elif roll < 0.95:
-                store.delete(key)
-            else:
-                store.delete_range(key, f"k{rng.randint(0, 40):03d}")
+        random_changes(store, rng, max_ops=30, key_space=40)
         store.commit(f"v{v}")
         live[v] = store.items()
         if rng.random() < 0.5:

@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
+from store_workloads import random_changes
 
 from reference.changelog import StateFileHeader, encode_state_file
 from reference.state_store import StateStore, load_version
@@ -26,15 +27,7 @@ def workload(store: RocksDBStateStore, rng: random.Random, versions: int, retain
     """Random puts / deletes / range deletes with maintenance and cleanup; the live state per version."""
     live: dict[int, list] = {0: []}
     for v in range(1, versions + 1):
-        for _ in range(rng.randint(5, 40)):
-            key = f"k{rng.randint(0, 60):03d}"
-            roll = rng.random()
-            if roll < 0.7:
-                store.put(key, {"n": rng.randint(0, 9), "s": "é" * rng.randint(0, 2)})
-            elif roll < 0.95:
-                store.delete(key)
-            else:
-                store.delete_range(key, f"k{rng.randint(0, 60):03d}")
+        random_changes(store, rng, max_ops=40, key_space=60)
         if rng.random() < 0.2:
             store.put("doomed", 1)
             store.abort()
