@@ -63,13 +63,6 @@ class SparkRun(Run):
     def new_executor(self, inc: Incarnation, number: int) -> Any:
         return GraphRunner(inc, self.faults)  # type: ignore[arg-type]
 
-    def life(self) -> None:
-        super().life()
-        # the incarnation's driver is gone, and with it its executors: cached stores are keyed by the
-        # incarnation's epoch so they are never used again; close the ones in this process (local mode)
-        from .task import close_cached_stores
-        close_cached_stores()
-
 
 def acquire_checkpoint(root: Path, scenario: Scenario) -> Path:
     """Refuse a checkpoint directory that another live query holds (two queries on one checkpoint)."""

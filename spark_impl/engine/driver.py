@@ -251,18 +251,18 @@ class ClaimingFaultBook(FaultBook):
 class GraphRunner:
     """Executes an incarnation's step graph with real concurrency (see the module docstring)."""
 
-    def __init__(self, inc: SparkIncarnation, faults: FaultBook):
+    def __init__(self, inc: SparkIncarnation, faults: ClaimingFaultBook):
         self.inc, self.faults = inc, faults
         self.applier = FaultApplier(inc, faults, None)
         self.cond = threading.Condition()
         self.done: set[NodeId] = set()
-        self.started: set[NodeId] = set()
         self.order: list[NodeId] = []
         self.failure: BaseException | None = None
         self.submitted: set[int] = set()
         self.lanes: dict[str, _Lane] = {}
         self.pending_state: dict[tuple[int, int], float] = {}  # async state commits being watched
         self.task_nodes: dict[int, list[NodeId]] = defaultdict(list)
+        self.waiting = [n for n in inc.nodes if n.step not in TASK_STEPS]  # driver nodes not yet started
         self.dependents: dict[NodeId, list[NodeId]] = defaultdict(list)
         for node_id, node in inc.nodes.items():
             if node_id.step in TASK_STEPS:
@@ -290,7 +290,7 @@ class GraphRunner:
                 for node_id in ready:
                     node = inc.nodes[node_id]
                     if node.background:
-                        self._lane(node_id.step).submit(node_id, lambda n=node_id: self._run_driver_node(n))
+                        self._lane(node_id.step).submit(lambda n=node_id: self._run_driver_node(n))
                     else:
                         self._run_driver_node(node_id)
                     self._check_failure()
@@ -317,13 +317,10 @@ class GraphRunner:
         return all(d in self.done for d in self.inc.nodes[node_id].deps)
 
     def _ready_driver_nodes(self) -> list[NodeId]:
-        out = []
-        for node_id in self.inc.nodes:
-            if node_id in self.started or node_id.step in TASK_STEPS:
-                continue
-            if self._ready(node_id):
-                self.started.add(node_id)
-                out.append(node_id)
+        out = [node_id for node_id in self.waiting if self._ready(node_id)]
+        if out:
+            started = set(out)
+            self.waiting = [n for n in self.waiting if n not in started]
         return out
 
     def _ready_jobs(self) -> list[int]:
@@ -395,9 +392,8 @@ class GraphRunner:
             if at.step in TASK_STEPS and at.batch == b and (at.restart is None or at.restart == self.inc.number):
                 if fault.kind == "clock_skew":
                     continue  # the driver's clock: applied by the node runner
-                index = self.faults.index(fault) if isinstance(self.faults, ClaimingFaultBook) else \
-                    self.inc.sc.faults.index(fault)
-                out.append(TaskFault(index, fault.kind, at.step, at.when, at.partition, fault.ms, fault.path))
+                out.append(TaskFault(self.faults.index(fault), fault.kind, at.step, at.when, at.partition,
+                                     fault.ms, fault.path))
                 self.faults.pending.remove(fault)
         return tuple(out)
 
@@ -484,7 +480,7 @@ class _Lane:
         self.thread = threading.Thread(target=self._loop, name=f"lane-{name}", daemon=True)
         self.thread.start()
 
-    def submit(self, _node_id: NodeId, fn: Callable[[], None]) -> None:
+    def submit(self, fn: Callable[[], None]) -> None:
         self.queue.put(fn)
 
     def _loop(self) -> None:

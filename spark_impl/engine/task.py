@@ -106,7 +106,6 @@ class TaskSpec:
 # ------------------------------------------------------------------ caches
 _stores: dict[tuple[str, str, int], Any] = {}        # (epoch, store id, p) -> RocksDBStateStore
 _generation: dict[tuple[str, str, int], int] = {}    # eviction generation the cached store was loaded in
-_uploads: dict[tuple[str, int, int], threading.Thread] = {}  # (epoch, p, version) -> async commit thread
 _lock = threading.Lock()
 
 
@@ -375,14 +374,6 @@ def _wait_for_durable(spec: TaskSpec, storage: LocalStorage, sid: str, p: int, v
         time.sleep(POLL_S)
 
 
-def close_cached_stores() -> None:
-    """Close every store this process cached (a new driver never uses them again)."""
-    with _lock:
-        for key in list(_stores):
-            _stores.pop(key).close()
-        _generation.clear()
-
-
 # ------------------------------------------------------------------ the task
 def run_task(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
     """One attempt of the task for partition ``p`` of batch ``spec.batch``; see the module docstring."""
@@ -449,7 +440,6 @@ def run_task(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
     if spec.async_state and stores:
         thread = threading.Thread(target=_commit_async, args=(spec, faults, stores, sealed, p),
                                   name=f"async-commit-b{b}-p{p}", daemon=True)
-        _uploads[(spec.epoch, p, b)] = thread
         thread.start()
     if stores:
         _atomic_write(Path(spec.coord, spec.epoch, "done", str(p), str(b)), json.dumps(done))
@@ -481,10 +471,6 @@ def _commit_state(spec: TaskSpec, faults: Faults, stores: dict[str, Any], sealed
 def _commit_async(spec: TaskSpec, faults: Faults, stores: dict[str, Any], sealed: dict[str, Any], p: int) -> None:
     status = Path(spec.coord, spec.epoch, "async", str(p), str(spec.batch))
     debug(spec, f"p{p} async commit starts")
-    if os.environ.get("LIGHTSPEED_DEBUG"):
-        import faulthandler
-        stacks = open(Path(spec.coord, spec.epoch, f"stacks-{os.getpid()}-b{spec.batch}-p{p}"), "w")
-        faulthandler.dump_traceback_later(15, exit=False, file=stacks)
     try:
         _commit_state(spec, faults, stores, sealed, p)
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which fails the query
@@ -493,9 +479,7 @@ def _commit_async(spec: TaskSpec, faults: Faults, stores: dict[str, Any], sealed
         return
     _atomic_write(status, "ok")
     debug(spec, f"p{p} async commit ok")
-    if os.environ.get("LIGHTSPEED_DEBUG"):
-        import faulthandler
-        faulthandler.cancel_dump_traceback_later()
+
 
 
 def task_entry(spec: TaskSpec):
