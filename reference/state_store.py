@@ -336,13 +336,20 @@ def cleanup_store(storage: Storage, op: str, partition: int, min_versions_to_ret
     or below the oldest retained version. Every retained version loads from S,
     so every file of a version below S, of any attempt, is deleted. Nothing at
     or above S is touched, so in-flight attempts and newer versions are safe.
+
+    The walk also stops at a snapshot whose parent version has no files left:
+    an earlier cleanup with a higher latest version already deleted them, and
+    the store has since been rolled back (a restart reloading an older
+    retained version). Nothing below such a snapshot is loadable anyway.
     """
     oldest = max(latest_version - min_versions_to_retain + 1, 1)
     files = store_files(storage, op, partition)
     v, u = latest_version, latest_uid
     while v > 0 and not (v <= oldest and (v, u, "snapshot") in files):
-        u = parent_uid(storage, files, op, partition, v, u)
-        v -= 1
+        parent = parent_uid(storage, files, op, partition, v, u)
+        if (v, u, "snapshot") in files and not any((v - 1, parent, k) in files for k in layout.STATE_KINDS):
+            break
+        u, v = parent, v - 1
     doomed = sorted(path for (ver, _u, _k), path in files.items() if ver < v)
     for path in doomed:
         storage.delete(path)

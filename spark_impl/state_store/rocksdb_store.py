@@ -71,6 +71,7 @@ from typing import Any
 
 import rocksdict
 
+from reference import layout
 from reference.changelog import MAGIC, StateFileHeader, encode_value
 from reference.storage import CheckpointFormatError, Storage
 
@@ -88,7 +89,7 @@ from .sst_files import (
 )
 
 PROVIDERS = ("changelog", "delta", "snapshot")
-_KINDS = ("changelog", "delta", "snapshot")
+_KINDS = layout.STATE_KINDS
 _UID_PATTERN = re.compile(r"^[A-Za-z0-9.-]+$")
 DEFAULT_LOCAL_ROOT = Path(tempfile.gettempdir()) / "lightspeed-rocksdb"
 
