@@ -43,7 +43,7 @@ def _print_verdicts(verdicts: list[Verdict]) -> None:
 
 
 def run_backend(name: str, scenario: Scenario, profile: str | None = None, *, master: str | None = None,
-                workdir: str | None = None, crash: str = "in-process") -> tuple[dict[str, Any], Any]:
+                workdir: str | None = None, crash: str = "in-process", group: int = 1) -> tuple[dict[str, Any], Any]:
     """Run one backend; returns (outcome, checkpoint storage or None)."""
     if name == "reference":
         result = run_scenario(scenario)
@@ -60,11 +60,11 @@ def run_backend(name: str, scenario: Scenario, profile: str | None = None, *, ma
 
                 from spark_impl.engine.supervisor import run_spark_processes
                 where = workdir or tempfile.mkdtemp(prefix="lightspeed-spark-")
-                return run_spark_processes(scenario, where, master=master,
+                return run_spark_processes(scenario, where, master=master, group=group,
                                            progress=lambda s: print("  ... " + s, file=sys.stderr))
             from spark_impl.engine import run_spark
-            return run_spark(scenario, master=master, workdir=workdir)
-        except SparkUnavailable as exc:
+            return run_spark(scenario, master=master, workdir=workdir, group=group)
+        except (SparkUnavailable, ValueError) as exc:
             raise SystemExit(f"backend spark: {exc}") from None
     if name == "spark-native":
         from spark_impl.session import SparkUnavailable
@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     print(f"running {scenario.name!r} on {args.backend} with seed {scenario.seed}", file=sys.stderr)
     outcome, storage = run_backend(args.backend, scenario, args.profile, master=args.master,
-                                   workdir=args.workdir, crash=args.crash)
+                                   workdir=args.workdir, crash=args.crash, group=args.group)
     text = dumps(outcome)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -333,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--crash", choices=("in-process", "process"), default="in-process",
                    help="spark backend: a driver_crash fault drops the incarnation in-process (default), or "
                         "SIGKILLs the driver process and a supervisor starts a new one")
+    p.add_argument("--group", type=int, default=1, metavar="G",
+                   help="spark backend: run G consecutive batches per Spark job (group scheduling, as in "
+                        "Drizzle); needs a task slot per state partition (default 1: a job per batch)")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check", help="judge an outcome from any backend with every oracle (exit 0 iff all hold)")
     p.add_argument("outcome")

@@ -98,7 +98,8 @@ def _alive(pid: int) -> bool:
 
 def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | os.PathLike[str] | None = None,
               pace: bool = True, listeners: list[Any] | None = None, spark: Any = None,
-              straggler: tuple[float, float, int] | None = None) -> tuple[dict[str, Any], LocalStorage]:
+              straggler: tuple[float, float, int] | None = None,
+              group: int = 1) -> tuple[dict[str, Any], LocalStorage]:
     """Run ``scenario`` on Spark; returns (outcome, checkpoint storage). Never raises for a fault.
 
     ``workdir`` holds ``checkpoint/`` (the SPEC layout), ``coord/`` and
@@ -107,10 +108,19 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
     ``pace`` plans a batch only once its input has arrived on the wall clock
     (the rate a source really produces); ``straggler`` = (probability, extra
     ms, seed) makes a seeded choice of tasks slow, for pipelining experiments.
+    ``group`` > 1 runs that many consecutive batches per Spark job (group
+    scheduling, see ``driver.py``); it needs a task slot per state partition.
     """
+    if group < 1:
+        raise ValueError(f"group size {group}: expected 1 (a job per batch) or more")
     if spark is None:
         from spark_impl.session import session
         spark = session(master)
+    slots = spark.sparkContext.defaultParallelism
+    if group > 1 and slots < scenario.state_partitions:
+        raise ValueError(f"group scheduling needs a task slot per state partition: the scenario has "
+                         f"{scenario.state_partitions} state partitions, {spark.sparkContext.master} "
+                         f"offers {slots} slots (a group job's tasks hold their slots until the group ends)")
     from spark_impl.snapshot_reader import install
     install()
     # start the executors' Python workers first, so latency measures the protocol, not Spark's warm-up
@@ -120,7 +130,7 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
     lock = acquire_checkpoint(root, scenario)
     try:
         engine = EngineContext(spark, str(root), str(base / "coord"), str(base / "local"), pace=pace,
-                               listeners=list(listeners or []), straggler=straggler)
+                               listeners=list(listeners or []), straggler=straggler, group=group)
         storage = LocalStorage(root)
         started = time.time()
         run = SparkRun(scenario, engine, storage)
@@ -145,6 +155,7 @@ def spark_outcome(result: RunResult, engine: EngineContext, wall_s: float) -> di
     outcome["spark"] = {
         "master": engine.spark.sparkContext.master, "wall_s": round(wall_s, 3), "tasks": len(tasks),
         "cache_hits": sum(t["cache_hits"] for t in tasks),
-        "pipelining": data.engine.pipelining, "checkpoint": engine.root,
+        "pipelining": data.engine.pipelining, "group": engine.group, "jobs": engine.jobs,
+        "checkpoint": engine.root,
     }
     return outcome

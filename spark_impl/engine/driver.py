@@ -19,18 +19,33 @@ dependency edges between steps for every mode. What differs is execution:
   ``changelog_write``/``state_commit`` nodes finish then), and a failed
   background commit fails the query, as in Spark.
 
+Group scheduling (``EngineContext.group`` = G > 1), in the manner of Drizzle
+(SOSP'17): one Spark job runs the task steps of G consecutive batches, so the
+per-job cost of Spark's scheduler is paid once per group instead of once per
+batch. Each task of a group job runs its partition's batches in order; before
+each batch it waits for the driver to release that batch (``go/<b>``, written
+when the batch's task steps are ready in the graph, exactly when the job of
+that batch would otherwise be submitted), and after it the task reports its
+result in a file (``result/<b>/<p>``) instead of through ``collect``. The
+driver submits the job of group g+1 the moment the job of group g ends, so
+its tasks are usually waiting before their first batch's input has arrived
+(see ``_groups_thread`` for why not earlier). A group job holds one slot per partition for its whole
+life, so it needs at least as many task slots as state partitions.
+
 Task-step faults travel with the job and fire on the executor (``task.py``);
 driver-step faults fire here with the reference's matching and handling.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import signal
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -40,9 +55,10 @@ from reference.runner import Executor as FaultApplier
 from reference.runner import FaultBook
 from reference.steps import TASK_STEPS
 
-from .task import TaskFault, TaskSpec, task_entry
+from .task import TaskFault, TaskSpec, group_entry, task_entry
 
 STATE_WATCH_TIMEOUT_S = 60.0
+RESULT_POLL_S = 0.002
 FOREGROUND_TASK_STEPS = ("state_load", "task_apply", "sink_write")
 
 
@@ -62,6 +78,8 @@ class EngineContext:
     task_log: list[dict[str, Any]] = field(default_factory=list)
     on_step: Callable[[str], None] | None = None   # called after each driver step (journal for SIGKILL mode)
     straggler: tuple[float, float, int] | None = None  # synthetic slow tasks: (probability, extra ms, seed)
+    group: int = 1                       # batches per Spark job (group scheduling when > 1)
+    jobs: int = 0                        # Spark jobs submitted (every incarnation)
 
 
 class SparkIncarnation(Incarnation):
@@ -71,6 +89,7 @@ class SparkIncarnation(Incarnation):
         self.engine = engine
         self.epoch = f"{os.getpid()}-{time.time_ns()}"
         self.results: dict[tuple[int, int], dict[str, Any]] = {}
+        self.jobs: dict[str, str] = {}   # job label (batch or group) -> "submitted" | "ended"
         self.batch_timing: dict[int, dict[str, float]] = defaultdict(dict)
         super().__init__(*args, **kwargs)
 
@@ -195,31 +214,56 @@ class SparkIncarnation(Incarnation):
                         maintenance, faults, os.getpid(), self.engine.kill_driver, self.engine.straggler)
 
     def run_job(self, b: int, faults: tuple[TaskFault, ...]) -> list[dict[str, Any]]:
-        sc = self.engine.spark.sparkContext
+        """The Spark job of batch ``b``: one task per partition, results through ``collect``."""
         spec = self.task_spec(b, faults)
-        sc.setLocalProperty("spark.scheduler.pool", "lightspeed")
-        sc.setJobGroup(f"{self.epoch}:{b}", f"batch {b}", interruptOnCancel=True)
-        sc.addJobTag(self.epoch)
-        self._wait_for_previous_job(b)
+        previous = str(b - 1) if b - 1 in self.plans and b - 1 >= self.restart.first_batch else None
         self.batch_timing[b]["job_start"] = time.time()
-        rdd = sc.parallelize(range(self.parts), self.parts).mapPartitionsWithIndex(task_entry(spec))
-        out = rdd.collect()
+        out = self._collect(str(b), f"batch {b}", previous, task_entry(spec))
         self.batch_timing[b]["job_end"] = time.time()
         return out
 
+    def run_group_job(self, g: int, batches: tuple[int, ...]) -> None:
+        """The Spark job of group ``g``: each task runs its partition of ``batches`` as they are released."""
+        # what every batch of the group shares; each batch's own fields come with its release
+        base = TaskSpec(self.sc, self.engine.root, self.engine.coord, self.engine.local_root, self.epoch,
+                        self.number, batches[0], (), (), (), first_batch=self.restart.first_batch,
+                        driver_pid=os.getpid(), kill_driver=self.engine.kill_driver, straggler=self.engine.straggler)
+        self._collect(f"g{g}", f"batches {batches[0]}-{batches[-1]}", None, group_entry(base, batches))
 
-    def _wait_for_previous_job(self, b: int) -> None:
+    def release_batch(self, b: int, faults: tuple[TaskFault, ...]) -> None:
+        """Group scheduling: hand batch ``b`` to the tasks of its (already submitted) group job."""
+        spec = replace(self.task_spec(b, faults), scenario=None)
+        self.batch_timing[b]["job_start"] = time.time()
+        path = Path(self.engine.coord, self.epoch, "go", str(b))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{b}.tmp")
+        tmp.write_bytes(pickle.dumps(spec))
+        os.replace(tmp, path)
+
+    def _collect(self, label: str, description: str, previous: str | None, fn: Any) -> list[dict[str, Any]]:
+        sc = self.engine.spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", "lightspeed")
+        sc.setJobGroup(f"{self.epoch}:{label}", description, interruptOnCancel=True)
+        sc.addJobTag(self.epoch)
+        if previous is not None:
+            self._wait_for_job(previous)
+        self.jobs[label] = "submitted"
+        self.engine.jobs += 1
+        try:
+            return sc.parallelize(range(self.parts), self.parts).mapPartitionsWithIndex(fn).collect()
+        finally:
+            self.jobs[label] = "ended"
+
+    def _wait_for_job(self, label: str) -> None:
         """Submit jobs in batch order, so the scheduler (FIFO within the pool) runs every task of batch
         b-1 before any of batch b: a pipelined task that waits on the executor for its partition of
         the previous batch then never holds the slot that task needs."""
-        if b - 1 not in self.plans or b - 1 < self.restart.first_batch:
-            return
         tracker = self.engine.spark.sparkContext.statusTracker()
         deadline = time.monotonic() + 60.0
-        while "job_start" not in self.batch_timing[b - 1] or \
-                ("job_end" not in self.batch_timing[b - 1] and not tracker.getJobIdsForGroup(f"{self.epoch}:{b - 1}")):
+        while self.jobs.get(label) is None or \
+                (self.jobs[label] != "ended" and not tracker.getJobIdsForGroup(f"{self.epoch}:{label}")):
             if time.monotonic() > deadline:
-                raise QueryFailure(f"the job of batch {b - 1} was never submitted")
+                raise QueryFailure(f"the job of {label} was never submitted")
             time.sleep(0.002)
 
 
@@ -269,10 +313,20 @@ class GraphRunner:
                 self.task_nodes[node_id.batch].append(node_id)
             for dep in node.deps:
                 self.dependents[dep].append(node_id)
+        # group scheduling: consecutive chunks of this incarnation's batches, one Spark job each
+        size = max(1, inc.engine.group)
+        batches = sorted(self.task_nodes)
+        self.groups = [tuple(batches[i:i + size]) for i in range(0, len(batches), size)] if size > 1 else []
+        self.group_of = {b: g for g, members in enumerate(self.groups) for b in members}
+        self.group_jobs: set[int] = set()
+        self.released: list[int] = []        # batches handed to group jobs, whose results are awaited
+        self.stopping = False
 
     # ------------------------------------------------------------ main loop
     def run(self) -> None:
         inc = self.inc
+        if self.groups:
+            threading.Thread(target=self._results_loop, name="group-results", daemon=True).start()
         try:
             while True:
                 with self.cond:
@@ -282,7 +336,7 @@ class GraphRunner:
                     ready = self._ready_driver_nodes()
                     jobs = self._ready_jobs()
                     if not ready and not jobs:
-                        self.cond.wait(0.05)
+                        self.cond.wait(self._idle_wait_s())
                         self._poll_async_state()
                         continue
                 for b in jobs:
@@ -295,6 +349,7 @@ class GraphRunner:
                         self._run_driver_node(node_id)
                     self._check_failure()
         finally:
+            self.stopping = True
             for lane in self.lanes.values():
                 lane.stop()
             stop = Path(inc.engine.coord, inc.epoch, "stop")
@@ -317,11 +372,26 @@ class GraphRunner:
         return all(d in self.done for d in self.inc.nodes[node_id].deps)
 
     def _ready_driver_nodes(self) -> list[NodeId]:
-        out = [node_id for node_id in self.waiting if self._ready(node_id)]
+        """Driver nodes whose dependencies are done; a paced ``plan`` also waits for its input to arrive
+        (without blocking the driver thread, which meanwhile finishes earlier batches)."""
+        now = time.time()
+        out = [node_id for node_id in self.waiting if self._ready(node_id)
+               and (node_id.step != "plan" or self._input_ready_s(node_id.batch) <= now)]
         if out:
             started = set(out)
             self.waiting = [n for n in self.waiting if n not in started]
         return out
+
+    def _input_ready_s(self, b: int) -> float:
+        return self.inc.input_ready_s(b) if self.inc.engine.pace else 0.0
+
+    def _idle_wait_s(self) -> float:
+        """How long the main loop may sleep: until the next paced plan, or a short poll for async commits."""
+        wait = 0.005 if self.pending_state else 0.05
+        plans = [n.batch for n in self.waiting if n.step == "plan" and self._ready(n)]
+        if plans:
+            wait = min(wait, max(0.0, self._input_ready_s(min(plans)) - time.time()))
+        return wait
 
     def _ready_jobs(self) -> list[int]:
         """Batches whose job can be submitted now (in batch order)."""
@@ -356,9 +426,7 @@ class GraphRunner:
         try:
             self.applier.run_node(node_id)
         except BaseException as exc:  # noqa: BLE001 - handed to the main loop
-            with self.cond:
-                self.failure = self.failure or exc
-                self.cond.notify_all()
+            self._fail(exc)
             return
         hook = self.inc.engine.on_step
         if hook is not None:
@@ -381,8 +449,71 @@ class GraphRunner:
     # ------------------------------------------------------------ jobs
     def _submit_job(self, b: int) -> None:
         faults = self._task_faults(b)
+        if self.groups:
+            if not self.group_jobs:
+                self.group_jobs.add(0)
+                threading.Thread(target=self._groups_thread, name="group-jobs", daemon=True).start()
+            try:
+                self.inc.release_batch(b, faults)
+            except BaseException as exc:  # noqa: BLE001
+                self._fail(exc)
+                return
+            with self.cond:
+                self.released.append(b)
+            return
         thread = threading.Thread(target=self._job_thread, args=(b, faults), name=f"job-b{b}", daemon=True)
         thread.start()
+
+    def _fail(self, exc: BaseException) -> None:
+        with self.cond:
+            self.failure = self.failure or exc
+            self.cond.notify_all()
+
+    def _job_failed(self, what: str, exc: BaseException) -> None:
+        with self.cond:
+            if self.failure is None:
+                crash = Path(self.inc.engine.coord, self.inc.epoch, "crash")
+                self.failure = DriverCrash(crash.read_text()) if crash.exists() else \
+                    QueryFailure(f"job of {what} failed: {_first_line(exc)}")
+            self.cond.notify_all()
+
+    def _groups_thread(self) -> None:
+        """Run the group jobs one after the other, each submitted the moment the previous one ends.
+
+        The next group's job is not submitted earlier (Drizzle would pre-schedule it): when a task
+        fails, Spark frees its slot before it re-queues the retry, and a task of a newer job that
+        takes the slot then waits for a batch that needs the retry, which cannot get a slot.
+        """
+        for g, batches in enumerate(self.groups):
+            try:
+                self.inc.run_group_job(g, batches)
+            except BaseException as exc:  # noqa: BLE001
+                if not self.stopping:
+                    self._job_failed(f"batches {batches[0]}-{batches[-1]}", exc)
+                return
+            if self.stopping or self.failure is not None:
+                return
+
+    def _results_loop(self) -> None:
+        """Group scheduling: finish a released batch's task nodes once every partition reported."""
+        inc = self.inc
+        folder = Path(inc.engine.coord, inc.epoch, "result")
+        while not self.stopping and self.failure is None:
+            with self.cond:
+                waiting = list(self.released)
+            for b in waiting:
+                try:
+                    names = os.listdir(folder / str(b))
+                except FileNotFoundError:
+                    continue
+                if sum(1 for n in names if not n.startswith(".")) < inc.parts:
+                    continue
+                results = [json.loads((folder / str(b) / str(p)).read_text()) for p in range(inc.parts)]
+                with self.cond:
+                    self.released.remove(b)
+                self.inc.batch_timing[b]["job_end"] = time.time()
+                self._finish_results(b, results)
+            time.sleep(RESULT_POLL_S)
 
     def _task_faults(self, b: int) -> tuple[TaskFault, ...]:
         """Take this batch's task-step faults out of the book; they fire on the executors."""
@@ -398,17 +529,15 @@ class GraphRunner:
         return tuple(out)
 
     def _job_thread(self, b: int, faults: tuple[TaskFault, ...]) -> None:
-        inc = self.inc
         try:
-            results = inc.run_job(b, faults)
+            results = self.inc.run_job(b, faults)
         except BaseException as exc:  # noqa: BLE001
-            with self.cond:
-                if self.failure is None:
-                    crash = Path(inc.engine.coord, inc.epoch, "crash")
-                    self.failure = DriverCrash(crash.read_text()) if crash.exists() else \
-                        QueryFailure(f"job of batch {b} failed: {_first_line(exc)}")
-                self.cond.notify_all()
+            self._job_failed(f"batch {b}", exc)
             return
+        self._finish_results(b, results)
+
+    def _finish_results(self, b: int, results: list[dict[str, Any]]) -> None:
+        inc = self.inc
         for res in results:
             inc.results[(b, res["partition"])] = res
             inc.engine.task_log.append(res)
@@ -416,9 +545,7 @@ class GraphRunner:
             self._check_lineage(b, results)
             self._finish_task_nodes(b)
         except BaseException as exc:  # noqa: BLE001
-            with self.cond:
-                self.failure = self.failure or exc
-                self.cond.notify_all()
+            self._fail(exc)
 
     def _check_lineage(self, b: int, results: list[dict[str, Any]]) -> None:
         """A pipelined task read its input version's lineage itself: it must be the committed one."""

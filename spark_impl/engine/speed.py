@@ -2,16 +2,18 @@
 
     python -m spark_impl.engine.speed [--rate 200] [--seconds 8] [--out results/spark-speed.json]
 
-Three measurements, each in one run on one SparkSession, so ratios compare
+Four measurements, each in one run on one SparkSession, so ratios compare
 like with like:
 
 1. ablation: a running count at a fixed input rate with the Lightspeed
    features off (sync logs, inline purge) and on, one at a time and together,
    reporting end-to-end p50/p99 latency per record;
-2. pipelining: throughput (input records per wall second, no pacing: the
+2. group scheduling: every feature on, a job per batch against G batches per
+   job, at the same rate with short batches (``--group-batch-ms``);
+3. pipelining: throughput (input records per wall second, no pacing: the
    input is all there) with and without pipelining when a seeded fraction of
-   tasks is slow (stragglers);
-3. native: the same running count on Spark's own Structured Streaming, when
+   tasks is slow (stragglers), with a job per batch and with group scheduling;
+4. native: the same running count on Spark's own Structured Streaming, when
    the native adapter is available, for the latency comparison.
 """
 
@@ -60,6 +62,11 @@ def _summary(outcome: dict[str, Any]) -> dict[str, Any]:
             "wall_s": outcome["spark"]["wall_s"], "error": outcome["error"]}
 
 
+def _latency_line(name: str, summary: dict[str, Any]) -> str:
+    latency = summary["latency_ms"]
+    return f"  {name:22s} p50 {latency['p50']} ms, p99 {latency['p99']} ms"
+
+
 def ablation(spark: Any, rate: int, seconds: float, batch_ms: int, progress: Any = print) -> dict[str, Any]:
     from . import run_spark
     out = {}
@@ -67,27 +74,46 @@ def ablation(spark: Any, rate: int, seconds: float, batch_ms: int, progress: Any
         scenario = running_count(f"ablation-{name}", rate, seconds, engine, batch_ms=batch_ms)
         outcome, _ = run_spark(scenario, spark=spark)
         out[name] = _summary(outcome)
-        progress(f"  {name:15s} p50 {out[name]['latency_ms']['p50']} ms, p99 {out[name]['latency_ms']['p99']} ms")
+        progress(_latency_line(name, out[name]))
     base = out["baseline"]["latency_ms"]["p50"]
     for name in CONFIGS:
         out[name]["p50_vs_baseline"] = round(out[name]["latency_ms"]["p50"] / base, 3) if base else None
     return out
 
 
-def pipelining(spark: Any, records: int, straggler: tuple[float, float, int], progress: Any = print) -> dict[str, Any]:
+def grouped(spark: Any, rate: int, seconds: float, batch_ms: int, group: int,
+            progress: Any = print) -> dict[str, Any]:
+    """Every feature on (async progress and purge, pipelining): a job per batch against group scheduling."""
     from . import run_spark
     out = {}
-    for on in (False, True):
-        engine = {"pipelining": on, "log_purge": {"mode": "async", "min_batches_to_retain": 10}}
-        scenario = running_count(f"pipelining-{on}", records, 1.0, engine, batch_ms=50, partitions=2)
-        started = time.time()
-        outcome, _ = run_spark(scenario, spark=spark, pace=False, straggler=straggler)
-        wall = time.time() - started
-        rows = sum(p["numInputRows"] for p in outcome["progress"])
-        out["on" if on else "off"] = {"records_per_s": round(rows / wall, 1), "wall_s": round(wall, 3),
-                                      "batches": len(outcome["batches"]), "error": outcome["error"]}
-        progress(f"  pipelining {'on ' if on else 'off'}: {out['on' if on else 'off']['records_per_s']} records/s")
-    out["speedup"] = round(out["on"]["records_per_s"] / out["off"]["records_per_s"], 3)
+    for size in (1, group):
+        engine = {**CONFIGS["both"], "pipelining": True}
+        scenario = running_count(f"group-{size}", rate, seconds, engine, batch_ms=batch_ms)
+        outcome, _ = run_spark(scenario, spark=spark, group=size)
+        out[f"group_{size}"] = {**_summary(outcome), "jobs": outcome["spark"]["jobs"]}
+        progress(_latency_line(f"all features, G={size}", out[f"group_{size}"]))
+    return out
+
+
+def pipelining(spark: Any, records: int, straggler: tuple[float, float, int], groups: tuple[int, ...] = (1,),
+               progress: Any = print) -> dict[str, Any]:
+    from . import run_spark
+    out: dict[str, Any] = {}
+    for size in groups:
+        runs: dict[str, Any] = {}
+        for on in (False, True):
+            engine = {"pipelining": on, "log_purge": {"mode": "async", "min_batches_to_retain": 10}}
+            scenario = running_count(f"pipelining-{on}", records, 1.0, engine, batch_ms=50, partitions=2)
+            started = time.time()
+            outcome, _ = run_spark(scenario, spark=spark, pace=False, straggler=straggler, group=size)
+            wall = time.time() - started
+            rows = sum(p["numInputRows"] for p in outcome["progress"])
+            key = "on" if on else "off"
+            runs[key] = {"records_per_s": round(rows / wall, 1), "wall_s": round(wall, 3),
+                         "batches": len(outcome["batches"]), "error": outcome["error"]}
+            progress(f"  G={size} pipelining {key:3s}: {runs[key]['records_per_s']} records/s")
+        runs["speedup"] = round(runs["on"]["records_per_s"] / runs["off"]["records_per_s"], 3)
+        out[f"group_{size}"] = runs
     return out
 
 
@@ -113,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="batch length of the input (one file per batch for native; default 500)")
     parser.add_argument("--records", type=int, default=2000, help="pipelining: records per run (default 2000)")
     parser.add_argument("--straggler", default="0.3,300,5", help="probability,extra_ms,seed (default 0.3,300,5)")
+    parser.add_argument("--group", type=int, default=10, help="batches per Spark job for group scheduling "
+                        "(default 10)")
+    parser.add_argument("--group-batch-ms", type=int, default=100,
+                        help="batch length of the group-scheduling latency runs (default 100)")
     parser.add_argument("--master", help="Spark master (default local[2])")
     parser.add_argument("--out", default="results/spark-speed.json")
     args = parser.parse_args(argv)
@@ -124,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ablation: running count at {args.rate} records/s for {args.seconds} s per configuration")
     report["batch_ms"] = args.batch_ms
     report["ablation"] = ablation(spark, args.rate, args.seconds, args.batch_ms)
+    print(f"group scheduling: every feature on, {args.group_batch_ms} ms batches, G=1 against G={args.group}")
+    report["group"] = grouped(spark, args.rate, args.seconds, args.group_batch_ms, args.group)
     print(f"pipelining: {args.records} records, stragglers {args.straggler}")
-    report["pipelining"] = pipelining(spark, args.records, (float(prob), float(extra), int(seed)))
+    report["pipelining"] = pipelining(spark, args.records, (float(prob), float(extra), int(seed)), (1, args.group))
     print("native Structured Streaming, same running count")
     report["native"] = native(spark, args.rate, args.seconds, args.batch_ms)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

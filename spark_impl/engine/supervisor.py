@@ -37,7 +37,7 @@ OUTCOME = "outcome.json"
 
 
 def run_spark_processes(scenario: Scenario, workdir: str | os.PathLike[str], *, master: str | None = None,
-                        pace: bool = True, progress: Any = None) -> tuple[dict[str, Any], LocalStorage]:
+                        pace: bool = True, progress: Any = None, group: int = 1) -> tuple[dict[str, Any], LocalStorage]:
     """Run ``scenario`` with one driver process per incarnation; returns (outcome, checkpoint storage)."""
     base = Path(workdir)
     base.mkdir(parents=True, exist_ok=True)
@@ -51,6 +51,8 @@ def run_spark_processes(scenario: Scenario, workdir: str | os.PathLike[str], *, 
             cmd += ["--master", master]
         if not pace:
             cmd.append("--no-pace")
+        if group != 1:
+            cmd += ["--group", str(group)]
         child = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if child.returncode == -signal.SIGKILL:
             if progress:
@@ -109,7 +111,7 @@ def child_main(args: argparse.Namespace) -> int:
     base = Path(args.workdir)
     spark = session(args.master)
     engine = EngineContext(spark, str(base / "checkpoint"), str(base / "coord"), str(base / "local"),
-                           kill_driver=True, pace=not args.no_pace)
+                           kill_driver=True, pace=not args.no_pace, group=args.group)
     journal = _load_journal(base)
     run = SparkRun(scenario, engine, LocalStorage(base / "checkpoint"), first_life=args.life)
     if journal is not None:
@@ -133,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--life", type=int, default=0)
     parser.add_argument("--master")
     parser.add_argument("--no-pace", action="store_true")
+    parser.add_argument("--group", type=int, default=1, help="batches per Spark job (group scheduling)")
     return child_main(parser.parse_args(argv))
 
 

@@ -22,7 +22,13 @@ it), shared by every worker:
     <coord>/<epoch>/async/<p>/<b>       outcome of a background state commit
     <coord>/<epoch>/committed/<b>       the driver ran commit_log_write of batch b
     <coord>/<epoch>/zombies/<name>      a zombie write is planted / has landed
+    <coord>/<epoch>/go/<b>              group scheduling: the driver released batch b
+    <coord>/<epoch>/result/<b>/<p>      group scheduling: the result of task (b, p)
     <coord>/faults/<index>              a fault fired (each fires once)
+
+Under group scheduling one task runs partition p of several batches in
+order, each once the driver releases it; a retried task skips the batches an
+earlier attempt already reported.
 
 Under pipelining, the task of batch b+1 for partition p may start before the
 driver knows which attempt of (b, p) won; it then waits for ``done/<p>/<b>``
@@ -33,10 +39,11 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +56,8 @@ from reference.sources import SourceData
 from reference.storage import LocalStorage
 
 WAIT_TIMEOUT_S = 20.0
+YIELD_GRACE_S = 1.0         # how long a retry may take to start before a waiting task yields its slot
+RELEASE_TIMEOUT_S = 600.0   # group scheduling: a batch may legitimately wait long for its input
 POLL_S = 0.005
 ZOMBIE_KEY = "__zombie__"
 
@@ -72,7 +81,7 @@ class TaskFault:
 class TaskSpec:
     """Everything a task of one batch needs; shipped to executors with the job."""
 
-    scenario: Scenario
+    scenario: Scenario | None  # None only in a released batch's spec (the group job's spec has it)
     root: str                 # the checkpoint directory (shared by every worker)
     coord: str                # coordination directory (shared, outside the checkpoint)
     local_root: str           # executor-local scratch for RocksDB instances
@@ -134,18 +143,54 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _wait_for(path: Path, what: str, stop: Path | None = None) -> str:
-    """Wait for a coordination file; give up when the incarnation has stopped (``stop`` exists)."""
-    deadline = time.monotonic() + WAIT_TIMEOUT_S
+def _wait_for(path: Path, what: str, stop: Path | None = None, timeout_s: float = WAIT_TIMEOUT_S,
+              poll_s: float = POLL_S, yield_to: Path | None = None) -> bytes:
+    """Wait for a coordination file; give up when the incarnation has stopped (``stop`` exists).
+
+    ``yield_to`` marks a failed attempt of the task being waited for: once it
+    has existed for ``YIELD_GRACE_S``, this task fails so that its slot goes to
+    the retry (Spark frees a failed task's slot before it re-queues the retry,
+    so a waiting task of a later job can take the slot the retry needs).
+    """
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
-            return path.read_text()
+            return path.read_bytes()
         except FileNotFoundError:
             if stop is not None and stop.exists():
                 raise InjectedTaskFailure(f"the incarnation stopped while waiting for {what}") from None
+            if yield_to is not None and _retry_not_started(yield_to):
+                raise InjectedTaskFailure(f"yielding this slot: {what} failed and its retry needs a slot") from None
             if time.monotonic() > deadline:
-                raise InjectedTaskFailure(f"timed out after {WAIT_TIMEOUT_S:.0f} s waiting for {what}") from None
-            time.sleep(POLL_S)
+                raise InjectedTaskFailure(f"timed out after {timeout_s:.0f} s waiting for {what}") from None
+            time.sleep(poll_s)
+
+
+def failed_marker(spec: TaskSpec, p: int, b: int) -> Path:
+    """Written when an attempt of task (b, p) fails (a task of batch b+1 waiting for it may yield);
+    ``started/<p>/<b>`` beside it is written when an attempt starts."""
+    return Path(spec.coord, spec.epoch, "failed", str(p), str(b))
+
+
+def _started_marker(failed: Path) -> Path:
+    return failed.parent.parent.parent / "started" / failed.parent.name / failed.name
+
+
+def _mark_failed(spec: TaskSpec, p: int) -> None:
+    _atomic_write(failed_marker(spec, p, spec.batch), "failed")
+
+
+def _retry_not_started(failed: Path) -> bool:
+    """The task's last attempt failed more than ``YIELD_GRACE_S`` ago and no attempt started since."""
+    try:
+        failed_at = failed.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    try:
+        started_at = _started_marker(failed).stat().st_mtime
+    except FileNotFoundError:
+        started_at = 0.0
+    return started_at <= failed_at and time.time() - failed_at > YIELD_GRACE_S
 
 
 def debug(spec: TaskSpec, text: str) -> None:
@@ -207,6 +252,7 @@ class Faults:
             return kind == "storage_write_error"
         if kind == "executor_loss":
             _lose_executor(spec, self.p)
+            _mark_failed(spec, self.p)
             jvm = _executor_jvm()
             if jvm is not None:
                 os.kill(jvm, signal.SIGKILL)  # on a cluster: the executor JVM dies; the worker starts another
@@ -300,7 +346,8 @@ def _input_lineage(spec: TaskSpec, sid: str, p: int) -> str | None:
     if spec.batch == spec.first_batch:
         return None  # nothing committed before this batch
     done = _wait_for(Path(spec.coord, spec.epoch, "done", str(p), str(spec.batch - 1)),
-                     f"partition {p} of batch {spec.batch - 1} to finish", stop_marker(spec))
+                     f"partition {p} of batch {spec.batch - 1} to finish", stop_marker(spec),
+                     yield_to=failed_marker(spec, p, spec.batch - 1))
     return json.loads(done)[sid]
 
 
@@ -482,11 +529,46 @@ def _commit_async(spec: TaskSpec, faults: Faults, stores: dict[str, Any], sealed
 
 
 
+def _attempt() -> int:
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    return ctx.attemptNumber() if ctx is not None else 0
+
+
+def _run_attempt(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
+    _atomic_write(_started_marker(failed_marker(spec, p, spec.batch)), str(attempt))
+    try:
+        return run_task(spec, p, attempt)
+    except BaseException:
+        _mark_failed(spec, p)
+        raise
+
+
 def task_entry(spec: TaskSpec):
     """The function Spark runs per partition (``mapPartitionsWithIndex``)."""
     def run(p: int, _rows: Any) -> Any:
-        from pyspark import TaskContext
-        ctx = TaskContext.get()
-        attempt = ctx.attemptNumber() if ctx is not None else 0
-        yield run_task(spec, p, attempt)
+        yield _run_attempt(spec, p, _attempt())
+    return run
+
+
+def group_entry(base: TaskSpec, batches: tuple[int, ...]):
+    """Group scheduling: the function Spark runs per partition for a group of batches.
+
+    Each batch waits for the driver's release (``go/<b>``, the batch's own
+    spec), runs as ``run_task`` would in its own job, and reports through
+    ``result/<b>/<p>``. A retried attempt skips batches already reported.
+    """
+    def run(p: int, _rows: Any) -> Any:
+        attempt = _attempt()
+        coord = Path(base.coord, base.epoch)
+        for b in batches:
+            result = coord / "result" / str(b) / str(p)
+            if result.exists():
+                continue
+            released = _wait_for(coord / "go" / str(b), f"the driver to release batch {b}", stop_marker(base),
+                                 RELEASE_TIMEOUT_S, poll_s=0.002)
+            spec = replace(pickle.loads(released), scenario=base.scenario)
+            res = _run_attempt(spec, p, attempt)
+            _atomic_write(result, json.dumps(res))
+            yield res
     return run
