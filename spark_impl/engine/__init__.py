@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -138,8 +137,10 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
         outcome = spark_outcome(result, engine, time.time() - started)
         return outcome, storage
     finally:
+        # ``local/`` is not removed here: executors' Python workers still hold the stores open, and
+        # RocksDB takes a second to close a database whose directory is gone. Each worker drops
+        # the stores (and their local directories) of ended incarnations with its next task.
         lock.unlink(missing_ok=True)
-        shutil.rmtree(base / "local", ignore_errors=True)
 
 
 def spark_outcome(result: RunResult, engine: EngineContext, wall_s: float) -> dict[str, Any]:

@@ -176,8 +176,8 @@ def _started_marker(failed: Path) -> Path:
     return failed.parent.parent.parent / "started" / failed.parent.name / failed.name
 
 
-def _mark_failed(spec: TaskSpec, p: int) -> None:
-    _atomic_write(failed_marker(spec, p, spec.batch), "failed")
+def _mark_failed(spec: TaskSpec, p: int, why: str = "") -> None:
+    _atomic_write(failed_marker(spec, p, spec.batch), f"failed: {why}")
 
 
 def _retry_not_started(failed: Path) -> bool:
@@ -252,7 +252,7 @@ class Faults:
             return kind == "storage_write_error"
         if kind == "executor_loss":
             _lose_executor(spec, self.p)
-            _mark_failed(spec, self.p)
+            _mark_failed(spec, self.p, "executor_loss")
             jvm = _executor_jvm()
             if jvm is not None:
                 os.kill(jvm, signal.SIGKILL)  # on a cluster: the executor JVM dies; the worker starts another
@@ -359,16 +359,25 @@ def _close_finished_epochs(spec: TaskSpec) -> None:
 
     A Python worker outlives the queries it served; stores it kept open would
     hold memtables in the shared write-buffer budget, and RocksDB stalls every
-    writer once that budget is full.
+    writer once that budget is full. They are dropped without a flush: what
+    the ended incarnation committed is in its checkpoint, and its local
+    directory may already be gone (the run removes it when it ends), where a
+    flush would fail this unrelated task. Closing runs on a background thread
+    (RocksDB takes about a second to close a database whose directory is
+    gone), off this task's critical path.
     """
     _epoch_coord[spec.epoch] = spec.coord
+    ended: list[Any] = []
     with _lock:
         for epoch, coord in list(_epoch_coord.items()):
             if epoch != spec.epoch and Path(coord, epoch, "stop").exists():
                 for key in [k for k in _stores if k[0] == epoch]:
-                    _stores.pop(key).close()
+                    ended.append(_stores.pop(key))
                     _generation.pop(key, None)
                 del _epoch_coord[epoch]
+    if ended:
+        threading.Thread(target=lambda: [store.crash() for store in ended], name="close-ended-stores",
+                         daemon=True).start()
 
 
 def _stores_for(spec: TaskSpec, storage: LocalStorage, p: int) -> tuple[dict[str, Any], dict[str, str], int]:
@@ -539,8 +548,8 @@ def _run_attempt(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
     _atomic_write(_started_marker(failed_marker(spec, p, spec.batch)), str(attempt))
     try:
         return run_task(spec, p, attempt)
-    except BaseException:
-        _mark_failed(spec, p)
+    except BaseException as exc:
+        _mark_failed(spec, p, f"{type(exc).__name__}: {exc}")
         raise
 
 
