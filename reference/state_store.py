@@ -275,8 +275,15 @@ def load_version(storage: Storage, op: str, partition: int, version: int, uid: s
     when there is nothing to fall back on.
     """
     skip = set(skip_snapshots)
+    damaged: list[str] = []   # the snapshots skipped so far, with why: named again if the fallback fails
     while True:
-        plan = plan_load(storage, op, partition, version, uid, skip_snapshots=frozenset(skip))
+        try:
+            plan = plan_load(storage, op, partition, version, uid, skip_snapshots=frozenset(skip))
+        except CheckpointFormatError as exc:
+            if not damaged:
+                raise
+            raise CheckpointFormatError(f"{'; '.join(damaged)}; falling back to an older snapshot "
+                                        f"failed: {exc}") from None
         try:
             return apply_plan(storage, plan)
         except CheckpointFormatError as exc:
@@ -288,6 +295,7 @@ def load_version(storage: Storage, op: str, partition: int, version: int, uid: s
             if not has_changelog:
                 raise CheckpointFormatError(
                     f"{exc}; no changelog of version {plan.base_version} to fall back on") from None
+            damaged.append(str(exc))
             skip.add(plan.base_version)
 
 

@@ -406,6 +406,26 @@ def test_spark_21696_corrupt_snapshot_falls_back_to_changelogs(stores, tmp_path,
         stores(storage).load(5, "u5")
 
 
+@pytest.mark.parametrize("impl", ["rocksdb", "reference"])
+def test_a_corrupt_snapshot_whose_older_changelogs_are_cleaned_up_is_named_in_the_error(stores, tmp_path, impl):
+    """The fallback of SPARK-21696 needs the changelogs below the snapshot; cleanup may have deleted them.
+    The load then fails, and the error names the corrupt snapshot (the cause), not only the missing file."""
+    from reference.state_store import StateStore as ReferenceStateStore
+    storage = LocalStorage(tmp_path / "ck")
+    make = (lambda: stores(storage, min_deltas=1)) if impl == "rocksdb" else \
+        (lambda: ReferenceStateStore(storage, "agg", 0, "changelog", 1))
+    store = make()
+    for v in (1, 2, 3):
+        store.put(f"k{v}", v)
+        store.commit(f"u{v}")
+        store.do_maintenance()
+    store.cleanup(2)  # keeps versions 2 and 3: version 1's files go
+    snapshot = "state/agg/0/2_u2.snapshot"
+    storage.write(snapshot, storage.read(snapshot)[:-5], overwrite=True)
+    with pytest.raises(CheckpointFormatError, match=r"2_u2\.snapshot.*falling back.*version 1"):
+        make().load(2, "u2")  # a restart re-running batch 2 loads version 2
+
+
 def test_truncated_changelog_is_a_loud_error_naming_file_and_version(stores, tmp_path):
     storage = LocalStorage(tmp_path / "ck")
     store = stores(storage, min_deltas=100)

@@ -544,6 +544,7 @@ class RocksDBStateStore:
                  spare: _Instance | None) -> LoadReport:
         chain: list[tuple[str, bytes]] = []
         skipped: list[str] = []
+        damaged: list[str] = []   # why each skipped snapshot was skipped: named again if the fallback fails
         v, u = version, uid
         while True:
             base: str | None = None
@@ -554,9 +555,10 @@ class RocksDBStateStore:
                     break
                 delta = files.get((v, u, "changelog")) or files.get((v, u, "delta"))
                 if delta is None:
+                    fallback = f"{'; '.join(damaged)}; falling back to an older snapshot failed: " if damaged else ""
                     raise CheckpointFormatError(
-                        f"{self.store.directory}: cannot load version {version}: no snapshot or changelog "
-                        f"for version {v} with lineage id {u!r}")
+                        f"{fallback}{self.store.directory}: cannot load version {version}: no snapshot or "
+                        f"changelog for version {v} with lineage id {u!r}")
                 data = self.storage.read(delta)
                 header = read_header(data, delta)
                 if header.version != v or header.uid != u:
@@ -575,6 +577,7 @@ class RocksDBStateStore:
                     raise CheckpointFormatError(
                         f"{exc}; no changelog of version {v} to fall back on") from None
                 skipped.append(base)
+                damaged.append(str(exc))
         base_version = v
         records = 0
         db = self._instance.db
