@@ -165,13 +165,22 @@ def test_generated_scenarios_pass_the_oracles(spark, tmp_path_factory, pair, fau
 
 
 def test_state_stays_on_executors_between_batches(spark, tmp_path):
-    """Executors keep their stores open: most tasks after the first batch find their store cached."""
+    """Executors keep their stores open between batches.
+
+    Under group scheduling one task runs a partition's batches of a group in
+    one Python worker, so every batch but the first of each group must find
+    its store cached. With a job per batch, which of the executor's Python
+    workers gets a task is Spark's choice (it keeps a pool of idle workers),
+    so a hit is possible but not guaranteed; a hit must never exceed the
+    tasks that could have one.
+    """
     from spark_impl.engine import run_spark
     scenario = _scenario("aggregate", "sync", "none", batches=6)
-    outcome, _storage = run_spark(scenario, spark=spark, workdir=tmp_path, pace=False)
-    later_tasks = outcome["spark"]["tasks"] - scenario.state_partitions
-    assert outcome["spark"]["cache_hits"] > 0
-    assert outcome["spark"]["cache_hits"] <= later_tasks
+    grouped, _storage = run_spark(scenario, spark=spark, workdir=tmp_path / "grouped", pace=False, group=3)
+    within_groups = scenario.state_partitions * 2 * (3 - 1)  # two groups of three batches
+    assert grouped["spark"]["cache_hits"] >= within_groups
+    single, _storage = run_spark(scenario, spark=spark, workdir=tmp_path / "single", pace=False)
+    assert single["spark"]["cache_hits"] <= single["spark"]["tasks"] - scenario.state_partitions
 
 
 def test_progress_events_reach_listeners_and_latency_is_per_record(spark, tmp_path):

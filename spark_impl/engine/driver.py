@@ -29,8 +29,9 @@ that batch would otherwise be submitted), and after it the task reports its
 result in a file (``result/<b>/<p>``) instead of through ``collect``. The
 driver submits the job of group g+1 the moment the job of group g ends, so
 its tasks are usually waiting before their first batch's input has arrived
-(see ``_groups_thread`` for why not earlier). A group job holds one slot per partition for its whole
-life, so it needs at least as many task slots as state partitions.
+(see ``_groups_thread`` for why not earlier). A group job holds one slot per
+partition for its whole life, so it needs at least as many task slots as
+state partitions.
 
 Task-step faults travel with the job and fire on the executor (``task.py``);
 driver-step faults fire here with the reference's matching and handling.
@@ -318,7 +319,7 @@ class GraphRunner:
         batches = sorted(self.task_nodes)
         self.groups = [tuple(batches[i:i + size]) for i in range(0, len(batches), size)] if size > 1 else []
         self.group_of = {b: g for g, members in enumerate(self.groups) for b in members}
-        self.group_jobs: set[int] = set()
+        self.groups_started = False
         self.released: list[int] = []        # batches handed to group jobs, whose results are awaited
         self.stopping = False
 
@@ -450,8 +451,8 @@ class GraphRunner:
     def _submit_job(self, b: int) -> None:
         faults = self._task_faults(b)
         if self.groups:
-            if not self.group_jobs:
-                self.group_jobs.add(0)
+            if not self.groups_started:
+                self.groups_started = True
                 threading.Thread(target=self._groups_thread, name="group-jobs", daemon=True).start()
             try:
                 self.inc.release_batch(b, faults)

@@ -147,10 +147,11 @@ def _wait_for(path: Path, what: str, stop: Path | None = None, timeout_s: float 
               poll_s: float = POLL_S, yield_to: Path | None = None) -> bytes:
     """Wait for a coordination file; give up when the incarnation has stopped (``stop`` exists).
 
-    ``yield_to`` marks a failed attempt of the task being waited for: once it
-    has existed for ``YIELD_GRACE_S``, this task fails so that its slot goes to
-    the retry (Spark frees a failed task's slot before it re-queues the retry,
-    so a waiting task of a later job can take the slot the retry needs).
+    ``yield_to`` is the failed-attempt marker of the task being waited for:
+    when that task's last attempt failed more than ``YIELD_GRACE_S`` ago and
+    no attempt has started since, this task fails so that its slot goes to the
+    retry (Spark frees a failed task's slot before it re-queues the retry, so
+    a waiting task of a later job can take the slot the retry needs).
     """
     deadline = time.monotonic() + timeout_s
     while True:
@@ -359,12 +360,11 @@ def _close_finished_epochs(spec: TaskSpec) -> None:
 
     A Python worker outlives the queries it served; stores it kept open would
     hold memtables in the shared write-buffer budget, and RocksDB stalls every
-    writer once that budget is full. They are dropped without a flush: what
-    the ended incarnation committed is in its checkpoint, and its local
-    directory may already be gone (the run removes it when it ends), where a
-    flush would fail this unrelated task. Closing runs on a background thread
-    (RocksDB takes about a second to close a database whose directory is
-    gone), off this task's critical path.
+    writer once that budget is full. They are dropped without a flush (what
+    the ended incarnation committed is in its checkpoint) and their local
+    directories removed, on a background thread, off this task's critical
+    path. A flush would fail this unrelated task if the directory had been
+    removed, and RocksDB then takes about a second to close the database.
     """
     _epoch_coord[spec.epoch] = spec.coord
     ended: list[Any] = []
