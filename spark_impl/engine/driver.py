@@ -90,7 +90,7 @@ class SparkIncarnation(Incarnation):
         self.engine = engine
         self.epoch = f"{os.getpid()}-{time.time_ns()}"
         self.results: dict[tuple[int, int], dict[str, Any]] = {}
-        self.jobs: dict[str, str] = {}   # job label (batch or group) -> "submitted" | "ended"
+        self.job_state: dict[str, str] = {}   # job label (batch or group) -> "submitted" | "ended"
         self.batch_timing: dict[int, dict[str, float]] = defaultdict(dict)
         super().__init__(*args, **kwargs)
 
@@ -248,12 +248,12 @@ class SparkIncarnation(Incarnation):
         sc.addJobTag(self.epoch)
         if previous is not None:
             self._wait_for_job(previous)
-        self.jobs[label] = "submitted"
+        self.job_state[label] = "submitted"
         self.engine.jobs += 1
         try:
             return sc.parallelize(range(self.parts), self.parts).mapPartitionsWithIndex(fn).collect()
         finally:
-            self.jobs[label] = "ended"
+            self.job_state[label] = "ended"
 
     def _wait_for_job(self, label: str) -> None:
         """Submit jobs in batch order, so the scheduler (FIFO within the pool) runs every task of batch
@@ -261,8 +261,8 @@ class SparkIncarnation(Incarnation):
         the previous batch then never holds the slot that task needs."""
         tracker = self.engine.spark.sparkContext.statusTracker()
         deadline = time.monotonic() + 60.0
-        while self.jobs.get(label) is None or \
-                (self.jobs[label] != "ended" and not tracker.getJobIdsForGroup(f"{self.epoch}:{label}")):
+        while self.job_state.get(label) is None or \
+                (self.job_state[label] != "ended" and not tracker.getJobIdsForGroup(f"{self.epoch}:{label}")):
             if time.monotonic() > deadline:
                 raise QueryFailure(f"the job of {label} was never submitted")
             time.sleep(0.002)
@@ -320,6 +320,7 @@ class GraphRunner:
         self.groups = [tuple(batches[i:i + size]) for i in range(0, len(batches), size)] if size > 1 else []
         self.group_of = {b: g for g, members in enumerate(self.groups) for b in members}
         self.groups_started = False
+        self.next_plan_s: float | None = None
         self.released: list[int] = []        # batches handed to group jobs, whose results are awaited
         self.stopping = False
 
@@ -376,8 +377,17 @@ class GraphRunner:
         """Driver nodes whose dependencies are done; a paced ``plan`` also waits for its input to arrive
         (without blocking the driver thread, which meanwhile finishes earlier batches)."""
         now = time.time()
-        out = [node_id for node_id in self.waiting if self._ready(node_id)
-               and (node_id.step != "plan" or self._input_ready_s(node_id.batch) <= now)]
+        out = []
+        self.next_plan_s = None  # when the earliest plan held back for its input may run
+        for node_id in self.waiting:
+            if not self._ready(node_id):
+                continue
+            if node_id.step == "plan":
+                ready_s = self._input_ready_s(node_id.batch)
+                if ready_s > now:
+                    self.next_plan_s = ready_s if self.next_plan_s is None else min(self.next_plan_s, ready_s)
+                    continue
+            out.append(node_id)
         if out:
             started = set(out)
             self.waiting = [n for n in self.waiting if n not in started]
@@ -389,9 +399,8 @@ class GraphRunner:
     def _idle_wait_s(self) -> float:
         """How long the main loop may sleep: until the next paced plan, or a short poll for async commits."""
         wait = 0.005 if self.pending_state else 0.05
-        plans = [n.batch for n in self.waiting if n.step == "plan" and self._ready(n)]
-        if plans:
-            wait = min(wait, max(0.0, self._input_ready_s(min(plans)) - time.time()))
+        if self.next_plan_s is not None:
+            wait = min(wait, max(0.0, self.next_plan_s - time.time()))
         return wait
 
     def _ready_jobs(self) -> list[int]:

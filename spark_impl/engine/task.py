@@ -24,6 +24,8 @@ it), shared by every worker:
     <coord>/<epoch>/zombies/<name>      a zombie write is planted / has landed
     <coord>/<epoch>/go/<b>              group scheduling: the driver released batch b
     <coord>/<epoch>/result/<b>/<p>      group scheduling: the result of task (b, p)
+    <coord>/<epoch>/started/<p>/<b>     an attempt of task (b, p) started
+    <coord>/<epoch>/failed/<p>/<b>      an attempt of task (b, p) failed, and why
     <coord>/faults/<index>              a fault fired (each fires once)
 
 Under group scheduling one task runs partition p of several batches in
@@ -45,7 +47,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from reference import layout
 from reference.changelog import StateFileHeader, encode_state_file
@@ -144,14 +146,14 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def _wait_for(path: Path, what: str, stop: Path | None = None, timeout_s: float = WAIT_TIMEOUT_S,
-              poll_s: float = POLL_S, yield_to: Path | None = None) -> bytes:
+              poll_s: float = POLL_S, yield_if: Callable[[], bool] | None = None) -> bytes:
     """Wait for a coordination file; give up when the incarnation has stopped (``stop`` exists).
 
-    ``yield_to`` is the failed-attempt marker of the task being waited for:
-    when that task's last attempt failed more than ``YIELD_GRACE_S`` ago and
-    no attempt has started since, this task fails so that its slot goes to the
-    retry (Spark frees a failed task's slot before it re-queues the retry, so
-    a waiting task of a later job can take the slot the retry needs).
+    ``yield_if`` says the task being waited for needs this task's slot (its
+    last attempt failed and no retry has started): this task then fails so
+    that Spark gives the slot to the retry. Spark frees a failed task's slot
+    before it re-queues the retry, so a waiting task of a later job can take
+    the slot the retry needs.
     """
     deadline = time.monotonic() + timeout_s
     while True:
@@ -160,35 +162,30 @@ def _wait_for(path: Path, what: str, stop: Path | None = None, timeout_s: float 
         except FileNotFoundError:
             if stop is not None and stop.exists():
                 raise InjectedTaskFailure(f"the incarnation stopped while waiting for {what}") from None
-            if yield_to is not None and _retry_not_started(yield_to):
+            if yield_if is not None and yield_if():
                 raise InjectedTaskFailure(f"yielding this slot: {what} failed and its retry needs a slot") from None
             if time.monotonic() > deadline:
                 raise InjectedTaskFailure(f"timed out after {timeout_s:.0f} s waiting for {what}") from None
             time.sleep(poll_s)
 
 
-def failed_marker(spec: TaskSpec, p: int, b: int) -> Path:
-    """Written when an attempt of task (b, p) fails (a task of batch b+1 waiting for it may yield);
-    ``started/<p>/<b>`` beside it is written when an attempt starts."""
-    return Path(spec.coord, spec.epoch, "failed", str(p), str(b))
-
-
-def _started_marker(failed: Path) -> Path:
-    return failed.parent.parent.parent / "started" / failed.parent.name / failed.name
+def _marker(spec: TaskSpec, kind: str, p: int, b: int) -> Path:
+    """``failed/<p>/<b>``: an attempt of task (b, p) failed; ``started/<p>/<b>``: an attempt started."""
+    return Path(spec.coord, spec.epoch, kind, str(p), str(b))
 
 
 def _mark_failed(spec: TaskSpec, p: int, why: str = "") -> None:
-    _atomic_write(failed_marker(spec, p, spec.batch), f"failed: {why}")
+    _atomic_write(_marker(spec, "failed", p, spec.batch), f"failed: {why}")
 
 
-def _retry_not_started(failed: Path) -> bool:
-    """The task's last attempt failed more than ``YIELD_GRACE_S`` ago and no attempt started since."""
+def _retry_not_started(spec: TaskSpec, p: int, b: int) -> bool:
+    """Task (b, p)'s last attempt failed more than ``YIELD_GRACE_S`` ago and no attempt started since."""
     try:
-        failed_at = failed.stat().st_mtime
+        failed_at = _marker(spec, "failed", p, b).stat().st_mtime
     except FileNotFoundError:
         return False
     try:
-        started_at = _started_marker(failed).stat().st_mtime
+        started_at = _marker(spec, "started", p, b).stat().st_mtime
     except FileNotFoundError:
         started_at = 0.0
     return started_at <= failed_at and time.time() - failed_at > YIELD_GRACE_S
@@ -348,7 +345,7 @@ def _input_lineage(spec: TaskSpec, sid: str, p: int) -> str | None:
         return None  # nothing committed before this batch
     done = _wait_for(Path(spec.coord, spec.epoch, "done", str(p), str(spec.batch - 1)),
                      f"partition {p} of batch {spec.batch - 1} to finish", stop_marker(spec),
-                     yield_to=failed_marker(spec, p, spec.batch - 1))
+                     yield_if=lambda: _retry_not_started(spec, p, spec.batch - 1))
     return json.loads(done)[sid]
 
 
@@ -545,7 +542,7 @@ def _attempt() -> int:
 
 
 def _run_attempt(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
-    _atomic_write(_started_marker(failed_marker(spec, p, spec.batch)), str(attempt))
+    _atomic_write(_marker(spec, "started", p, spec.batch), str(attempt))
     try:
         return run_task(spec, p, attempt)
     except BaseException as exc:
@@ -565,7 +562,8 @@ def group_entry(base: TaskSpec, batches: tuple[int, ...]):
 
     Each batch waits for the driver's release (``go/<b>``, the batch's own
     spec), runs as ``run_task`` would in its own job, and reports through
-    ``result/<b>/<p>``. A retried attempt skips batches already reported.
+    ``result/<b>/<p>`` (only there: the job's ``collect`` returns nothing). A
+    retried attempt skips batches already reported.
     """
     def run(p: int, _rows: Any) -> Any:
         attempt = _attempt()
@@ -577,7 +575,6 @@ def group_entry(base: TaskSpec, batches: tuple[int, ...]):
             released = _wait_for(coord / "go" / str(b), f"the driver to release batch {b}", stop_marker(base),
                                  RELEASE_TIMEOUT_S, poll_s=0.002)
             spec = replace(pickle.loads(released), scenario=base.scenario)
-            res = _run_attempt(spec, p, attempt)
-            _atomic_write(result, json.dumps(res))
-            yield res
+            _atomic_write(result, json.dumps(_run_attempt(spec, p, attempt)))
+        yield from ()
     return run
