@@ -157,14 +157,21 @@ class LocalStorage:
         os.replace(self._full(src), target)
 
     def list(self, prefix: str = "") -> list[str]:
-        if not self.root.exists():
+        # walk only the directory the prefix names (its part up to the last "/"): purge and loads
+        # list one log or one store per call, and a walk of the whole checkpoint made every
+        # batch's purge cost grow with the checkpoint
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        top = self.root / folder if folder else self.root
+        if not top.is_dir():
             return []
         out = []
-        for dirpath, _dirs, names in os.walk(self.root):
+        for dirpath, _dirs, names in os.walk(top):
+            rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+            base = "" if rel_dir == "." else rel_dir + "/"
             for name in names:
                 if name.startswith("."):
                     continue
-                rel = os.path.relpath(os.path.join(dirpath, name), self.root).replace(os.sep, "/")
+                rel = base + name
                 if rel.startswith(prefix):
                     out.append(rel)
         return sorted(out)
