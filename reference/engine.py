@@ -202,17 +202,19 @@ class Incarnation:
         pipelining = cfg.pipelining
         stateful = bool(self.store_ids)
         n = self.nid
+        # pipelining: at most pipeline_depth batches are planned and not yet committed
+        lag = cfg.pipeline_depth if pipelining else 2
         for b in sorted(self.plans):
             prev, prev2 = b - 1, b - 2
             plan_deps = [n("plan", prev)]
             if pipelining:
-                plan_deps += [n("offset_log_write", prev), n("source_commit", prev2)]
+                plan_deps += [n("offset_log_write", prev), n("source_commit", b - lag)]
             elif async_state or async_progress:
                 plan_deps += [n("sink_commit", prev), n("commit_log_write", prev2)]
             else:
                 plan_deps += [n("source_commit", prev)]
             if async_progress:
-                plan_deps += [n("offset_log_write", prev2), n("commit_log_write", prev2)]
+                plan_deps += [n("offset_log_write", b - lag), n("commit_log_write", b - lag)]
             if cfg.log_purge_mode == "async":
                 plan_deps.append(n("purge", prev2))
             plan = self._add("plan", b, plan_deps, lambda b=b: self.step_plan(b))

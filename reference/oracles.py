@@ -189,7 +189,9 @@ def replay_bound(ctx: Context) -> Verdict:
                                actual=rerun)
         return Verdict("replay_bound", PASS, "async progress: re-runs are the batches since the last "
                                              "persisted offset entry")
-    bound = 1 + (e.state_checkpoint == "async") + (1 if e.pipelining else 0)
+    # batches planned but not committed: one, or pipeline_depth under pipelining; async state
+    # checkpointing adds the batch whose state was not yet durable
+    bound = (e.pipeline_depth if e.pipelining else 1) + (e.state_checkpoint == "async")
     for r in ctx.outcome.get("recoveries", []):
         logged_reruns = [b for b in r.get("rerun_batches", [])]
         if len(logged_reruns) > bound:

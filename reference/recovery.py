@@ -3,7 +3,7 @@
 Sync progress: let L be the latest offset entry and C the latest commit entry.
 If C = L the query runs L + 1 next. Otherwise every batch C+1..L is re-run
 with exactly the offsets its entry logged (one batch normally, two under async
-state checkpointing or pipelining).
+state checkpointing, up to ``pipeline_depth`` under pipelining).
 
 Async progress (``AsyncProgressTrackingMicroBatchExecution``): the logs have
 gaps. If ``commits/L`` exists the query runs L + 1; otherwise it re-runs batch

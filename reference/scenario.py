@@ -261,6 +261,10 @@ class EngineConfig:
     state_checkpoint: str = "sync"
     pipelining: bool = False
     trigger_interval_ms: int = 0
+    # How many batches may be planned and not yet committed under pipelining: batch b is planned only
+    # once batch b - pipeline_depth has committed. An extension of SPEC section 2, which leaves the
+    # depth open; 2 (the default) is the protocol the SPEC's examples assume.
+    pipeline_depth: int = 2
 
     @staticmethod
     def parse(o: _Obj) -> "EngineConfig":
@@ -271,9 +275,11 @@ class EngineConfig:
             store.choice("provider", PROVIDERS, "changelog"), store.int("min_deltas_for_snapshot", 10, minimum=1),
             store.int("maintenance_interval_ms", 60000, minimum=1),
             o.choice("state_checkpoint", ("sync", "async"), "sync"), o.bool("pipelining", False),
-            o.int("trigger_interval_ms", 0))
+            o.int("trigger_interval_ms", 0), o.int("pipeline_depth", 2, minimum=2))
         for part in (progress, purge, store, o):
             part.done()
+        if cfg.pipeline_depth != 2 and not cfg.pipelining:
+            raise ScenarioError(o.at("pipeline_depth"), "a pipeline depth needs \"pipelining\": true")
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
@@ -282,7 +288,8 @@ class EngineConfig:
                 "state_store": {"provider": self.provider, "min_deltas_for_snapshot": self.min_deltas_for_snapshot,
                                 "maintenance_interval_ms": self.maintenance_interval_ms},
                 "state_checkpoint": self.state_checkpoint, "pipelining": self.pipelining,
-                "trigger_interval_ms": self.trigger_interval_ms}
+                "trigger_interval_ms": self.trigger_interval_ms,
+                **({"pipeline_depth": self.pipeline_depth} if self.pipeline_depth != 2 else {})}
 
 
 # ----------------------------------------------------------------- faults

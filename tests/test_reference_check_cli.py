@@ -80,6 +80,8 @@ def test_dropped_sink_rows_are_convicted(run):
     (("query", "operator", "kind"), "reduce", "query.operator.kind"),
     (("source", "batches"), -1, "source.batches"),
     (("engine", "pipelinning"), True, "engine.pipelinning"),
+    (("engine", "pipeline_depth"), 1, "engine.pipeline_depth"),
+    (("engine", "pipeline_depth"), 4, "engine.pipeline_depth"),   # without "pipelining": true
     (("faults",), [{"at": {"step": "nap", "batch": 1}, "kind": "driver_crash"}], "faults[0].at.step"),
     (("faults",), [{"at": {"step": "plan"}, "kind": "driver_crash"}], "faults[0].at.batch"),
     (("faults",), [{"at": {"step": "plan", "batch": 0}, "kind": "task_failure"}], "faults[0].at.step"),

@@ -50,6 +50,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     d["engine"]["state_store"]["min_deltas_for_snapshot"] = draw(st.integers(1, 3))
     if mode == "async_state":
         d["engine"]["state_store"]["provider"] = "changelog"
+    if mode == "pipelining":
+        d["engine"]["pipeline_depth"] = draw(st.sampled_from((2, 3, 4)))
     return Scenario.from_dict(d)
 
 

@@ -80,6 +80,8 @@ def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False
         },
         "faults": draw(st.lists(fault_strategy(batches), max_size=2)) if faults else [],
     }
+    if raw["engine"]["pipelining"]:
+        raw["engine"]["pipeline_depth"] = draw(st.sampled_from((2, 3, 5)))
     if operator["kind"] == "join":
         raw["sources"] = {"left": src, "right": dict(src)}
     else:
