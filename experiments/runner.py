@@ -490,7 +490,7 @@ def _execute_spark(raws: list[dict[str, Any]], master: str, workers: int | None,
                    progress: Progress) -> list[dict[str, Any]]:
     """Each point is one Spark task; one job per point so the progress bar moves as points finish."""
     try:
-        from spark_impl.session import SparkUnavailable, session
+        from spark_impl.session import SparkUnavailable, session, task_slots
     except ImportError as exc:
         raise BackendUnavailable(f"running points on Spark needs spark_impl: {exc} "
                                  "(use --no-spark to run them in local processes)") from None
@@ -504,7 +504,7 @@ def _execute_spark(raws: list[dict[str, Any]], master: str, workers: int | None,
                                  "use --no-spark to run them in local processes") from None
     if not master.startswith("local"):
         sc.addPyFile(str(_package_zip()))   # the workers of a real cluster need this project's code
-    slots = max(1, workers or sc.defaultParallelism)
+    slots = max(1, workers or task_slots(session(master)))
     results: list[dict[str, Any] | None] = [None] * len(raws)
 
     def one(i: int) -> tuple[int, dict[str, Any]]:

@@ -157,6 +157,7 @@ def run_suite(scenario_paths: list[str], workers: int = 2) -> dict[str, Any]:
                     "failed_oracles": [v.describe() for v in bad],
                     "difference": first_difference(reference, outcome, scenario.sink_mode),
                     "wall_s": round(time.time() - started, 2), "tasks": outcome["spark"]["tasks"],
+                    "cache_hits": outcome["spark"]["cache_hits"], "executors": outcome["spark"].get("executors"),
                     "recoveries": outcome["recoveries"]})
             report["executors_after"] = cluster.executor_pids()
         finally:

@@ -87,3 +87,12 @@ def stop() -> None:
         if _session is not None:
             _session.stop()
         _session, _master = None, None
+
+
+def task_slots(spark: Any) -> int:
+    """How many tasks the cluster runs at once right now (cores of the registered executors).
+
+    ``defaultParallelism`` is not it: the session pins it to 2 for small shuffles.
+    """
+    jsc = spark.sparkContext._jsc.sc()
+    return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))

@@ -136,8 +136,9 @@ def test_group_matrix_covers_every_mode_and_engine_fault_kind():
 
 def test_group_scheduling_needs_a_slot_per_partition(spark, tmp_path):
     from spark_impl.engine import run_spark
+    from spark_impl.session import task_slots
     d = scenario_dict("aggregate", "sync", batches=3)
-    d["query"]["state_partitions"] = spark.sparkContext.defaultParallelism + 1
+    d["query"]["state_partitions"] = task_slots(spark) + 1
     with pytest.raises(ValueError, match=r"state partitions.*slots"):
         run_spark(Scenario.from_dict(d), spark=spark, workdir=tmp_path, pace=False, group=2)
 

@@ -115,7 +115,8 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
     if spark is None:
         from spark_impl.session import session
         spark = session(master)
-    slots = spark.sparkContext.defaultParallelism
+    from spark_impl.session import task_slots
+    slots = task_slots(spark)
     if group > 1 and slots < scenario.state_partitions:
         raise ValueError(f"group scheduling needs a task slot per state partition: the scenario has "
                          f"{scenario.state_partitions} state partitions, {spark.sparkContext.master} "
@@ -159,4 +160,8 @@ def spark_outcome(result: RunResult, engine: EngineContext, wall_s: float) -> di
         "pipelining": data.engine.pipelining, "group": engine.group, "jobs": engine.jobs,
         "checkpoint": engine.root,
     }
+    if engine.placement is not None:
+        engine.placement.learn()
+        # partition -> the executors its tasks ran on, one entry per move (a lost executor moves it)
+        outcome["spark"]["executors"] = {str(p): list(ex) for p, ex in sorted(engine.placement.executors.items())}
     return outcome

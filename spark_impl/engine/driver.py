@@ -56,6 +56,7 @@ from reference.runner import Executor as FaultApplier
 from reference.runner import FaultBook
 from reference.steps import TASK_STEPS
 
+from .locality import Placement
 from .task import TaskFault, TaskSpec, group_entry, task_entry
 
 STATE_WATCH_TIMEOUT_S = 60.0
@@ -81,6 +82,12 @@ class EngineContext:
     straggler: tuple[float, float, int] | None = None  # synthetic slow tasks: (probability, extra ms, seed)
     group: int = 1                       # batches per Spark job (group scheduling when > 1)
     jobs: int = 0                        # Spark jobs submitted (every incarnation)
+    placement: Placement | None = None   # where each partition ran last (preferred locations); made on first use
+
+    def input_rdd(self, parts: int) -> Any:
+        if self.placement is None:
+            self.placement = Placement(self.spark)
+        return self.placement.rdd(parts)
 
 
 class SparkIncarnation(Incarnation):
@@ -251,9 +258,11 @@ class SparkIncarnation(Incarnation):
         self.job_state[label] = "submitted"
         self.engine.jobs += 1
         try:
-            return sc.parallelize(range(self.parts), self.parts).mapPartitionsWithIndex(fn).collect()
+            return self.engine.input_rdd(self.parts).mapPartitionsWithIndex(fn).collect()
         finally:
             self.job_state[label] = "ended"
+            if self.engine.placement is not None:
+                self.engine.placement.ran(f"{self.epoch}:{label}")
 
     def _wait_for_job(self, label: str) -> None:
         """Submit jobs in batch order, so the scheduler (FIFO within the pool) runs every task of batch

@@ -552,9 +552,18 @@ def _run_attempt(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
 
 def task_entry(spec: TaskSpec):
     """The function Spark runs per partition (``mapPartitionsWithIndex``)."""
-    def run(p: int, _rows: Any) -> Any:
+    def run(p: int, rows: Any) -> Any:
+        _drain(rows)
         yield _run_attempt(spec, p, _attempt())
     return run
+
+
+def _drain(rows: Any) -> None:
+    """Read the partition's input (its own number) to the end. A Python worker whose input is left
+    unread is not reused: it exits after the task, with the stores it holds open and any async state
+    commit still running on its background thread."""
+    for _ in rows:
+        pass
 
 
 def group_entry(base: TaskSpec, batches: tuple[int, ...]):
@@ -565,7 +574,8 @@ def group_entry(base: TaskSpec, batches: tuple[int, ...]):
     ``result/<b>/<p>`` (only there: the job's ``collect`` returns nothing). A
     retried attempt skips batches already reported.
     """
-    def run(p: int, _rows: Any) -> Any:
+    def run(p: int, rows: Any) -> Any:
+        _drain(rows)
         attempt = _attempt()
         coord = Path(base.coord, base.epoch)
         for b in batches:

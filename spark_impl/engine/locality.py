@@ -1,0 +1,108 @@
+"""Preferred locations: a partition's next task asks for the executor its last task ran on.
+
+Executors keep each partition's state stores open between batches (``task.py``),
+so a task that lands where its partition ran last finds version b-1 in memory;
+anywhere else it reloads from the checkpoint directory. Spark's own stateful
+operators get this from ``StateStoreRDD.getPreferredLocations``, which asks the
+driver's state store coordinator where each store's provider is loaded.
+
+PySpark's ``parallelize`` cannot carry locations, so a job's input RDD is built
+on the JVM with ``SparkContext.makeRDD(Seq[(T, Seq[String])])``: one element
+(the pickled partition number) per partition, each with its location. The
+location names an executor (``executor_<host>_<id>``, Spark's
+``ExecutorCacheTaskLocation``), so the task is process-local only there.
+
+Where tasks ran is read back from the driver's status store (the data behind
+Spark's UI) after their job has ended. The store is filled by the listener bus,
+asynchronously, so a job's placement is learnt at a later submission; until
+then the partition keeps its earlier location. A lost executor's location is
+one Spark no longer honours (the executor is not alive), so the task runs
+elsewhere and its stores reload from the checkpoint directory there.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from typing import Any
+
+LEARN_BACKLOG = 64   # job groups whose placement is still to be read (older ones are dropped)
+
+
+class Placement:
+    """Where each partition's task last succeeded, and input RDDs that ask Spark to run it there again."""
+
+    def __init__(self, spark: Any):
+        self.sc = spark.sparkContext
+        self.last: dict[int, str] = {}      # partition -> executor location string
+        self.executors: dict[int, list[str]] = {}   # partition -> executor ids it ran on, a new entry per move
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- jobs
+    def rdd(self, parts: int) -> Any:
+        """An RDD of ``parts`` partitions (element: the partition number), each preferring its last executor."""
+        from pyspark.rdd import RDD
+        from pyspark.serializers import CPickleSerializer
+        self.learn()
+        jvm = self.sc._jvm
+        with self._lock:
+            where = [self.last.get(p) for p in range(parts)]
+        elements = [jvm.scala.Tuple2(bytearray(pickle.dumps(p)), self._seq([where[p]] if where[p] else []))
+                    for p in range(parts)]
+        scala_rdd = self.sc._jsc.sc().makeRDD(self._seq(elements), jvm.scala.reflect.ClassTag.AnyRef())
+        return RDD(scala_rdd.toJavaRDD(), self.sc, CPickleSerializer())
+
+    def ran(self, job_group: str) -> None:
+        """The job group's jobs have ended: read where their tasks ran at the next chance."""
+        with self._lock:
+            self._pending.append(job_group)
+            del self._pending[:-LEARN_BACKLOG]
+
+    def learn(self) -> None:
+        """Record the executor of every successful task of the ended job groups the status store has."""
+        with self._lock:
+            pending = list(self._pending)
+        done = [group for group in pending if self._read(group)]
+        with self._lock:
+            self._pending = [g for g in self._pending if g not in done]
+
+    def _read(self, job_group: str) -> bool:
+        tracker = self.sc.statusTracker()
+        jobs = tracker.getJobIdsForGroup(job_group)
+        if not jobs:
+            return False
+        store = self.sc._jsc.sc().statusStore()
+        found: dict[int, tuple[int, str, str]] = {}   # partition -> (launch order, location, executor id)
+        for job_id in sorted(jobs):
+            info = tracker.getJobInfo(job_id)
+            if info is None or info.status == "RUNNING":
+                return False
+            for stage_id in info.stageIds:
+                stage = tracker.getStageInfo(stage_id)
+                attempt = stage.currentAttemptId if stage is not None else 0
+                tasks = store.taskList(stage_id, attempt, 1 << 20).iterator()
+                while tasks.hasNext():
+                    task = tasks.next()
+                    if task.status() != "SUCCESS":
+                        continue
+                    order = (job_id << 32) + int(task.taskId())
+                    index = int(task.index())
+                    if index not in found or found[index][0] < order:
+                        found[index] = (order, f"executor_{task.host()}_{task.executorId()}", task.executorId())
+        if not found:
+            return False
+        with self._lock:
+            for index, (_order, location, executor) in found.items():
+                self.last[index] = location
+                seen = self.executors.setdefault(index, [])
+                if not seen or seen[-1] != executor:
+                    seen.append(executor)
+        return True
+
+    def _seq(self, items: list[Any]) -> Any:
+        jvm = self.sc._jvm
+        values = jvm.java.util.ArrayList()
+        for item in items:
+            values.add(item)
+        return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
