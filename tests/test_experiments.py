@@ -166,6 +166,9 @@ def test_pipelining_trends(quick: Any) -> None:
         assert entry["pipelined"]["rows_per_s"]["median"] >= entry["sequential"]["rows_per_s"]["median"], key
     # the more the stragglers, the more pipelining gains
     assert rows["map/heavy"]["speedup"] >= rows["map/none"]["speedup"]
+    # and the more it gains from letting partitions drift further apart (a deeper pipeline)
+    assert rows["map/heavy"]["speedup_deep"] > rows["map/heavy"]["speedup"]
+    assert rows["map/heavy"]["deep"]["rows_per_s"]["median"] >= rows["map/heavy"]["sequential"]["rows_per_s"]["median"]
 
 
 def test_async_state_checkpoint_trends(quick: Any) -> None:
