@@ -127,6 +127,22 @@ def test_group_scheduled_engine_passes_oracles_and_agrees(spark, tmp_path, op, m
         assert outcome["spark"]["jobs"] == 2, "six batches in groups of three are two Spark jobs"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("op,group,fault", [("aggregate", 1, "driver_crash@offsets"),
+                                            ("stateful_function", 3, "task_failure@state_commit"),
+                                            ("join", 3, "driver_crash@task_apply")], ids=str)
+def test_a_deeper_pipeline_passes_oracles_and_agrees(spark, tmp_path, op, group, fault):
+    """pipeline_depth 4: up to four batches in flight, with a job per batch and with group scheduling."""
+    from spark_impl.engine import run_spark
+    d = scenario_dict(op, "pipelining", faults=json.loads(json.dumps(dict(FAULTS)[fault])), batches=6,
+                      pipeline_depth=4)
+    d["name"] = f"{op}-depth4-{fault}"
+    scenario = Scenario.from_dict(d)
+    outcome, storage = run_spark(scenario, spark=spark, workdir=tmp_path, pace=False, group=group)
+    _judge(scenario, outcome, storage)
+    _agree(scenario, outcome)
+
+
 def test_group_matrix_covers_every_mode_and_engine_fault_kind():
     cases = _group_matrix()
     assert {m for _o, m, _f in cases} == set(MODES)
