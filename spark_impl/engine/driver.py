@@ -82,11 +82,14 @@ class EngineContext:
     straggler: tuple[float, float, int] | None = None  # synthetic slow tasks: (probability, extra ms, seed)
     group: int = 1                       # batches per Spark job (group scheduling when > 1)
     jobs: int = 0                        # Spark jobs submitted (every incarnation)
-    placement: Placement | None = None   # where each partition ran last (preferred locations); made on first use
+    placement: Placement | None = None   # where each partition ran last (preferred locations)
 
-    def input_rdd(self, parts: int) -> Any:
+    def __post_init__(self) -> None:
         if self.placement is None:
             self.placement = Placement(self.spark)
+
+    def input_rdd(self, parts: int) -> Any:
+        assert self.placement is not None
         return self.placement.rdd(parts)
 
 
