@@ -259,3 +259,20 @@ def test_driver_crash_kills_the_driver_process_and_a_new_one_recovers(tmp_path):
     assert check.returncode == 0, check.stdout
     outcome = json.loads(out.read_text())
     assert outcome["recoveries"] and outcome["recoveries"][0]["rerun_batches"] == [3]
+
+
+def test_a_damaged_snapshot_stops_the_query_naming_it_instead_of_restarting(spark, tmp_path):
+    """A task that finds a corrupt state file (and no older snapshot plus changelogs to fall back on:
+    async purge kept too little) stops the query with that error, as the reference does; retrying or
+    restarting cannot make the file readable."""
+    from spark_impl.engine import run_spark
+    target = "state/0/0/2_r0b1p0a0.snapshot"
+    d = scenario_dict("aggregate", "async_purge", batches=4, retain=2, faults=[
+        {"at": {"batch": 3, "step": "plan", "when": "before"}, "kind": "corrupt_file", "path": target},
+        {"at": {"batch": 3, "step": "plan", "when": "after"}, "kind": "driver_crash"}])
+    scenario = Scenario.from_dict(d)
+    outcome, _ = run_spark(scenario, spark=spark, workdir=tmp_path, pace=False)
+    reference = build_outcome(run_scenario(scenario))
+    assert reference["error"] and target in reference["error"]
+    assert outcome["error"] and target in outcome["error"], outcome["error"]
+    assert len(outcome["recoveries"]) == len(reference["recoveries"])

@@ -55,6 +55,7 @@ from reference.query import PartitionResult
 from reference.runner import Executor as FaultApplier
 from reference.runner import FaultBook
 from reference.steps import TASK_STEPS
+from reference.storage import CheckpointFormatError
 
 from .locality import Placement
 from .task import TaskFault, TaskSpec, group_entry, task_entry
@@ -495,8 +496,13 @@ class GraphRunner:
         with self.cond:
             if self.failure is None:
                 crash = Path(self.inc.engine.coord, self.inc.epoch, "crash")
-                self.failure = DriverCrash(crash.read_text()) if crash.exists() else \
-                    QueryFailure(f"job of {what} failed: {_first_line(exc)}")
+                fatal = Path(self.inc.engine.coord, self.inc.epoch, "fatal")
+                if crash.exists():
+                    self.failure = DriverCrash(crash.read_text())
+                elif fatal.exists():   # a task found a damaged checkpoint file
+                    self.failure = CheckpointFormatError(fatal.read_text())
+                else:
+                    self.failure = QueryFailure(f"job of {what} failed: {_first_line(exc)}")
             self.cond.notify_all()
 
     def _groups_thread(self) -> None:

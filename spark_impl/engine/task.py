@@ -55,7 +55,7 @@ from reference.engine import EXECUTORS
 from reference.query import route, rows_of, run_partition, sink_rows
 from reference.scenario import Scenario
 from reference.sources import SourceData
-from reference.storage import LocalStorage
+from reference.storage import CheckpointFormatError, LocalStorage
 
 WAIT_TIMEOUT_S = 20.0
 YIELD_GRACE_S = 1.0         # how long a retry may take to start before a waiting task yields its slot
@@ -547,6 +547,12 @@ def _run_attempt(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
         return run_task(spec, p, attempt)
     except BaseException as exc:
         _mark_failed(spec, p, f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, CheckpointFormatError):
+            # a damaged checkpoint file: no retry or restart can read it, so the driver stops the
+            # query with this error (as the reference does) instead of restarting until it gives up
+            fatal = Path(spec.coord, spec.epoch, "fatal")
+            if not fatal.exists():
+                _atomic_write(fatal, str(exc))
         raise
 
 
