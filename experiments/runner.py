@@ -498,13 +498,14 @@ def _execute_spark(raws: list[dict[str, Any]], master: str, workers: int | None,
         print(f"starting Spark on {master} to run the points (--no-spark runs them in local processes)",
               file=sys.stderr)
     try:
-        sc = session(master).sparkContext
+        spark = session(master)
+        sc = spark.sparkContext
     except SparkUnavailable as exc:
         raise BackendUnavailable(f"cannot run points on Spark ({master}): {exc}; "
                                  "use --no-spark to run them in local processes") from None
     if not master.startswith("local"):
         sc.addPyFile(str(_package_zip()))   # the workers of a real cluster need this project's code
-    slots = max(1, workers or task_slots(session(master)))
+    slots = max(1, workers or task_slots(spark))
     results: list[dict[str, Any] | None] = [None] * len(raws)
 
     def one(i: int) -> tuple[int, dict[str, Any]]:

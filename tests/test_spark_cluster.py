@@ -50,9 +50,10 @@ def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
     assert len(set(report["executors_before"]) - set(report["executors_after"])) >= 1
     # preferred locations: without faults each partition stays on one executor and finds its stores
     # open there; the first task of each partition loads from the checkpoint, later ones may not
-    plain = report["cases"][0]
+    cases = {case["scenario"]: case for case in report["cases"]}
+    plain = cases["cluster-aggregate-sync-none"]
     assert all(len(moves) == 1 for moves in plain["executors"].values()), plain["executors"]
     assert plain["cache_hits"] >= plain["tasks"] - 2 * len(plain["executors"]), plain
     # after the executor loss, partition 1 ran somewhere else and reloaded its stores there
-    lost = report["cases"][3]
+    lost = cases["cluster-dedup_within_watermark-sync-executor_loss"]
     assert len(lost["executors"]["1"]) >= 2, lost["executors"]

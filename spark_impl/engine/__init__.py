@@ -160,8 +160,7 @@ def spark_outcome(result: RunResult, engine: EngineContext, wall_s: float) -> di
         "pipelining": data.engine.pipelining, "group": engine.group, "jobs": engine.jobs,
         "checkpoint": engine.root,
     }
-    if engine.placement is not None:
-        engine.placement.learn()
-        # partition -> the executors its tasks ran on, one entry per move (a lost executor moves it)
-        outcome["spark"]["executors"] = {str(p): list(ex) for p, ex in sorted(engine.placement.executors.items())}
+    engine.placement.learn()
+    # partition -> the executors its tasks ran on, one entry per move (a lost executor moves it)
+    outcome["spark"]["executors"] = {str(p): list(ex) for p, ex in sorted(engine.placement.executors.items())}
     return outcome

@@ -83,15 +83,10 @@ class EngineContext:
     straggler: tuple[float, float, int] | None = None  # synthetic slow tasks: (probability, extra ms, seed)
     group: int = 1                       # batches per Spark job (group scheduling when > 1)
     jobs: int = 0                        # Spark jobs submitted (every incarnation)
-    placement: Placement | None = None   # where each partition ran last (preferred locations)
+    placement: Placement = field(init=False)   # where each partition ran last (preferred locations)
 
     def __post_init__(self) -> None:
-        if self.placement is None:
-            self.placement = Placement(self.spark)
-
-    def input_rdd(self, parts: int) -> Any:
-        assert self.placement is not None
-        return self.placement.rdd(parts)
+        self.placement = Placement(self.spark)
 
 
 class SparkIncarnation(Incarnation):
@@ -262,11 +257,10 @@ class SparkIncarnation(Incarnation):
         self.job_state[label] = "submitted"
         self.engine.jobs += 1
         try:
-            return self.engine.input_rdd(self.parts).mapPartitionsWithIndex(fn).collect()
+            return self.engine.placement.rdd(self.parts).mapPartitionsWithIndex(fn).collect()
         finally:
             self.job_state[label] = "ended"
-            if self.engine.placement is not None:
-                self.engine.placement.ran(f"{self.epoch}:{label}")
+            self.engine.placement.ran(f"{self.epoch}:{label}")
 
     def _wait_for_job(self, label: str) -> None:
         """Submit jobs in batch order, so the scheduler (FIFO within the pool) runs every task of batch
