@@ -186,7 +186,8 @@ def build_outcome(result: Any, backend: str = "reference") -> dict[str, Any]:
     """Outcome of a reference run (``runner.RunResult``)."""
     sc, storage, obs = result.scenario, result.storage, result.observer
     store_ids = pipeline_store_ids(sc.operator.flatten())
-    state, state_errors = retained_states(storage, store_ids, sc.state_partitions)
+    state, state_errors = retained_states(storage, store_ids, sc.state_partitions,
+                                          sc.engine.min_batches_to_retain)
     batches = [{"id": b, "start_offsets": rec["start_offsets"], "end_offsets": rec["end_offsets"],
                 "watermark_ms": rec.get("watermark_ms"), "attempts": rec["attempts"]}
                for b, rec in sorted(obs.batches.items()) if "end_offsets" in rec]

@@ -5,6 +5,11 @@ the newest committed version. Walking parent uids down from there gives the
 committed chain; every version on it from the lowest usable base (a snapshot,
 or version 1 when every changelog back to the start is there) is retained and
 loadable. Files of other attempts are never on the chain.
+
+A version the retention policy keeps (one of the last ``min_batches_to_retain``
+committed) that is missing from that range is reported as a load error
+naming its store and version, so a deleted file is never a silently shorter
+state.
 """
 
 from __future__ import annotations
@@ -36,15 +41,25 @@ def committed_chain(storage: Storage, sid: str, partition: int, version: int, ui
         delta = files.get((v, u, "changelog")) or files.get((v, u, "delta"))
         if snap is None and delta is None:
             break
-        chain.append(ChainLink(v, u, snap, delta))
-        try:
-            u = read_state_file(storage, delta or snap)[0].parent_uid  # type: ignore[arg-type]
-        except CheckpointFormatError:
-            if delta is None or snap is None:
-                break
-            u = read_state_file(storage, snap)[0].parent_uid
-        v -= 1
+        link = ChainLink(v, u, snap, delta)
+        chain.append(link)
+        parent = parent_uid(storage, link)
+        if parent is None:
+            break
+        v, u = v - 1, parent
     return chain
+
+
+def parent_uid(storage: Storage, link: ChainLink) -> str | None:
+    """The lineage uid of the version below ``link``, from whichever of its files reads (None if neither)."""
+    for path in (link.delta, link.snapshot):
+        if path is None:
+            continue
+        try:
+            return read_state_file(storage, path)[0].parent_uid
+        except CheckpointFormatError:
+            continue
+    return None
 
 
 def retained_range(chain: list[ChainLink]) -> list[int]:
@@ -71,9 +86,35 @@ def latest_lineage(storage: Storage) -> tuple[int, dict[str, dict[str, str]]] | 
     return entry.batch + 1, entry.state_lineage
 
 
-def retained_states(storage: Storage, store_ids: list[str], partitions: int,
+def unretained(storage: Storage, sid: str, partition: int, chain: list[ChainLink], loadable: list[int],
+               latest: int, retain: int) -> list[str]:
+    """Errors for the versions among the last ``retain`` committed that ``loadable`` lacks, each naming its store
+    and version, and the missing file where the lineage names it."""
+    errors = []
+    uids = {link.version: link.uid for link in chain}
+    if chain and chain[-1].version > 1:
+        below = parent_uid(storage, chain[-1])
+        if below is not None:
+            uids[chain[-1].version - 1] = below
+    folder = layout.store_dir(sid, partition)
+    for v in range(max(1, latest - retain + 1), latest + 1):
+        if v in loadable:
+            continue
+        if v not in {link.version for link in chain}:
+            uid = uids.get(v)
+            names = f"{v}_{uid}.snapshot, .changelog or .delta" if uid else "a snapshot or changelog"
+            errors.append(f"{folder}: version {v} is one of the last {retain} committed versions, but its file is "
+                          f"missing (expected {names})")
+        else:
+            errors.append(f"{folder}: version {v} is one of the last {retain} committed versions, but no snapshot "
+                          f"at or below it is left to load it from")
+    return errors
+
+
+def retained_states(storage: Storage, store_ids: list[str], partitions: int, retain: int | None = None,
                     ) -> tuple[dict[str, dict[str, dict[str, list[list[Any]]]]], list[str]]:
-    """store -> partition -> version -> sorted pairs, and the load errors met."""
+    """store -> partition -> version -> sorted pairs, and the load errors met. With ``retain``
+    (``min_batches_to_retain``), a retained version that has no loadable file is an error too."""
     from .state_store import load_version
     out: dict[str, dict[str, dict[str, list[list[Any]]]]] = {}
     errors: list[str] = []
@@ -92,7 +133,10 @@ def retained_states(storage: Storage, store_ids: list[str], partitions: int,
                 continue
             chain = committed_chain(storage, sid, p, version, uid)
             uids = {link.version: link.uid for link in chain}
-            for v in retained_range(chain):
+            loadable = retained_range(chain)
+            if retain is not None:
+                errors.extend(unretained(storage, sid, p, chain, loadable, version, retain))
+            for v in loadable:
                 try:
                     data = load_version(storage, sid, p, v, uids[v])
                 except CheckpointFormatError as exc:

@@ -215,6 +215,46 @@ def test_fault_matrix_is_green_on_the_reference_and_the_sim(quick: Any) -> None:
         assert cells[f"sim|aggregate|async_state|{kind}"]["status"] in ("pass", "loud")
 
 
+def matrix_cell(operator: str, mode: str, kind: str) -> Any:
+    from experiments.defs.fault_matrix import cell_scenario
+    from experiments.runner import Point
+    return Point("fault-matrix", "cell", "reference", {"operator": operator, "mode": mode, "fault": kind}, 0,
+                 "reference", cell_scenario(operator, mode, kind, 0), None, "data")
+
+
+def test_a_deleted_retained_version_no_run_reads_is_named_and_counted_loud() -> None:
+    """The fault deletes the only file of version 2 (full snapshots); the restart loads version 3, so the run
+    finishes with the right state. Reading the retained versions must name the file, and retention must fail."""
+    from reference.oracles import check_outcome, failures
+    from reference.scenario import Scenario
+    point = matrix_cell("aggregate", "snapshot_provider", "delete_file")
+    target = point.scenario["faults"][0]["path"]
+    outcome, storage = runner.run_on_backend("reference", point.scenario, None, "data")
+    assert outcome["error"] is None and not storage.exists(target)
+    assert any("state/0/0: version 2 " in e and target.rsplit("/", 1)[1].split(".")[0] in e
+               for e in outcome["state_errors"]), outcome["state_errors"]
+    bad = failures(check_outcome(Scenario.from_dict(point.scenario), outcome, storage))
+    assert [v.check for v in bad] == ["retention"]
+    cell = get_experiment("fault-matrix").measure(point)
+    assert cell["status"] == "loud" and "version 2" in cell["detail"], cell
+
+
+def test_a_retention_failure_that_names_another_file_stays_a_failing_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    from experiments.defs import fault_matrix
+    point = matrix_cell("aggregate", "snapshot_provider", "delete_file")
+    real = runner.run_on_backend
+
+    def lose_another_version(*args: Any) -> Any:
+        outcome, storage = real(*args)
+        outcome["state"]["0"]["1"].pop("3")       # a version the fault did not touch
+        outcome["state_errors"] = ["state/0/1: version 3 is one of the last 3 committed versions, but its file "
+                                   "is missing"]
+        return outcome, storage
+    monkeypatch.setattr(fault_matrix, "run_on_backend", lose_another_version)
+    cell = get_experiment("fault-matrix").measure(point)
+    assert cell["status"] == "fail" and cell["failed"] == ["retention"], cell
+
+
 # ----------------------------------------------------------- reproduction and executors
 
 

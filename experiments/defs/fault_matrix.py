@@ -8,8 +8,11 @@ checkpoint. A cell is
 - ``pass``: the run finished and every oracle holds;
 - ``loud``: a damaged checkpoint file stopped the query with an error that
   names the file, by path or by store and version (what SPEC section 3 asks
-  of an unreadable file); only a ``corrupt_file`` or ``delete_file`` cell may
-  end this way, and an error that names another file is a ``fail``;
+  of an unreadable file); or no run needed that file, so the query finished
+  with the right state, and the only oracle that fails is ``retention``
+  because reading the retained versions reports that very file as
+  unloadable. Only a ``corrupt_file`` or ``delete_file`` cell may end this
+  way, and an error that names another file is a ``fail``;
 - ``fail``: an oracle failed, or the run stopped with an error it should
   have survived;
 - ``unsupported``: Spark forbids the mode for the operator (asynchronous
@@ -186,8 +189,8 @@ class FaultMatrix(Experiment):
         outcome, storage = run_on_backend(point.backend, point.scenario, point.profile, point.sim_mode)
         error = outcome.get("error")
         kind = point.params["fault"]
+        target = next((f.get("path") for f in point.scenario["faults"] if f.get("path")), None)
         if error:
-            target = next((f.get("path") for f in point.scenario["faults"] if f.get("path")), None)
             if kind in DAMAGE and target and names_file(error, target):
                 return {"status": "loud", "detail": error[:300]}
             return {"status": "fail", "detail": f"the run stopped: {error}"[:300]}
@@ -195,6 +198,11 @@ class FaultMatrix(Experiment):
         bad = failures(verdicts)
         held = [v.check for v in verdicts if v.status == "pass"]
         na = [v.check for v in verdicts if v.status == "n/a"]
+        reported = [e for e in outcome.get("state_errors", []) if target and names_file(e, target)]
+        if kind in DAMAGE and reported and [v.check for v in bad] == ["retention"]:
+            # the damage outlived the run, which never read the file again; reading it names the file
+            return {"status": "loud", "detail": f"finished; the damaged retained version reports: {reported[0]}"[:300],
+                    "held": held}
         if bad:
             return {"status": "fail", "detail": "; ".join(v.describe().splitlines()[0] for v in bad)[:300],
                     "failed": [v.check for v in bad], "held": held}
