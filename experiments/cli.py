@@ -43,8 +43,10 @@ def _print_verdicts(verdicts: list[Verdict]) -> None:
 
 
 def run_backend(name: str, scenario: Scenario, profile: str | None = None, *, master: str | None = None,
-                workdir: str | None = None, crash: str = "in-process", group: int = 1) -> tuple[dict[str, Any], Any]:
-    """Run one backend; returns (outcome, checkpoint storage or None)."""
+                workdir: str | None = None, crash: str = "in-process", group: int = 1,
+                straggler: tuple[float, float, int] | None = None) -> tuple[dict[str, Any], Any]:
+    """Run one backend; returns (outcome, checkpoint storage or None). ``group`` and ``straggler`` are the
+    Spark engine's (``spark_impl.engine.run_spark``)."""
     if name == "reference":
         result = run_scenario(scenario)
         return build_outcome(result), result.storage
@@ -63,7 +65,7 @@ def run_backend(name: str, scenario: Scenario, profile: str | None = None, *, ma
                 return run_spark_processes(scenario, where, master=master, group=group,
                                            progress=lambda s: print("  ... " + s, file=sys.stderr))
             from spark_impl.engine import run_spark
-            return run_spark(scenario, master=master, workdir=workdir, group=group)
+            return run_spark(scenario, master=master, workdir=workdir, group=group, straggler=straggler)
         except (SparkUnavailable, ValueError) as exc:
             raise SystemExit(f"backend spark: {exc}") from None
     if name == "spark-native":

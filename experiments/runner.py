@@ -278,15 +278,18 @@ def simulate_point(point: Point, scenario: dict[str, Any] | None = None, *, trac
 
 
 def run_on_backend(backend: str, scenario: dict[str, Any], profile: dict[str, Any] | None = None,
-                   sim_mode: str = "data") -> tuple[dict[str, Any], Any]:
+                   sim_mode: str = "data", **spark_options: Any) -> tuple[dict[str, Any], Any]:
     """Run a scenario on a backend; returns (outcome, checkpoint storage or None).
 
     The sim goes through ``sim.simulate`` (so the checkpoint and volume mode
     are available); the reference and the Spark backends through
-    ``experiments.cli.run_backend``. A backend that cannot run here raises
-    ``BackendUnavailable`` with the reason.
+    ``experiments.cli.run_backend``. ``spark_options`` (``group``,
+    ``straggler``) go to the Spark engine, and only there. A backend that
+    cannot run here raises ``BackendUnavailable`` with the reason.
     """
     from reference.scenario import Scenario
+    if spark_options and backend != "spark":
+        raise ExperimentError(f"{', '.join(sorted(spark_options))}: options of the spark backend, not {backend}")
     sc = Scenario.from_dict(scenario)
     if backend == "sim":
         from sim import simulate
@@ -296,14 +299,20 @@ def run_on_backend(backend: str, scenario: dict[str, Any], profile: dict[str, An
         require_backend(backend)
     from experiments.cli import run_backend
     try:
-        if backend in SPARK_BACKENDS and _BACKEND_MASTER:
-            return run_backend(backend, sc, None, master=_BACKEND_MASTER)
-        return run_backend(backend, sc, None)
+        return run_backend(backend, sc, None, master=_BACKEND_MASTER if backend in SPARK_BACKENDS else None,
+                           **spark_options)
     except SystemExit as exc:  # the CLI's way of saying a backend is missing
         raise BackendUnavailable(f"backend {backend} is not available: {exc}") from None
 
 
 _BACKEND_MASTER: str | None = None   # the master a Spark backend's run uses (set per point by run_point)
+
+
+def spark_backend_slots() -> tuple[str, int]:
+    """(master, task slots) of the session a point on a Spark backend runs on (starting it if need be)."""
+    from spark_impl.session import session, task_slots
+    spark = session(_BACKEND_MASTER)
+    return spark.sparkContext.master, task_slots(spark)
 
 
 def require_backend(backend: str) -> None:

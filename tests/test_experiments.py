@@ -299,6 +299,39 @@ def test_points_run_as_spark_tasks_give_the_inline_numbers(spark: Any, quick: An
 # ------------------------------------------------------------------- calibration
 
 
+@pytest.mark.spark
+def test_spark_pipelining_points_inject_their_stragglers(spark: Any) -> None:
+    """A backlog point on the Spark engine: every task the seeded draw makes a straggler takes its extra sleep,
+    and the record says where and how it ran."""
+    import random
+
+    from experiments.defs import pipelining as pl
+    points = [p for p in get_experiment("pipelining").points(RunContext(backend="spark", quick=True))
+              if p.task == "throughput" and p.config == "sequential" and p.params["stragglers"] == "heavy"]
+    point = points[0]
+    batches = 12
+    point.scenario["source"]["batches"] = batches
+    point.extra["master"] = None                       # the test session's master, not the experiment's
+    probability, extra_ms, seed = point.extra["straggler"]
+    slow = sum(random.Random(f"{seed}/{b}/{p}").random() < probability
+               for b in range(batches) for p in range(pl.SPARK_PARTITIONS))
+    assert slow >= 2, "the seed must draw stragglers for this test to mean anything"
+    record = runner.run_point(point.to_dict())
+    assert record["error"] is None, record["error"]
+    metrics = record["metrics"]
+    assert metrics["slots"] == runner.spark_backend_slots()[1] and metrics["master"] == spark.sparkContext.master
+    assert metrics["group"] == (pl.SPARK_GROUP if metrics["slots"] >= pl.SPARK_PARTITIONS else 1)
+    assert metrics["rows"] == batches * pl.SPARK_BATCH_ROWS
+    assert metrics["stragglers"]["tasks"] == slow, (metrics, slow)
+    assert metrics["stragglers"]["task_apply_ms"] >= slow * extra_ms, metrics
+
+
+def test_spark_engine_options_are_refused_on_other_backends() -> None:
+    point = matrix_cell("map", "sync", "driver_crash")
+    with pytest.raises(ExperimentError, match="group: options of the spark backend, not sim"):
+        runner.run_on_backend("sim", point.scenario, group=5)
+
+
 def test_calibration_measures_spark_or_says_it_cannot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli("experiment", "calibration", "--quick", "--no-figures", "--out", str(tmp_path))
     out = capsys.readouterr().out

@@ -159,6 +159,10 @@ def spark_outcome(result: RunResult, engine: EngineContext, wall_s: float) -> di
         "cache_hits": sum(t["cache_hits"] for t in tasks),
         "pipelining": data.engine.pipelining, "group": engine.group, "jobs": engine.jobs,
         "checkpoint": engine.root,
+        # synthetic stragglers (``straggler=``): how many tasks drew one, and the task_apply time they took
+        "stragglers": {"tasks": sum(1 for t in tasks if t["straggler_ms"]),
+                       "task_apply_ms": round(sum(t["timings_ms"].get("task_apply", 0.0)
+                                                  for t in tasks if t["straggler_ms"]), 1)},
     }
     engine.placement.learn()
     # partition -> the executors its tasks ran on, one entry per move (a lost executor moves it)

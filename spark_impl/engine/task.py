@@ -500,7 +500,8 @@ def run_task(spec: TaskSpec, p: int, attempt: int) -> dict[str, Any]:
     return {"partition": p, "batch": b, "uid": uid, "attempt": attempt, "lineage_in": lineage_in,
             "lineage_out": done, "sink_file": sink_file, "output_rows": len(rows),
             "input_rows": len(records), "max_event_ms": result.max_event_ms, "changes": changes,
-            "cache_hits": hits, "timings_ms": timings, "started": started, "finished": time.time(),
+            "cache_hits": hits, "timings_ms": timings, "straggler_ms": extra, "started": started,
+            "finished": time.time(),
             "pid": os.getpid()}
 
 
