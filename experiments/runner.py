@@ -354,6 +354,8 @@ def run_point(raw: dict[str, Any]) -> dict[str, Any]:
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["traceback"] = tail[-6:]
     record["wall_s"] = round(time.perf_counter() - started, 3)
+    # which process measured it: on a cluster, a Python worker in its executor's work directory
+    record["process"] = {"host": platform.node(), "pid": os.getpid(), "dir": os.getcwd()}
     return record
 
 
