@@ -10,7 +10,11 @@ On the simulator the cluster is the published one (``lightspeed_cluster``:
 7 workers x 4 cores, checkpoint on an object store) at 100K, 500K and 1M
 events/s, in volume mode. On the Spark engine the rates are ones a 2-core
 machine sustains; the absolute numbers are then this machine's, only the
-direction and the relative cuts compare.
+direction and the relative cuts compare. The engine cuts a rate source's
+batches at fixed times (the source's ``batch_ms``, 1 s by default, as Spark's
+rate source counts whole seconds), so a record waits about half a second
+for its cut, which no offset-management feature can shorten; the report
+gives the mean batch duration as well, the part the features act on.
 
 Claim under test: latency falls from 700-900 ms to 150-250 ms; async purge
 cuts about 50%, async progress about 65%, both together about 85%.
@@ -109,6 +113,8 @@ class OffsetManagement(Experiment):
                     entry[config]["cut_p50"] = reduction(base, _median(entry, config, "p50"))
                     entry[config]["cut_p99"] = reduction(_median(entry, "baseline", "p99"),
                                                          _median(entry, config, "p99"))
+                    entry[config]["cut_batch"] = reduction(_median(entry, "baseline", "batch_ms"),
+                                                           _median(entry, config, "batch_ms"))
         return {"rates": rates, "claimed_cut": CLAIMED_CUT, "claimed_baseline_ms": CLAIMED_BASELINE_MS,
                 "claimed_both_ms": CLAIMED_BOTH_MS}
 
@@ -129,17 +135,21 @@ class OffsetManagement(Experiment):
         return out
 
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
-        lines = [f"{'rate':>10}  {'configuration':<16} {'p50':>9} {'p99':>9}  {'p50 cut':>8}  claimed cut"]
+        lines = [f"{'rate':>10}  {'configuration':<16} {'p50':>9} {'p99':>9}  {'p50 cut':>8}  {'claimed':>7}  "
+                 f"{'batch':>8}  {'batch cut':>9}"]
         for rate, entry in summary["rates"].items():
             for config in CONFIGS:
                 if config not in entry:
                     continue
                 claimed = CLAIMED_CUT.get(config)
                 cut = entry[config].get("cut_p50") if config != "baseline" else None
+                batch_cut = entry[config].get("cut_batch") if config != "baseline" else None
                 lines.append(f"{int(float(rate)):>10,}  {config:<16} {fmt_ms(_median(entry, config, 'p50')):>9} "
                              f"{fmt_ms(_median(entry, config, 'p99')):>9}  "
                              f"{fmt_pct(-cut) if cut is not None else '':>8}  "
-                             f"{fmt_pct(-claimed) if claimed else '':>6}")
+                             f"{fmt_pct(-claimed) if claimed else '':>7}  "
+                             f"{fmt_ms(_median(entry, config, 'batch_ms')):>8}  "
+                             f"{fmt_pct(-batch_cut) if batch_cut is not None else '':>9}")
         lines.append(f"published: baseline {CLAIMED_BASELINE_MS[0]:.0f}-{CLAIMED_BASELINE_MS[1]:.0f} ms, both "
                      f"{CLAIMED_BOTH_MS[0]:.0f}-{CLAIMED_BOTH_MS[1]:.0f} ms")
         return lines
