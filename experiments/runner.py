@@ -309,9 +309,14 @@ _BACKEND_MASTER: str | None = None   # the master a Spark backend's run uses (se
 
 
 def spark_backend_slots() -> tuple[str, int]:
-    """(master, task slots) of the session a point on a Spark backend runs on (starting it if need be)."""
-    from spark_impl.session import session, task_slots
-    spark = session(_BACKEND_MASTER)
+    """(master, task slots) of the session a point on the spark backend runs on (starting it if need be);
+    ``BackendUnavailable`` when it cannot start, as from ``run_on_backend``."""
+    require_backend("spark")
+    from spark_impl.session import SparkUnavailable, session, task_slots
+    try:
+        spark = session(_BACKEND_MASTER)
+    except SparkUnavailable as exc:
+        raise BackendUnavailable(f"backend spark is not available: {exc}") from None
     return spark.sparkContext.master, task_slots(spark)
 
 

@@ -97,10 +97,11 @@ def unretained(storage: Storage, sid: str, partition: int, chain: list[ChainLink
         if below is not None:
             uids[chain[-1].version - 1] = below
     folder = layout.store_dir(sid, partition)
+    on_chain = {link.version for link in chain}
     for v in range(max(1, latest - retain + 1), latest + 1):
         if v in loadable:
             continue
-        if v not in {link.version for link in chain}:
+        if v not in on_chain:
             uid = uids.get(v)
             names = f"{v}_{uid}.snapshot, .changelog or .delta" if uid else "a snapshot or changelog"
             errors.append(f"{folder}: version {v} is one of the last {retain} committed versions, but its file is "

@@ -82,6 +82,7 @@ DEEP = 8
 MODES: dict[str, dict[str, Any]] = {"sequential": {"pipelining": False}, "pipelined": {"pipelining": True},
                                     "deep": {"pipelining": True, "pipeline_depth": DEEP}}
 CLAIMED_SPEEDUP = (2.0, 3.0)
+OPERATORS: dict[str, dict[str, Any]] = {"map": {"kind": "map"}, "aggregate": {"kind": "aggregate", "agg": "count"}}
 
 
 class Pipelining(Experiment):
@@ -105,7 +106,7 @@ class Pipelining(Experiment):
         for straggler in self.stragglers(ctx):
             probability, slowdown = STRAGGLERS[straggler]
             for operator in operators:
-                op = {"kind": "map"} if operator == "map" else {"kind": "aggregate", "agg": "count"}
+                op = dict(OPERATORS[operator])
                 for mode, settings in MODES.items():
                     for seed in self.seed_list(ctx):
                         params = {"stragglers": straggler, "operator": operator}
@@ -134,7 +135,7 @@ class Pipelining(Experiment):
         for straggler in self.stragglers(ctx):
             probability, extra_ms = SPARK_STRAGGLERS[straggler]
             for operator in operators:
-                op = {"kind": "map"} if operator == "map" else {"kind": "aggregate", "agg": "count"}
+                op = dict(OPERATORS[operator])
                 for mode, settings in MODES.items():
                     for seed in self.seed_list(ctx):
                         params = {"stragglers": straggler, "operator": operator}
