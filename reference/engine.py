@@ -1,36 +1,43 @@
-"""The protocol of SPEC section 2 as an explicit state machine: one incarnation of a query.
+"""One incarnation of a query: the steps of SPEC section 2 and their effects on storage and state.
 
 An incarnation is one life of the driver process, from start (or restart) to
-the end of input or a crash. It is built as a graph of named steps: one node
-per (step, batch, partition), with edges that say what each step must wait for
-under the scenario's modes. Any topological order of the graph is a legal
-execution; the canonical schedule runs the first ready node in creation order.
-Concurrency (pipelining, async progress, async purge, async state
-checkpointing, maintenance) is exactly the freedom the graph leaves.
+the end of input or a crash. Its step graph (``graph.py``) says which step
+waits for which; this module says what each step does (``step_<name>``) and
+what a failed task attempt or a lost executor does to the in-memory state.
+``run_step`` applies one node's effect. The reference's sequential scheduler
+(``run.py``), the simulator and the Spark engine execute the same graph and
+the same step effects; they differ only in when a step runs, and where.
 
 Only ``storage`` survives a crash: the stores cached on executors, the sealed
 but unwritten versions and the driver's plans are all in this object and die
 with it.
+
+Invariants asserted here (TIGER_STYLE): commit entries are written in batch
+order; the lineage id of a committed version never changes; at most one state
+commit per partition is pending when the next version is sealed (the store
+asserts that its committed version only moves forward).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from . import layout
+from .faults import SealedVersion, sealed_versions
+from .graph import LOGICAL_BATCH_MS, GraphShape, Node, build_graph
 from .logs import CommitEntry, OffsetEntry, check_metadata, log_batches, purge_logs, write_metadata
-from .operators import State
-from .outcome import digest_rows
+from .observer import Observer
+from .outcome import DURATION_KEYS, ProgressEvent, StateOperatorProgress, digest_rows
 from .query import (
     PartitionResult,
     advance_trackers,
+    apply_partition,
     initial_trackers,
     pipeline_store_ids,
     route,
     rows_of,
-    run_partition,
     sink_rows,
     watermarks_of,
 )
@@ -38,28 +45,12 @@ from .recovery import RestartPlan
 from .scenario import Scenario
 from .sources import SourceData
 from .state_store import Sealed, StateStore, cleanup_store
+from .steps import TASK_STEPS, NodeId
 from .storage import Storage
 
-LOGICAL_BATCH_MS = 100   # the reference's clock: batch b is planned at b * max(trigger, this)
 EXECUTORS = 2            # state partition p lives on executor p % EXECUTORS
 MAX_TASK_ATTEMPTS = 4    # spark.task.maxFailures
-
-
-@dataclass(frozen=True, order=True)
-class NodeId:
-    batch: int
-    order: int       # position of the step within a batch, for the canonical schedule
-    step: str
-    partition: int = -1
-    tag: str = ""
-
-    def __str__(self) -> str:
-        part = f" p{self.partition}" if self.partition >= 0 else ""
-        tag = f" ({self.tag})" if self.tag else ""
-        return f"{self.step} b{self.batch}{part}{tag}"
-
-    def to_json(self) -> list[Any]:
-        return [self.step, self.batch, self.partition, self.tag]
+MAX_PLANNED_BATCHES = 10_000
 
 
 class DriverCrash(Exception):
@@ -72,14 +63,6 @@ class QueryFailure(Exception):
 
 class TaskAttemptFailed(Exception):
     """A task attempt failed; Spark retries it (up to ``MAX_TASK_ATTEMPTS``)."""
-
-
-@dataclass
-class Node:
-    id: NodeId
-    deps: tuple[NodeId, ...]
-    run: Callable[[], None]
-    background: bool = False
 
 
 @dataclass
@@ -98,35 +81,16 @@ class TaskState:
     result: PartitionResult | None = None
     sealed: dict[str, Sealed] = field(default_factory=dict)
     sink_file: str | None = None
-    written: dict[str, str] = field(default_factory=dict)  # store id -> uid whose changelog is written
-    before: dict[str, tuple] = field(default_factory=dict)  # store mementos taken before task_apply
+    written: dict[str, Sealed] = field(default_factory=dict)  # store id -> the sealed version whose file is written
+    before: dict[str, tuple] = field(default_factory=dict)    # store mementos taken before task_apply
     state_handed_off: bool = False  # async: the background writer owns this attempt's sealed version
 
 
-@dataclass
-class Observer:
-    """What an outside observer sees across incarnations (it survives crashes)."""
-
-    batches: dict[int, dict[str, Any]] = field(default_factory=dict)
-    recoveries: list[dict[str, Any]] = field(default_factory=list)
-    progress: list[dict[str, Any]] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
-    attempts: dict[int, int] = field(default_factory=dict)
-    deliveries: dict[int, list[str]] = field(default_factory=dict)
-
-    def note(self, text: str) -> None:
-        self.events.append(text)
-
-
-ORDER = {name: i for i, name in enumerate((
-    "plan", "offset_log_write", "purge", "state_load", "task_apply", "changelog_write", "state_commit",
-    "sink_write", "snapshot_upload", "sink_commit", "commit_log_write", "source_commit", "zombie_write"))}
-
-
 class Incarnation:
-    """One driver lifetime: builds the step graph from a restart plan and executes it."""
+    """One driver lifetime: plans its batches from a restart plan, builds its step graph, applies steps."""
 
     store_class: type[StateStore] = StateStore
+    snapshot_format: str | None = None   # a backend whose stores write another snapshot format names it
 
     def __init__(self, scenario: Scenario, data: SourceData, storage: Storage, restart: RestartPlan,
                  number: int, observer: Observer):
@@ -136,32 +100,37 @@ class Incarnation:
         self.ops = scenario.operator.flatten()
         self.store_ids = pipeline_store_ids(self.ops)
         self.parts = scenario.state_partitions
-        self.uses_watermark = any(op.watermark_delay_ms is not None for op in self.ops)
+        self.shape = GraphShape.of(scenario)
+        self.uses_watermark = self.shape.uses_watermark
         self.stores: dict[tuple[str, int], StateStore] = {}
         self.tasks: dict[tuple[int, int], TaskState] = {}
         self.trackers: dict[int, list[dict[str, Any]]] = {}
         self.lineage: dict[tuple[str, int, int], str] = {}
         self.persisted_offsets: set[int] = set()
         self.last_persisted_time_ms: int | None = None
+        self.last_commit_written = -1
         self.clock_skew_ms = 0
         self.plans: dict[int, BatchPlan] = {}
         self.restart = restart
         self._setup(restart)
-        self.nodes: dict[NodeId, Node] = {}
-        self._build_graph()
+        self.nodes: dict[NodeId, Node] = self.build_graph()
 
     # ------------------------------------------------------------- setup
     def _setup(self, restart: RestartPlan) -> None:
         check_metadata(self.storage, self.sc.query_digest(), self.sc.name)
         if not self.storage.exists(layout.METADATA):
-            write_metadata(self.storage, f"query-{self.sc.seed}", self.sc.query_digest(), self.sc.name)
+            write_metadata(self.storage, f"query-{self.sc.seed}", self.sc.query_digest(), self.sc.name,
+                           self.snapshot_format)
         first = restart.first_batch
         self.trackers[first] = restart.trackers if restart.trackers is not None else initial_trackers(self.ops)
         for sid, per_part in restart.lineage.items():
             for p, uid in per_part.items():
                 self.lineage[(sid, int(p), restart.lineage_version)] = uid
-        start = restart.start_offsets
-        b = first
+        self.plan_batches(restart)
+
+    def plan_batches(self, restart: RestartPlan) -> None:
+        """Every batch this incarnation will run: the logged ones to re-run, then the input's own cuts."""
+        start, b = restart.start_offsets, restart.first_batch
         totals = tuple(self.data.totals)
         while True:
             if b in restart.fixed_offsets:
@@ -174,99 +143,27 @@ class Incarnation:
             start = plan.end
             b += 1
             if start == totals and b > max(restart.fixed_offsets, default=-1):
-                break
-            if b > first + 10_000:
+                return
+            if b > restart.first_batch + MAX_PLANNED_BATCHES:
                 raise RuntimeError("planning did not converge on the end of input")
 
-    # ------------------------------------------------------------- graph
-    def nid(self, step: str, batch: int, partition: int = -1, tag: str = "") -> NodeId:
-        return NodeId(batch, ORDER[step], step, partition, tag)
+    def build_graph(self) -> dict[NodeId, Node]:
+        return build_graph(self.shape, self.plans)
 
-    def _add(self, step: str, batch: int, deps: Iterable[NodeId | None], run: Callable[[], None],
-             partition: int = -1, background: bool = False, tag: str = "") -> NodeId:
-        node_id = self.nid(step, batch, partition, tag)
-        # a dependency on a step this graph does not have (a batch before the restart, a stateless
-        # query's state steps, a batch without maintenance) is already satisfied
-        real = tuple(d for d in deps if d is not None and d in self.nodes)
-        self.nodes[node_id] = Node(node_id, real, run, background)
-        return node_id
+    # ------------------------------------------------------------- steps
+    def nid(self, step: str, batch: int, partition: int = -1, tag: str = "") -> NodeId:
+        return NodeId.of(step, batch, partition, tag)
+
+    def run_step(self, node_id: NodeId) -> None:
+        """Apply the effect of one node: ``step_<name>(batch[, partition])``."""
+        method = getattr(self, f"step_{node_id.step}")
+        if node_id.partition >= 0:
+            method(node_id.batch, node_id.partition)
+        else:
+            method(node_id.batch)
 
     def maintenance_every(self) -> int:
-        batch_ms = max(self.cfg.trigger_interval_ms, LOGICAL_BATCH_MS)
-        return max(1, self.cfg.maintenance_interval_ms // batch_ms)
-
-    def _build_graph(self) -> None:
-        cfg = self.cfg
-        async_progress = cfg.progress_mode == "async"
-        async_state = cfg.state_checkpoint == "async" and bool(self.store_ids)
-        pipelining = cfg.pipelining
-        stateful = bool(self.store_ids)
-        n = self.nid
-        # pipelining: at most pipeline_depth batches are planned and not yet committed
-        lag = cfg.pipeline_depth if pipelining else 2
-        for b in sorted(self.plans):
-            prev, prev2 = b - 1, b - 2
-            plan_deps = [n("plan", prev)]
-            if pipelining:
-                plan_deps += [n("offset_log_write", prev), n("source_commit", b - lag)]
-            elif async_state or async_progress:
-                plan_deps += [n("sink_commit", prev), n("commit_log_write", prev2)]
-            else:
-                plan_deps += [n("source_commit", prev)]
-            if async_progress:
-                plan_deps += [n("offset_log_write", b - lag), n("commit_log_write", b - lag)]
-            if cfg.log_purge_mode == "async":
-                plan_deps.append(n("purge", prev2))
-            plan = self._add("plan", b, plan_deps, lambda b=b: self.step_plan(b))
-            off = self._add("offset_log_write", b, [plan, n("offset_log_write", prev)],
-                            lambda b=b: self.step_offset_log_write(b), background=async_progress)
-            purge = self._add("purge", b, [off, n("purge", prev)], lambda b=b: self.step_purge(b),
-                              background=cfg.log_purge_mode == "async")
-            task_gate = [plan] if async_progress else [off]
-            if cfg.log_purge_mode == "inline":
-                task_gate.append(purge)
-            for p in range(self.parts):
-                self._add_task(b, p, task_gate, stateful, async_state, pipelining)
-            sink_commit = self._add("sink_commit", b, [n("sink_write", b, p) for p in range(self.parts)]
-                                    + [n("sink_commit", prev)], lambda b=b: self.step_sink_commit(b))
-            commit_deps = [sink_commit, n("commit_log_write", prev)]
-            commit_deps += [n("state_commit", b, p) for p in range(self.parts)]
-            if async_progress:
-                commit_deps.append(off)
-            commit = self._add("commit_log_write", b, commit_deps, lambda b=b: self.step_commit_log_write(b),
-                               background=async_progress)
-            self._add("source_commit", b, [commit], lambda b=b: self.step_source_commit(b))
-
-    def _add_task(self, b: int, p: int, gate: list[NodeId], stateful: bool, async_state: bool,
-                  pipelining: bool) -> None:
-        n = self.nid
-        prev = b - 1
-        order_deps: list[NodeId | None] = []
-        if stateful:
-            order_deps.append(n("task_apply", prev, p) if async_state else n("state_commit", prev, p))
-            if async_state:
-                order_deps += [n("state_commit", b - 2, q) for q in range(self.parts)]
-            load = self._add("state_load", b, gate + order_deps, lambda: self.step_state_load(b, p), p)
-            apply_deps = [load]
-        else:
-            apply_deps = gate + [n("task_apply", prev, p)]
-        if self.uses_watermark and pipelining:
-            apply_deps += [n("task_apply", prev, q) for q in range(self.parts)]
-        apply = self._add("task_apply", b, apply_deps, lambda: self.step_task_apply(b, p), p)
-        sink_dep = apply
-        if stateful:
-            clog_deps = [apply] + ([n("state_commit", prev, p)] if async_state else [])
-            clog = self._add("changelog_write", b, clog_deps, lambda: self.step_changelog_write(b, p), p,
-                             background=async_state)
-            commit = self._add("state_commit", b, [clog], lambda: self.step_state_commit(b, p), p,
-                               background=async_state)
-            if not async_state:
-                sink_dep = commit
-            if self.cfg.provider != "snapshot" and (b + 1) % self.maintenance_every() == 0:
-                last_snap = [nid for nid in self.nodes if nid.step == "snapshot_upload" and nid.partition == p]
-                self._add("snapshot_upload", b, [commit] + last_snap[-1:], lambda: self.step_snapshot_upload(b, p),
-                          p, background=True)
-        self._add("sink_write", b, [sink_dep], lambda: self.step_sink_write(b, p), p)
+        return self.shape.maintenance_every()
 
     # ------------------------------------------------------- driver steps
     def logical_time_ms(self, batch: int) -> int:
@@ -274,10 +171,7 @@ class Incarnation:
 
     def step_plan(self, b: int) -> None:
         plan = self.plans[b]
-        self.obs.attempts[b] = self.obs.attempts.get(b, 0) + 1
-        self.obs.batches[b] = {"id": b, "start_offsets": list(plan.start), "end_offsets": list(plan.end),
-                               "attempts": self.obs.attempts[b], "watermark_ms": None,
-                               "incarnation": self.number, "rerun": plan.rerun}
+        self.obs.planned(b, plan.start, plan.end, self.number, plan.rerun)
 
     def step_offset_log_write(self, b: int) -> None:
         plan = self.plans[b]
@@ -296,12 +190,17 @@ class Incarnation:
             self.storage.write(path, entry.encode())
         self.persisted_offsets.add(b)
 
-    def _persist_offsets(self, b: int) -> bool:
-        """Async progress: persist only when checkpoint_interval_ms has passed since the last entry."""
-        now = self.logical_time_ms(b)
+    def offsets_persist_due(self, b: int) -> bool:
+        """Async progress: an offset entry is written only once ``checkpoint_interval_ms`` has passed."""
+        if self.cfg.progress_mode == "sync":
+            return True
         last = self.last_persisted_time_ms
-        if b == self.restart.first_batch or last is None or now - last >= self.cfg.checkpoint_interval_ms:
-            self.last_persisted_time_ms = now
+        return b == self.restart.first_batch or last is None or \
+            self.logical_time_ms(b) - last >= self.cfg.checkpoint_interval_ms
+
+    def _persist_offsets(self, b: int) -> bool:
+        if self.offsets_persist_due(b):
+            self.last_persisted_time_ms = self.logical_time_ms(b)
             return True
         return False
 
@@ -336,17 +235,23 @@ class Incarnation:
         trackers_after = self.trackers_after(b)
         if self.cfg.progress_mode == "async" and b not in self.persisted_offsets:
             return
+        assert b > self.last_commit_written, \
+            f"commit entries are written in batch order: commits/{b} after commits/{self.last_commit_written}"
         lineage = {sid: {str(p): self.lineage[(sid, p, b + 1)] for p in range(self.parts)}
                    for sid in self.store_ids}
+        path = layout.commit_path(b)
+        if self.storage.exists(path):
+            assert CommitEntry.read(self.storage, b).state_lineage == lineage, \
+                f"{path}: the lineage of a committed version never changes"
         entry = CommitEntry(b, watermarks_of(self.trackers_for(b))[0], trackers_after, lineage)
-        self.storage.write(layout.commit_path(b), entry.encode(), overwrite=True)
+        self.storage.write(path, entry.encode(), overwrite=True)
+        self.last_commit_written = b
+        self.obs.batches[b]["watermark_ms"] = entry.watermark_ms   # the watermark commits/b holds
 
     def step_source_commit(self, b: int) -> None:
-        record = self.obs.batches[b]
-        record["watermark_ms"] = watermarks_of(self.trackers_for(b))[0]
-        self.obs.progress.append(self.progress_event(b))
+        self.obs.committed(b, watermarks_of(self.trackers_for(b))[0], self.progress_event(b))
 
-    def progress_event(self, b: int) -> dict[str, Any]:
+    def progress_event(self, b: int) -> ProgressEvent:
         """A StreamingQueryProgress-shaped record. The reference is untimed: durations are 0."""
         plan = self.plans[b]
         rows = sum(e - s for s, e in zip(plan.start, plan.end))
@@ -354,14 +259,9 @@ class Incarnation:
         for sid in self.store_ids:
             total = sum(len(self.stores[(sid, p)].data) for p in range(self.parts) if (sid, p) in self.stores)
             changes = [c for p in range(self.parts) for c in self.tasks[(b, p)].sealed[sid].changes]
-            operators.append({"operatorName": sid, "numRowsTotal": total,
-                              "numRowsUpdated": sum(1 for _k, v in changes if v is not None),
-                              "numRowsRemoved": sum(1 for _k, v in changes if v is None),
-                              "commitTimeMs": 0, "memoryUsedBytes": 0})
-        durations = {k: 0 for k in ("latestOffset", "walCommit", "queryPlanning", "addBatch",
-                                    "commitOffsets", "triggerExecution")}
-        return {"batchId": b, "numInputRows": rows, "inputRowsPerSecond": 0.0,
-                "processedRowsPerSecond": 0.0, "durationMs": durations, "stateOperators": operators}
+            operators.append(StateOperatorProgress(sid, total, sum(1 for _k, v in changes if v is not None),
+                                                   sum(1 for _k, v in changes if v is None)))
+        return ProgressEvent(b, rows, 0.0, 0.0, {k: 0 for k in DURATION_KEYS}, tuple(operators))
 
     # ---------------------------------------------------------- task steps
     def uid(self, b: int, p: int) -> str:
@@ -415,38 +315,35 @@ class Incarnation:
         plan = self.plans[b]
         records = route(self.data.slice(plan.start, plan.end), self.parts)[p]
         task.before = {sid: self.stores[(sid, p)].memento() for sid in self.store_ids}
-        states: dict[str, State] = {sid: dict(self.stores[(sid, p)].data) for sid in self.store_ids}
-        result = run_partition(self.ops, states, rows_of(records), watermarks_of(self.trackers_for(b)))
-        task.result = result
+        stores = {sid: self.stores[(sid, p)] for sid in self.store_ids}
+        task.result, _changes = apply_partition(self.ops, stores, rows_of(records),
+                                                watermarks_of(self.trackers_for(b)))
         uid = self.uid(b, p)
-        for sid in self.store_ids:
-            store = self.stores[(sid, p)]
-            old = store.data
-            new = result.states[sid]
-            for key in [k for k in old if k not in new]:
-                store.delete(key)
-            for key, value in new.items():
-                if old.get(key) != value:
-                    store.put(key, value)
+        for sid, store in stores.items():
             task.sealed[sid] = store.seal(uid)
 
     def step_changelog_write(self, b: int, p: int) -> None:
         task = self.tasks[(b, p)]
         for sid in self.store_ids:
-            if task.written.get(sid) != task.sealed[sid].uid:
-                self.stores[(sid, p)].write(task.sealed[sid])
-                task.written[sid] = task.sealed[sid].uid
+            sealed = task.sealed[sid]
+            if sid not in task.written or task.written[sid].uid != sealed.uid:
+                self.stores[(sid, p)].write(sealed)
+                task.written[sid] = sealed
 
     def step_state_commit(self, b: int, p: int) -> None:
+        """Commit the version whose file was written: under async state checkpointing a retry may have
+        re-sealed since, and the written attempt's file is the one the commit log may name."""
         task = self.tasks[(b, p)]
         for sid in self.store_ids:
-            sealed = task.sealed[sid]
-            if task.written.get(sid) != sealed.uid:
-                # a retry re-sealed after the background changelog_write ran for the failed attempt
-                self.stores[(sid, p)].write(sealed)
-                task.written[sid] = sealed.uid
-            self.stores[(sid, p)].mark_durable(sealed)
-            self.lineage[(sid, p, b + 1)] = sealed.uid
+            if sid not in task.written:
+                self.stores[(sid, p)].write(task.sealed[sid])
+                task.written[sid] = task.sealed[sid]
+            written = task.written[sid]
+            store = self.stores.get((sid, p))
+            raced = task.sealed.get(sid) is not None and task.sealed[sid].uid != written.uid
+            if store is not None and (not raced or store.uid == written.uid):
+                store.mark_durable(written)
+            self.lineage[(sid, p, b + 1)] = written.uid
 
     def step_snapshot_upload(self, b: int, p: int) -> None:
         for sid in self.store_ids:
@@ -456,7 +353,7 @@ class Incarnation:
 
     def step_sink_write(self, b: int, p: int) -> None:
         task = self.tasks[(b, p)]
-        rows = sink_rows(task.result.output) if task.result else []  # type: ignore[union-attr]
+        rows = sink_rows(task.result.output) if task.result else []
         path = layout.sink_part_path(b, p, self.uid(b, p))
         self.storage.write(path, json.dumps(rows).encode(), overwrite=True)
         task.sink_file = path
@@ -469,7 +366,7 @@ class Incarnation:
         if task.attempt >= MAX_TASK_ATTEMPTS:
             raise QueryFailure(f"task b{b} p{p} failed {task.attempt} times: {reason}")
         if self.cfg.state_checkpoint == "async" and task.sealed and \
-                all(task.written.get(sid) == task.sealed[sid].uid for sid in self.store_ids):
+                all(sid in task.written and task.written[sid].uid == task.sealed[sid].uid for sid in self.store_ids):
             task.state_handed_off = True  # the written version stands; the retry redoes the output only
             task.sink_file = None
             return
@@ -496,13 +393,22 @@ class Incarnation:
                     raise QueryFailure(f"executor {executor} lost with a pending state commit of partition {q}")
 
     def retry_task_steps(self, b: int, p: int, upto: str) -> None:
-        """Re-run the task's steps from state_load through ``upto`` for the new attempt."""
-        for step in ("state_load", "task_apply", "changelog_write", "state_commit", "sink_write"):
+        """Re-run the task's foreground steps from state_load through ``upto`` for the new attempt."""
+        for step in TASK_STEPS:
             node = self.nodes.get(self.nid(step, b, p))
-            if node is None or node.background:
-                if step == upto:
-                    break
-                continue
-            node.run()
+            if node is not None and not node.background:
+                self.run_step(node.id)
             if step == upto:
                 break
+
+    def previous_task_step(self, node_id: NodeId) -> str | None:
+        """The foreground task step before ``node_id``'s in its task (None for the first)."""
+        steps = [s for s in TASK_STEPS if self.nid(s, node_id.batch, node_id.partition) in self.nodes
+                 and not self.nodes[self.nid(s, node_id.batch, node_id.partition)].background]
+        index = steps.index(node_id.step) if node_id.step in steps else 0
+        return steps[index - 1] if index > 0 else None
+
+    def zombie_material(self, b: int, p: int) -> list[SealedVersion]:
+        """The sealed versions a failed attempt of task (b, p) would have written."""
+        task = self.tasks.get((b, p))
+        return sealed_versions(task.sealed) if task is not None else []

@@ -29,14 +29,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
-from .engine import Incarnation, NodeId
+from .engine import Incarnation
 from .oracles import Verdict, check_outcome, failures
-from .outcome import build_outcome
+from .observer import Observer
 from .recovery import plan_restart
-from .runner import Run, RunResult, Schedule, run_scenario
+from .run import FinishedRun, Run, Schedule, run_scenario
 from .scenario import Fault, FaultAt, Scenario
 from .sources import SourceData
-from .steps import TASK_STEPS
+from .steps import TASK_STEPS, NodeId
 from .storage import DurableStorage
 
 WRITING = ("offset_log_write", "purge", "changelog_write", "snapshot_upload", "sink_write", "sink_commit",
@@ -83,20 +83,19 @@ class Model:
     incarnation_class: type[Incarnation] = Incarnation
     plan_restart_fn: Callable[..., Any] = plan_restart
 
-    def run(self, scenario: Scenario, schedule: Schedule | None = None) -> RunResult:
+    def run(self, scenario: Scenario, schedule: Schedule | None = None) -> FinishedRun:
         return run_scenario(scenario, schedule=schedule, incarnation_class=self.incarnation_class,
                             plan_restart_fn=self.plan_restart_fn)
 
 
 def _judge(model: Model, scenario: Scenario, schedule: Schedule | None) -> list[Verdict]:
     result = model.run(scenario, schedule)
-    return failures(check_outcome(scenario, build_outcome(result), result.storage))
+    return failures(check_outcome(scenario, result.outcome(), result.storage))
 
 
 def first_graph(scenario: Scenario, model: Model) -> Incarnation:
     data = SourceData.of(scenario)
     restart = plan_restart(DurableStorage(), scenario.engine.progress_mode, len(data.partitions))
-    from .engine import Observer
     return model.incarnation_class(scenario, data, DurableStorage(), restart, 0, Observer())
 
 
@@ -241,7 +240,7 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
             continue
         out.digests.add(crash_state)
         result = run.finish()
-        bad = failures(check_outcome(base, build_outcome(result), result.storage))
+        bad = failures(check_outcome(base, result.outcome(), result.storage))
         label = f"driver_crash after [{', '.join(str(n) for n in prefix[-3:])}]"
         if bad:
             out.violations.append(Violation(label, bad, {"schedule": [n.to_json() for n in prefix],
@@ -285,7 +284,7 @@ def _lazy_order(inc: Incarnation) -> list[NodeId]:
     return order
 
 
-def _second_crashes(model: Model, scenario: Scenario, first: RunResult, report: "_Share", label: str,
+def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report: "_Share", label: str,
                     order: int) -> None:
     """Depth 2: crash again at every writing step of the recovery incarnation."""
     if len(first.executed) < 2:
@@ -299,7 +298,7 @@ def _second_crashes(model: Model, scenario: Scenario, first: RunResult, report: 
         result = model.run(replace(scenario, faults=(fault,)),
                            Schedule(prefix=first.executed[0], crash_after_prefix=True))
         report.schedules += 1
-        bad = failures(check_outcome(scenario, build_outcome(result), result.storage))
+        bad = failures(check_outcome(scenario, result.outcome(), result.storage))
         if bad:
             report.violations.append(Violation(f"{label}, then driver_crash after {crash} during recovery", bad,
                                                {"faults": [fault.to_dict()]}, order))

@@ -86,18 +86,30 @@ def log_batches(storage: Storage, folder: str) -> list[int]:
     return sorted(out)
 
 
-def write_metadata(storage: Storage, query_id: str, digest: str, name: str | None = None) -> None:
-    body = {"id": query_id, "scenario_digest": digest}
+def write_metadata(storage: Storage, query_id: str, digest: str, name: str | None = None,
+                   snapshot_format: str | None = None) -> None:
+    """``metadata``: the query id, the scenario digest, and the format of the snapshots a backend writes
+    when it is not the reference's (so a verifier knows which reader decodes them)."""
+    body: dict[str, Any] = {"id": query_id, "scenario_digest": digest}
     if name is not None:
         body["scenario"] = name
+    if snapshot_format is not None:
+        body["snapshot_format"] = snapshot_format
     storage.write(layout.METADATA, encode_entry(body))
+
+
+def read_metadata(storage: Storage) -> dict[str, Any] | None:
+    """The metadata entry, or None when the checkpoint has none yet."""
+    if not storage.exists(layout.METADATA):
+        return None
+    return decode_entry(storage.read(layout.METADATA), layout.METADATA)
 
 
 def check_metadata(storage: Storage, digest: str, name: str | None = None) -> str | None:
     """The query id of an existing checkpoint; refuses one written by a different scenario."""
-    if not storage.exists(layout.METADATA):
+    body = read_metadata(storage)
+    if body is None:
         return None
-    body = decode_entry(storage.read(layout.METADATA), layout.METADATA)
     if body.get("scenario_digest") != digest:
         owner = f"scenario {body['scenario']!r}, " if body.get("scenario") else ""
         this = f"scenario {name!r}, " if name else ""
@@ -126,6 +138,7 @@ def purge_logs(storage: Storage, min_batches_to_retain: int) -> list[str]:
         cutoff = min(cutoff, commits[-1])
         for batch in batches:
             if batch < cutoff:
+                assert batch < commits[-1], f"purge never goes past the latest commit ({commits[-1]})"
                 path = f"{folder}/{batch}"
                 storage.delete(path)
                 deleted.append(path)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from . import layout
 from .logs import CommitEntry, log_batches
-from .outcome import canonical_rows, digest_rows
+from .outcome import Outcome, canonical_rows, digest_rows
 from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
 from .retained import committed_chain, latest_lineage, retained_range
 from .scenario import Scenario
@@ -72,7 +72,7 @@ class Context:
     """What every oracle shares: the scenario's input and the failure-free recomputation."""
 
     scenario: Scenario
-    outcome: dict[str, Any]
+    outcome: Outcome
     storage: Storage | None = None
     data: SourceData = field(init=False)
     bounds: list[BatchBounds] = field(init=False)
@@ -80,8 +80,11 @@ class Context:
 
     def __post_init__(self) -> None:
         self.data = SourceData.of(self.scenario)
-        self.bounds = [BatchBounds(b["id"], tuple(b["start_offsets"]), tuple(b["end_offsets"]))
-                       for b in sorted(self.outcome.get("batches", []), key=lambda b: b["id"])]
+        self.bounds = []
+        for b in self.outcome.batches:
+            if b.start_offsets is None:
+                raise ValueError(f"batch {b.id} has no start_offsets: its boundaries cannot be recomputed")
+            self.bounds.append(BatchBounds(b.id, b.start_offsets, b.end_offsets))
         key = (self.scenario.to_json(), tuple(self.bounds))
         if key not in _EXPECTED:
             if len(_EXPECTED) > 256:
@@ -113,7 +116,7 @@ def _first_diff(expected: list[list[Any]], actual: list[list[Any]]) -> str | Non
 
 
 def state_equivalence(ctx: Context) -> Verdict:
-    state = ctx.outcome.get("state", {})
+    state = ctx.outcome.state
     checked = 0
     for sid in ctx.store_ids:
         for p in range(ctx.scenario.state_partitions):
@@ -131,7 +134,7 @@ def state_equivalence(ctx: Context) -> Verdict:
 
 
 def output_semantics(ctx: Context) -> Verdict:
-    sink = {entry["batch"]: entry for entry in ctx.outcome.get("sink", [])}
+    sink = ctx.outcome.sink_by_batch()
     batches = [b.batch for b in ctx.bounds]
     if ctx.scenario.sink_mode == "exactly_once":
         for b in batches:
@@ -140,10 +143,10 @@ def output_semantics(ctx: Context) -> Verdict:
             if entry is None:
                 return Verdict("output_semantics", FAIL, "committed batch has no sink commit", batch=b,
                                expected=expected, actual=None)
-            if canonical_rows(entry["rows"]) != canonical_rows(expected):
+            if canonical_rows(entry.rows) != canonical_rows(expected):
                 return Verdict("output_semantics", FAIL, "sink rows differ from the failure-free output", batch=b,
-                               expected=expected, actual=entry["rows"])
-            digests = entry.get("delivery_digests", [])
+                               expected=expected, actual=list(entry.rows))
+            digests = list(entry.delivery_digests)
             want = digest_rows(expected)
             if any(d != want for d in digests):
                 return Verdict("output_semantics", FAIL, "a delivery of this batch had other rows than the final "
@@ -152,11 +155,11 @@ def output_semantics(ctx: Context) -> Verdict:
         extra = sorted(set(sink) - set(batches))
         if extra:
             return Verdict("output_semantics", FAIL, "sink commits for batches that are not committed", batch=extra[0],
-                           actual=sink[extra[0]]["rows"])
+                           actual=list(sink[extra[0]].rows))
         return Verdict("output_semantics", PASS, f"{len(batches)} batches delivered exactly once")
     rerun = _rerun_batches(ctx.outcome)
     for b in batches:
-        have = Counter(json.dumps(r) for r in sink.get(b, {}).get("rows", []))
+        have = Counter(json.dumps(r) for r in (sink[b].rows if b in sink else ()))
         want = Counter(json.dumps(r) for r in ctx.expected.outputs[b])
         missing = want - have
         if missing:
@@ -168,22 +171,22 @@ def output_semantics(ctx: Context) -> Verdict:
     for b in sorted(set(sink) - set(batches)):
         if b not in rerun:
             return Verdict("output_semantics", FAIL, "output of a batch that was neither committed nor re-run",
-                           batch=b, actual=sink[b]["rows"][:10])
+                           batch=b, actual=list(sink[b].rows)[:10])
     return Verdict("output_semantics", PASS, "at-least-once: all output present, duplicates only from re-runs")
 
 
-def _rerun_batches(outcome: dict[str, Any]) -> set[int]:
-    out = {b for r in outcome.get("recoveries", []) for b in r.get("rerun_batches", [])}
-    out |= {b["id"] for b in outcome.get("batches", []) if b.get("attempts", 1) > 1}
-    out |= {e["batch"] for e in outcome.get("sink", []) if e.get("deliveries", 1) > 1}
+def _rerun_batches(outcome: Outcome) -> set[int]:
+    out = {b for r in outcome.recoveries for b in r.rerun_batches}
+    out |= {b.id for b in outcome.batches if b.attempts > 1}
+    out |= {e.batch for e in outcome.sink if e.deliveries > 1}
     return out
 
 
 def replay_bound(ctx: Context) -> Verdict:
     e = ctx.scenario.engine
     if e.progress_mode == "async":
-        for r in ctx.outcome.get("recoveries", []):
-            rerun = r.get("rerun_batches", [])
+        for r in ctx.outcome.recoveries:
+            rerun = list(r.rerun_batches)
             if rerun and rerun != list(range(rerun[0], rerun[-1] + 1)):
                 return Verdict("replay_bound", FAIL, "async progress re-ran a non-contiguous range",
                                actual=rerun)
@@ -192,8 +195,8 @@ def replay_bound(ctx: Context) -> Verdict:
     # batches planned but not committed: one, or pipeline_depth under pipelining; async state
     # checkpointing adds the batch whose state was not yet durable
     bound = (e.pipeline_depth if e.pipelining else 1) + (e.state_checkpoint == "async")
-    for r in ctx.outcome.get("recoveries", []):
-        logged_reruns = [b for b in r.get("rerun_batches", [])]
+    for r in ctx.outcome.recoveries:
+        logged_reruns = list(r.rerun_batches)
         if len(logged_reruns) > bound:
             return Verdict("replay_bound", FAIL, f"a restart re-ran {len(logged_reruns)} batches; at most {bound} "
                                                  "allowed in these modes", expected=bound, actual=logged_reruns)
@@ -202,7 +205,7 @@ def replay_bound(ctx: Context) -> Verdict:
 
 def no_loss(ctx: Context) -> Verdict:
     damaging = any(f.kind in ("corrupt_file", "delete_file") for f in ctx.scenario.faults)
-    error = ctx.outcome.get("error")
+    error = ctx.outcome.error
     if error:
         if damaging:
             return Verdict("no_loss", PASS, f"failed loudly after a damaged checkpoint file: {error}")
@@ -222,17 +225,17 @@ def no_loss(ctx: Context) -> Verdict:
         latest = ctx.bounds[-1].batch + 1
         for sid in ctx.store_ids:
             for p in range(ctx.scenario.state_partitions):
-                if str(latest) not in ctx.outcome.get("state", {}).get(sid, {}).get(str(p), {}):
+                if str(latest) not in ctx.outcome.state.get(sid, {}).get(str(p), {}):
                     return Verdict("no_loss", FAIL, "the newest committed version is not in the outcome", sid, p,
                                    latest)
     return Verdict("no_loss", PASS, "all input up to the committed offsets is reflected")
 
 
 def retention(ctx: Context) -> Verdict:
-    errors = ctx.outcome.get("state_errors", [])
+    errors = ctx.outcome.state_errors
     if errors and not any(f.kind in ("corrupt_file", "delete_file") for f in ctx.scenario.faults):
         return Verdict("retention", FAIL, f"a retained version would not load: {errors[0]}")
-    if not ctx.bounds or not ctx.store_ids or ctx.outcome.get("error"):
+    if not ctx.bounds or not ctx.store_ids or ctx.outcome.error:
         return Verdict("retention", PASS, "nothing to retain")
     retain = ctx.scenario.engine.min_batches_to_retain
     committed = {b.batch + 1 for b in ctx.bounds}
@@ -240,7 +243,7 @@ def retention(ctx: Context) -> Verdict:
     want = sorted(v for v in committed if v > latest - retain)
     for sid in ctx.store_ids:
         for p in range(ctx.scenario.state_partitions):
-            have = ctx.outcome.get("state", {}).get(sid, {}).get(str(p), {})
+            have = ctx.outcome.state.get(sid, {}).get(str(p), {})
             for v in want:
                 if str(v) not in have:
                     return Verdict("retention", FAIL, f"version within the last {retain} is not loadable", sid, p, v)
@@ -320,7 +323,7 @@ ORACLES: dict[str, Callable[[Context], Verdict]] = {
 }
 
 
-def check_outcome(scenario: Scenario, outcome: dict[str, Any], storage: Storage | None = None) -> list[Verdict]:
+def check_outcome(scenario: Scenario, outcome: Outcome, storage: Storage | None = None) -> list[Verdict]:
     """Run every oracle on one outcome (from any backend)."""
     try:
         ctx = Context(scenario, outcome, storage)

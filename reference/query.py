@@ -10,7 +10,7 @@ order: it is what the oracles compare against (SPEC section 5).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .operators import (
     Row,
@@ -77,6 +77,44 @@ def run_partition(ops: Sequence[OperatorSpec], states: dict[str, State], rows: S
         for name in names:
             new_states[store_id(index, name)] = updated[name]
     return PartitionResult(new_states, current, maxima)
+
+
+class KeyValueStore(Protocol):
+    """What a task needs of a state store to apply a batch: every store of every backend has these."""
+
+    def items(self) -> Iterable[tuple[str, Any]]: ...
+    def put(self, key: str, value: Any) -> None: ...
+    def delete(self, key: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class StoreChanges:
+    """What one batch did to one store of one partition (``stateOperators`` progress)."""
+
+    updated: int
+    removed: int
+    total: int
+
+
+def apply_partition(ops: Sequence[OperatorSpec], stores: Mapping[str, KeyValueStore], rows: Sequence[Row],
+                    watermarks: Sequence[int]) -> tuple[PartitionResult, dict[str, StoreChanges]]:
+    """``task_apply`` on one partition: run the pipeline over the stores' state and write the difference
+    back into each store (deletes, then puts of changed values). Every backend's task calls this."""
+    states = {sid: dict(store.items()) for sid, store in stores.items()}
+    result = run_partition(ops, states, rows, watermarks)
+    changes = {}
+    for sid, store in stores.items():
+        old, new = states[sid], result.states[sid]
+        removed = [k for k in old if k not in new]
+        for key in removed:
+            store.delete(key)
+        updated = 0
+        for key, value in new.items():
+            if old.get(key) != value:
+                store.put(key, value)
+                updated += 1
+        changes[sid] = StoreChanges(updated, len(removed), len(new))
+    return result, changes
 
 
 def advance_trackers(ops: Sequence[OperatorSpec], trackers: Trackers,

@@ -414,9 +414,12 @@ class Scenario:
         return replace(self, **changes)
 
     def query_digest(self) -> str:
-        """What makes two runs the same query: sources, operator, partitions, sink (not modes or faults)."""
+        """What makes two runs the same query: the input (sources and seed), operator, partitions, sink.
+
+        Not the modes or the faults: a checkpoint may be resumed under other modes, as Spark allows.
+        """
         d = self.to_dict()
-        core = {k: d[k] for k in ("source", "sources", "query", "sink") if k in d}
+        core = {k: d[k] for k in ("seed", "source", "sources", "query", "sink") if k in d}
         return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------ rules

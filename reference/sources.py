@@ -139,6 +139,17 @@ class SourceData:
             b += 1
         return b + 1
 
+    def input_ready_ms(self, start: Sequence[int], end: Sequence[int]) -> int:
+        """When the input of a batch with these boundaries is complete: its last record's arrival (0 if empty).
+
+        The one rule every timed backend uses to hold a plan until its input has arrived.
+        """
+        last = 0
+        for sp, (lo, hi) in enumerate(zip(start, end)):
+            if hi > lo:
+                last = max(last, self.partitions[sp][hi - 1].arrival_ms)
+        return last
+
     def slice(self, start: Sequence[int], end: Sequence[int]) -> list[Record]:
         """The records of one batch, in (source partition, offset) order."""
         rows: list[Record] = []

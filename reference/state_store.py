@@ -123,6 +123,8 @@ class StateStore:
     # ---------------------------------------------------------------- commit
     def seal(self, uid: str) -> Sealed:
         """End of ``task_apply``: fix this version's changes in memory and advance."""
+        pending = self.version - max(self.durable_versions, default=0)
+        assert pending <= 1, f"{self.op}/{self.partition}: {pending} state commits pending; at most one may be"
         new_version = self.version + 1
         snapshot = None
         due = new_version - self.last_snapshot_version >= self.min_deltas_for_snapshot
@@ -147,6 +149,9 @@ class StateStore:
 
     def mark_durable(self, sealed: Sealed) -> int:
         """``state_commit``: the version is durable and may be named in the commit log."""
+        assert sealed.version >= max(self.durable_versions, default=0), \
+            f"{self.op}/{self.partition}: the committed version only moves forward " \
+            f"({sealed.version} after {max(self.durable_versions)})"
         self.durable_versions.add(sealed.version)
         return sealed.version
 
@@ -239,27 +244,17 @@ def plan_load(storage: Storage, op: str, partition: int, version: int, uid: str 
     return LoadPlan(version, uid, 0, None, tuple(reversed(replayed)))
 
 
-SnapshotReader = Callable[[Storage, str, bytes], "tuple[StateFileHeader, tuple[Change, ...]] | None"]
-_snapshot_readers: list[SnapshotReader] = []
-
-
-def register_snapshot_reader(reader: SnapshotReader) -> None:
-    """Teach loads and the oracles another snapshot encoding (e.g. a RocksDB SST manifest).
-
-    A reader gets (storage, path, bytes) of a ``.snapshot`` file that is not in
-    the reference's binary format and returns (header, records), or None when
-    the bytes are not its format. Readers must raise ``CheckpointFormatError``
-    naming the file for a damaged file of their own format.
-    """
-    if reader not in _snapshot_readers:
-        _snapshot_readers.append(reader)
-
-
 def read_state_file(storage: Storage, path: str) -> tuple[StateFileHeader, tuple[Change, ...]]:
-    """Decode one state file (cached by content); errors name the file."""
+    """Decode one state file (cached by content); errors name the file.
+
+    A ``.snapshot`` in a backend's own format is decoded by the storage's
+    ``snapshot_readers`` (each raises ``CheckpointFormatError`` naming the
+    file for a damaged file of its own format).
+    """
     data = storage.read(path)
-    if _snapshot_readers and path.endswith(".snapshot") and data[:4] != MAGIC["snapshot"]:
-        for reader in _snapshot_readers:
+    readers = getattr(storage, "snapshot_readers", ())
+    if readers and path.endswith(".snapshot") and data[:4] != MAGIC["snapshot"]:
+        for reader in readers:
             decoded = reader(storage, path, data)
             if decoded is not None:
                 return decoded

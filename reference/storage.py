@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 
 class StorageError(Exception):
@@ -27,8 +27,17 @@ class CheckpointFormatError(Exception):
     """A checkpoint file is missing, truncated or unreadable. The message names the file."""
 
 
+# Decodes a ``.snapshot`` file written in a backend's own format (e.g. a RocksDB SST manifest):
+# (storage, path, bytes) -> (header, records), or None when the bytes are not its format. A
+# storage carries the readers of the snapshots it holds, so loads and oracles decode them without
+# any process-wide registration.
+SnapshotReader = Callable[["Storage", str, bytes], Any]
+
+
 class Storage(Protocol):
-    """What the protocol needs from a checkpoint filesystem."""
+    """What the protocol needs from a checkpoint filesystem, and how to decode its foreign snapshots."""
+
+    snapshot_readers: tuple[SnapshotReader, ...]
 
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None: ...
     def read(self, path: str) -> bytes: ...
@@ -51,6 +60,7 @@ class DurableStorage:
     bytes_written: int = 0
     ops: int = 0
     folders: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    snapshot_readers: tuple[SnapshotReader, ...] = ()
 
     def __post_init__(self) -> None:
         for path in self.files:
@@ -108,7 +118,8 @@ class DurableStorage:
         return sorted(p for p in self.files if p.startswith(prefix))
 
     def copy(self) -> "DurableStorage":
-        return DurableStorage(dict(self.files), self.bytes_written, self.ops)
+        return DurableStorage(dict(self.files), self.bytes_written, self.ops,
+                              snapshot_readers=self.snapshot_readers)
 
     def dump_to(self, directory: str | os.PathLike[str]) -> None:
         """Write every file under ``directory`` so the verifier can read it as a real checkpoint."""
@@ -120,8 +131,9 @@ class DurableStorage:
 class LocalStorage:
     """The ``Storage`` interface over a real local directory (atomic via rename)."""
 
-    def __init__(self, root: str | os.PathLike[str]):
+    def __init__(self, root: str | os.PathLike[str], snapshot_readers: tuple[SnapshotReader, ...] = ()):
         self.root = Path(root)
+        self.snapshot_readers = snapshot_readers
 
     def _full(self, path: str) -> Path:
         _check_path(path)

@@ -11,7 +11,7 @@ from reference.oracles import check_outcome, failures
 from reference.outcome import build_outcome
 from reference.runner import run_scenario
 from reference.scenario import Scenario, ScenarioError
-from tests.scenarios import make, scenario_dict
+from reference.catalogue import make, scenario_dict
 
 CRASH = [{"at": {"step": "state_commit", "batch": 2, "partition": 0, "when": "after"}, "kind": "driver_crash"}]
 

@@ -12,14 +12,15 @@ from dataclasses import replace
 import pytest
 
 from reference import layout
-from reference.engine import ORDER, Incarnation, NodeId
+from reference.engine import Incarnation
+from reference.graph import Node
 from reference.explorer import Model, explore
 from reference.logs import OffsetEntry
 from reference.oracles import check_outcome, failures
-from reference.outcome import build_outcome
-from reference.runner import Schedule, run_scenario
+from reference.run import Schedule, run_scenario
 from reference.state_store import StateStore, store_files
-from tests.scenarios import make, supported_pairs
+from reference.steps import NodeId
+from reference.catalogue import make, supported_pairs
 
 
 @pytest.mark.slow
@@ -58,11 +59,9 @@ class RerunsWithNewOffsets(Incarnation):
 class CommitsBeforeStateIsDurable(Incarnation):
     """Async state checkpointing, but commits/b does not wait for b's state commit."""
 
-    def _build_graph(self) -> None:
-        super()._build_graph()
-        for node_id, node in self.nodes.items():
-            if node_id.step == "commit_log_write":
-                node.deps = tuple(d for d in node.deps if d.step != "state_commit")
+    def build_graph(self) -> dict[NodeId, Node]:
+        return {node_id: Node(node_id, tuple(d for d in node.deps if d.step != "state_commit"), node.background)
+                if node_id.step == "commit_log_write" else node for node_id, node in super().build_graph().items()}
 
     def step_commit_log_write(self, b: int) -> None:
         for (batch, p), task in self.tasks.items():
@@ -142,9 +141,9 @@ def test_a_deeper_pipeline_is_sound_and_its_replay_bound_is_reached(operator):
     report = explore(scenario)
     assert not report.truncated
     assert report.violations == [], "\n".join(v.describe() for v in report.violations[:3])
-    plans = [step for b in range(3) for step in (NodeId(b, ORDER["plan"], "plan"),
-                                                  NodeId(b, ORDER["offset_log_write"], "offset_log_write"))]
+    plans = [step for b in range(3) for step in (NodeId.of("plan", b),
+                                                  NodeId.of("offset_log_write", b))]
     result = run_scenario(scenario, schedule=Schedule(plans, crash_after_prefix=True))
-    reruns = [r["rerun_batches"] for r in build_outcome(result)["recoveries"]]
+    reruns = [list(r.rerun_batches) for r in result.outcome().recoveries]
     assert reruns == [[0, 1, 2]]
-    assert failures(check_outcome(scenario, build_outcome(result), result.storage)) == []
+    assert failures(check_outcome(scenario, result.outcome(), result.storage)) == []

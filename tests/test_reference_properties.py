@@ -6,11 +6,10 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from reference.oracles import check_outcome, determinism, failures
-from reference.outcome import build_outcome, dumps
-from reference.runner import run_scenario
+from reference.run import run_scenario
 from reference.scenario import Scenario
 from reference.steps import DRIVER_STEPS, TASK_STEPS, WRITING_STEPS
-from tests.scenarios import OPERATORS, scenario_dict
+from reference.catalogue import OPERATORS, scenario_dict
 
 FAULT_KINDS = ("driver_crash", "task_failure", "executor_loss", "storage_write_error", "zombie_write",
                "storage_latency", "clock_skew")
@@ -59,7 +58,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 def test_every_oracle_holds_after_a_single_fault(scenario: Scenario):
     note(scenario.to_json())
     result = run_scenario(scenario)
-    outcome = build_outcome(result)
+    outcome = result.outcome()
     note("\n".join(result.observer.events))
     bad = failures(check_outcome(scenario, outcome, result.storage))
     assert bad == [], "\n".join(v.describe() for v in bad)
@@ -67,7 +66,7 @@ def test_every_oracle_holds_after_a_single_fault(scenario: Scenario):
 
 @given(scenarios())
 def test_the_same_scenario_and_seed_give_identical_outcome_bytes(scenario: Scenario):
-    first = dumps(build_outcome(run_scenario(scenario)))
-    second = dumps(build_outcome(run_scenario(Scenario.from_dict(scenario.to_dict()))))
+    first = run_scenario(scenario).outcome().to_json()
+    second = run_scenario(Scenario.from_dict(scenario.to_dict())).outcome().to_json()
     verdict = determinism(first, second)
     assert verdict.ok, verdict.describe()

@@ -6,8 +6,7 @@ import subprocess
 import sys
 
 from reference.oracles import check_outcome, failures
-from reference.outcome import build_outcome
-from reference.runner import run_scenario
+from reference.run import run_scenario
 from reference.scenario import Scenario
 from reference.sources import SourceData, partition_of
 
@@ -31,10 +30,10 @@ def test_explicit_records_are_batched_by_arrival_time():
 def test_explicit_source_survives_a_crash_with_every_oracle():
     scenario = explicit_scenario()
     result = run_scenario(scenario)
-    outcome = build_outcome(result)
+    outcome = result.outcome()
     assert failures(check_outcome(scenario, outcome, result.storage)) == []
     final = {}
-    for pairs in (outcome["state"]["0"][p][str(3)] for p in ("0", "1")):
+    for pairs in (outcome.state["0"][p][str(3)] for p in ("0", "1")):
         final.update(dict(map(tuple, pairs)))
     assert final == {"a": 4, "b": 7, "c": 4}
 

@@ -16,7 +16,7 @@ from reference.scenario import EngineConfig
 from reference.sources import SourceData
 from reference.state_store import StateStore, load_version
 from reference.storage import DurableStorage
-from tests.scenarios import make
+from reference.catalogue import make
 
 
 def state_files(storage: DurableStorage, kind: str) -> list[int]:

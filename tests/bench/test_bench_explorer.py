@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from reference.explorer import explore
-from tests.scenarios import make
+from reference.catalogue import make
 
 
 @pytest.mark.parametrize("operator,mode", [("aggregate", "sync"), ("aggregate", "async_state"),

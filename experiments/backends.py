@@ -1,0 +1,97 @@
+"""The one registry of backends: a name to a ``reference.backend.Backend``.
+
+The command line, the experiments and the tests reach every backend through
+``get_backend`` / ``run_backend``; nothing else imports a backend's entry
+point. Backends are imported when first asked for, so ``lightspeed run
+--backend reference`` never imports pyspark, and a backend whose packages are
+missing says so (``BackendUnavailable``) instead of failing at import.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from typing import Any
+
+from reference.backend import Backend, BackendUnavailable, RunOptions, RunResult
+from reference.logs import read_metadata
+from reference.scenario import Scenario
+from reference.storage import SnapshotReader, Storage
+
+# backend name -> (module, class); the order is the order help texts list them in
+BACKENDS: dict[str, tuple[str, str]] = {
+    "reference": ("reference.backend", "ReferenceBackend"),
+    "sim": ("sim.backend", "SimBackend"),
+    "spark": ("spark_impl.engine.backend", "SparkEngineBackend"),
+    "spark-native": ("spark_impl.native.backend", "NativeBackend"),
+}
+BACKEND_NAMES = tuple(BACKENDS)
+_INSTANCES: dict[str, Backend] = {}
+
+
+class UnknownBackend(ValueError):
+    """A backend name that is not in the registry; the message suggests the nearest one."""
+
+    def __init__(self, name: str):
+        near = difflib.get_close_matches(name, BACKEND_NAMES, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        super().__init__(f"unknown backend {name!r}{hint} (available: {', '.join(BACKEND_NAMES)})")
+        self.name = name
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called ``name``; ``UnknownBackend`` for a name not in the registry, ``BackendUnavailable``
+    when its packages cannot be imported here."""
+    if name not in BACKENDS:
+        raise UnknownBackend(name)
+    if name not in _INSTANCES:
+        module_name, class_name = BACKENDS[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise BackendUnavailable(name, f"cannot import {module_name}: {exc}") from None
+        _INSTANCES[name] = getattr(module, class_name)()
+    return _INSTANCES[name]
+
+
+def run_backend(name: str, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
+    """Run ``scenario`` on the named backend; ``BackendUnavailable`` when it cannot run here."""
+    backend = get_backend(name)
+    missing = backend.unavailable()
+    if missing is not None:
+        raise BackendUnavailable(name, missing)
+    return backend.run(scenario, options)
+
+
+def snapshot_readers_for(storage: Storage) -> tuple[SnapshotReader, ...]:
+    """The readers a checkpoint's foreign snapshots need, found from its metadata's ``snapshot_format``.
+
+    ``ValueError`` naming the format when no backend knows it.
+    """
+    metadata = read_metadata(storage)
+    fmt = (metadata or {}).get("snapshot_format")
+    if fmt is None:
+        return ()
+    for name in BACKEND_NAMES:
+        try:
+            backend = get_backend(name)
+        except BackendUnavailable:
+            continue
+        reader = backend.snapshot_formats.get(fmt)
+        if reader is not None:
+            return (reader,)
+    raise ValueError(f"metadata: snapshot_format {fmt!r} is not one any backend here can read")
+
+
+def describe_backends() -> list[dict[str, Any]]:
+    """Name, whether it runs here (and if not, why), its options and whether it is timed; for ``--help``."""
+    out = []
+    for name in BACKEND_NAMES:
+        try:
+            backend = get_backend(name)
+            missing = backend.unavailable()
+            out.append({"name": name, "available": missing is None, "missing": missing,
+                        "options": sorted(backend.options), "timed": backend.timed})
+        except BackendUnavailable as exc:
+            out.append({"name": name, "available": False, "missing": exc.missing, "options": [], "timed": None})
+    return out

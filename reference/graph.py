@@ -1,0 +1,156 @@
+"""The protocol of SPEC section 2 as data: the step graph of one incarnation.
+
+One node per (step, batch, partition), with edges that say what each step must
+wait for under the scenario's modes. Any topological order of the graph is a
+legal execution, so the concurrency of every Lightspeed feature (pipelining,
+async progress, async purge, async state checkpointing, maintenance) is
+exactly the freedom the graph leaves:
+
+- sync: batch b+1 plans after ``source_commit`` of b;
+- async progress: offset and commit log writes are background steps, tasks do
+  not wait for the offset log;
+- async purge: purge rounds run in the background, at most one outstanding;
+- async state checkpointing: ``changelog_write``/``state_commit`` of b are
+  background steps; b+1 may start, b+2 may not until b's state is durable;
+- pipelining: partition p of b+1 starts when partition p of b finished; batch
+  b is planned once batch b - ``pipeline_depth`` has committed.
+
+The graph is built once, as values; the reference's sequential scheduler, the
+simulator and the Spark engine's scheduler all consume it and re-derive
+nothing. ``GraphShape.batch_nodes`` gives one batch's nodes with every
+dependency it may have; ``build_graph`` keeps the dependencies on nodes that
+exist (a dependency on a batch before a restart is already satisfied).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from .scenario import EngineConfig, Scenario
+from .steps import NodeId
+
+LOGICAL_BATCH_MS = 100   # the untimed clock: batch b is planned at b * max(trigger_interval_ms, this)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A step of the graph and the steps it waits for; a background step is off the critical path."""
+
+    id: NodeId
+    deps: tuple[NodeId, ...]
+    background: bool = False
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """Everything the step graph depends on: the engine modes, the partitions and what the query keeps."""
+
+    cfg: EngineConfig
+    partitions: int
+    stateful: bool
+    uses_watermark: bool
+
+    @staticmethod
+    def of(scenario: Scenario) -> "GraphShape":
+        ops = scenario.operator.flatten()
+        return GraphShape(scenario.engine, scenario.state_partitions, bool(scenario.store_ids),
+                          any(op.watermark_delay_ms is not None for op in ops))
+
+    @property
+    def async_progress(self) -> bool:
+        return self.cfg.progress_mode == "async"
+
+    @property
+    def async_state(self) -> bool:
+        return self.cfg.state_checkpoint == "async" and self.stateful
+
+    @property
+    def async_purge(self) -> bool:
+        return self.cfg.log_purge_mode == "async"
+
+    def maintenance_every(self) -> int:
+        """Maintenance runs every this many batches (``maintenance_interval_ms`` on the untimed clock)."""
+        batch_ms = max(self.cfg.trigger_interval_ms, LOGICAL_BATCH_MS)
+        return max(1, self.cfg.maintenance_interval_ms // batch_ms)
+
+    def is_maintenance_batch(self, batch: int) -> bool:
+        """Whether maintenance (``snapshot_upload``) runs after ``batch``'s state commit."""
+        return self.stateful and self.cfg.provider != "snapshot" and (batch + 1) % self.maintenance_every() == 0
+
+    def plan_lag(self) -> int:
+        """How many batches may be planned and not yet committed."""
+        return self.cfg.pipeline_depth if self.cfg.pipelining else 2
+
+    # ------------------------------------------------------------ nodes
+    def batch_nodes(self, b: int) -> list[Node]:
+        """The nodes of batch ``b`` in creation order, each with every dependency it may have."""
+        n = NodeId.of
+        prev, prev2, lag = b - 1, b - 2, self.plan_lag()
+        plan_deps = [n("plan", prev)]
+        if self.cfg.pipelining:
+            plan_deps += [n("offset_log_write", prev), n("source_commit", b - lag)]
+        elif self.async_state or self.async_progress:
+            plan_deps += [n("sink_commit", prev), n("commit_log_write", prev2)]
+        else:
+            plan_deps += [n("source_commit", prev)]
+        if self.async_progress:
+            plan_deps += [n("offset_log_write", b - lag), n("commit_log_write", b - lag)]
+        if self.async_purge:
+            plan_deps.append(n("purge", prev2))
+        out = [Node(n("plan", b), tuple(plan_deps)),
+               Node(n("offset_log_write", b), (n("plan", b), n("offset_log_write", prev)), self.async_progress),
+               Node(n("purge", b), (n("offset_log_write", b), n("purge", prev)), self.async_purge)]
+        gate = [n("plan", b)] if self.async_progress else [n("offset_log_write", b)]
+        if not self.async_purge:
+            gate.append(n("purge", b))
+        for p in range(self.partitions):
+            out += self._task_nodes(b, p, gate)
+        sink_commit_deps = [n("sink_write", b, p) for p in range(self.partitions)] + [n("sink_commit", prev)]
+        commit_deps = [n("sink_commit", b), n("commit_log_write", prev)]
+        commit_deps += [n("state_commit", b, p) for p in range(self.partitions)]
+        if self.async_progress:
+            commit_deps.append(n("offset_log_write", b))
+        out += [Node(n("sink_commit", b), tuple(sink_commit_deps)),
+                Node(n("commit_log_write", b), tuple(commit_deps), self.async_progress),
+                Node(n("source_commit", b), (n("commit_log_write", b),))]
+        return out
+
+    def _task_nodes(self, b: int, p: int, gate: list[NodeId]) -> list[Node]:
+        n = NodeId.of
+        prev, async_state = b - 1, self.async_state
+        out = []
+        if self.stateful:
+            order = [n("task_apply", prev, p) if async_state else n("state_commit", prev, p)]
+            if async_state:
+                order += [n("state_commit", b - 2, q) for q in range(self.partitions)]
+            out.append(Node(n("state_load", b, p), tuple(gate + order)))
+            apply_deps = [n("state_load", b, p)]
+        else:
+            apply_deps = gate + [n("task_apply", prev, p)]
+        if self.uses_watermark and self.cfg.pipelining:
+            # the watermark of b depends on every partition's event times in b - 1
+            apply_deps += [n("task_apply", prev, q) for q in range(self.partitions)]
+        out.append(Node(n("task_apply", b, p), tuple(apply_deps)))
+        sink_dep = n("task_apply", b, p)
+        if self.stateful:
+            clog_deps = [n("task_apply", b, p)] + ([n("state_commit", prev, p)] if async_state else [])
+            out += [Node(n("changelog_write", b, p), tuple(clog_deps), async_state),
+                    Node(n("state_commit", b, p), (n("changelog_write", b, p),), async_state)]
+            if not async_state:
+                sink_dep = n("state_commit", b, p)
+            if self.is_maintenance_batch(b):
+                previous = n("snapshot_upload", b - self.maintenance_every(), p)
+                out.append(Node(n("snapshot_upload", b, p), (n("state_commit", b, p), previous), True))
+        out.append(Node(n("sink_write", b, p), (sink_dep,)))
+        return out
+
+
+def build_graph(shape: GraphShape, batches: Iterable[int]) -> dict[NodeId, Node]:
+    """The graph of an incarnation that runs ``batches``, in creation order (the canonical schedule)."""
+    nodes: dict[NodeId, Node] = {}
+    for b in sorted(batches):
+        for node in shape.batch_nodes(b):
+            real = tuple(d for d in node.deps if d in nodes)
+            nodes[node.id] = Node(node.id, real, node.background)
+    return nodes

@@ -1,0 +1,145 @@
+"""The timing block of an outcome (SPEC section 4): one latency summary for every timed backend.
+
+End-to-end latency is measured per record, from its creation (``arrival_ms``)
+to the moment it first becomes visible at the sink. A timed backend hands the
+latencies it measured to ``summarize_latency`` and puts the result in the
+outcome's ``timing``; every timed backend therefore reports the same keys with
+the same percentile definition, and the same empty value.
+
+The percentile definition is the inverted CDF: ``p_q`` is the smallest latency
+``x`` such that at least ``q`` percent of the records have a latency ``<= x``
+(numpy's ``method="inverted_cdf"``; a test checks the two agree). It extends
+to spread segments, which the simulator's volume mode produces: ``n`` records
+whose latencies are spread evenly over ``[low_ms, high_ms]``, where the CDF is
+interpolated linearly inside the segment. The reference is standard-library
+only, which is why this is written out here and not taken from numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+PERCENTILES = (50, 90, 99)
+BISECTION_STEPS = 60
+Segment = tuple[int, float, float]   # (records, low_ms, high_ms)
+
+
+class TimingError(ValueError):
+    """A timing block does not have the shape of SPEC section 4. ``field`` names where."""
+
+    def __init__(self, field_path: str, message: str):
+        super().__init__(f"{field_path}: {message}")
+        self.field = field_path
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    """End-to-end latency percentiles in ms; ``count`` records, and None everywhere else when there are none."""
+
+    count: int = 0
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+    def __post_init__(self) -> None:
+        assert self.count >= 0, "a latency count is never negative"
+        assert (self.count == 0) == (self.p50 is None), "percentiles exist exactly when records do"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "p50": self.p50, "p90": self.p90, "p99": self.p99, "max": self.max}
+
+    @staticmethod
+    def from_dict(raw: Any, path: str = "timing.latency_ms") -> "LatencySummary":
+        if not isinstance(raw, dict):
+            raise TimingError(path, "expected {\"count\": int, \"p50\": ms, \"p90\": ms, \"p99\": ms, \"max\": ms}")
+        count = raw.get("count")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise TimingError(f"{path}.count", f"expected an integer >= 0, got {count!r}")
+        values = {}
+        for key in ("p50", "p90", "p99", "max"):
+            value = raw.get(key)
+            if count == 0 and value is not None:
+                raise TimingError(f"{path}.{key}", "must be null when count is 0")
+            if count > 0 and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise TimingError(f"{path}.{key}", f"expected a number of ms, got {value!r}")
+            values[key] = None if value is None else float(value)
+        unknown = sorted(set(raw) - {"count", "p50", "p90", "p99", "max"})
+        if unknown:
+            raise TimingError(f"{path}.{unknown[0]}", "unknown field")
+        return LatencySummary(count, values["p50"], values["p90"], values["p99"], values["max"])
+
+
+def summarize_latency(samples_ms: Iterable[float]) -> LatencySummary:
+    """The summary of exact per-record latencies."""
+    ordered = sorted(float(x) for x in samples_ms)
+    if not ordered:
+        return LatencySummary()
+    out = {q: _round(_exact_quantile(ordered, q / 100.0)) for q in PERCENTILES}
+    return LatencySummary(len(ordered), out[50], out[90], out[99], _round(ordered[-1]))
+
+
+def summarize_segments(segments: Iterable[Segment]) -> LatencySummary:
+    """The summary of latency segments ``(records, low_ms, high_ms)``; exact where ``low == high``."""
+    segs = sorted((float(lo), float(hi), int(n)) for n, lo, hi in segments if n > 0)
+    for lo, hi, _n in segs:
+        assert hi >= lo, f"a latency segment [{lo}, {hi}] must not end before it starts"
+    if all(lo == hi for lo, hi, _n in segs):
+        return summarize_latency(lo for lo, _hi, n in segs for _ in range(n))
+    total = sum(n for _lo, _hi, n in segs)
+    out = {q: _round(_spread_quantile(segs, total, q / 100.0)) for q in PERCENTILES}
+    return LatencySummary(total, out[50], out[90], out[99], _round(max(hi for _lo, hi, _n in segs)))
+
+
+def _exact_quantile(ordered: Sequence[float], q: float) -> float:
+    """The smallest x with at least q * n samples <= x (inverted CDF)."""
+    rank = q * len(ordered)
+    index = max(0, _ceil(rank) - 1)
+    return ordered[min(index, len(ordered) - 1)]
+
+
+def _ceil(x: float) -> int:
+    whole = int(x)
+    return whole if whole == x else whole + 1
+
+
+def _spread_quantile(segs: list[tuple[float, float, int]], total: int, q: float) -> float:
+    """The smallest x with CDF(x) >= q * total, by bisection (segments may overlap)."""
+    rank = q * total
+    lo, hi = segs[0][0], max(h for _l, h, _n in segs)
+    for _ in range(BISECTION_STEPS):
+        mid = (lo + hi) / 2.0
+        if _cdf(segs, mid) >= rank:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _cdf(segs: list[tuple[float, float, int]], x: float) -> float:
+    count = 0.0
+    for lo, hi, n in segs:
+        if x >= hi:
+            count += n
+        elif x > lo:
+            count += n * (x - lo) / (hi - lo)
+    return count
+
+
+def _round(value: float) -> float:
+    return round(value, 3)
+
+
+def first_visible_ms(deliveries: Iterable[tuple[Any, float]]) -> dict[Any, float]:
+    """Record -> the time it first became visible, from (record, time) deliveries in any order.
+
+    A record re-delivered after a crash keeps its first visibility: end-to-end
+    latency ends when the output could first be read, not at a later replay.
+    """
+    first: dict[Any, float] = {}
+    for record, seen_ms in deliveries:
+        known = first.get(record)
+        if known is None or seen_ms < known:
+            first[record] = seen_ms
+    return first
