@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from .outcome import Outcome
 from .run import run_scenario
 from .scenario import Scenario
+from .size import MATERIALISED, SizeLimits, too_large
 from .storage import SnapshotReader, Storage
 
 
@@ -102,6 +103,13 @@ def refuse_unknown_options(backend: Backend, options: RunOptions) -> None:
             raise OptionRefused(backend.name, name, backend.options)
 
 
+def refuse_too_large(backend: str, scenario: Scenario, limits: SizeLimits = MATERIALISED) -> None:
+    """``ScenarioRefused`` with the numbers when a backend that holds every record cannot fit the scenario."""
+    why = too_large(scenario, limits)
+    if why is not None:
+        raise ScenarioRefused(backend, "source", why)
+
+
 class ReferenceBackend:
     """The executable spec itself: sequential, untimed, in memory."""
 
@@ -115,5 +123,6 @@ class ReferenceBackend:
 
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         refuse_unknown_options(self, options)
+        refuse_too_large(self.name, scenario)
         finished = run_scenario(scenario)
         return RunResult(finished.outcome(), finished.storage)

@@ -102,9 +102,16 @@ def decode_header(data: bytes, name: str) -> tuple[StateFileHeader, _Reader]:
     fmt, version = reader.unpack(">BQ", "header")
     if fmt != FORMAT_VERSION:
         raise CheckpointFormatError(f"{name}: format version {fmt}, expected {FORMAT_VERSION}")
-    uid = reader.take(reader.unpack(">H", "uid length")[0], "uid").decode()
-    parent = reader.take(reader.unpack(">H", "parent uid length")[0], "parent uid").decode()
+    uid = _text(reader.take(reader.unpack(">H", "uid length")[0], "uid"), name, "uid")
+    parent = _text(reader.take(reader.unpack(">H", "parent uid length")[0], "parent uid"), name, "parent uid")
     return StateFileHeader(KIND_OF_MAGIC[magic], version, uid, parent), reader
+
+
+def _text(raw: bytes, name: str, what: str) -> str:
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise CheckpointFormatError(f"{name}: header {what} is not UTF-8 (file is corrupt)") from None
 
 
 def decode_state_file(data: bytes, name: str) -> tuple[StateFileHeader, tuple[Change, ...]]:

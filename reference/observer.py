@@ -31,6 +31,7 @@ class Observer:
     events: list[str] = field(default_factory=list)
     attempts: dict[int, int] = field(default_factory=dict)
     deliveries: dict[int, list[str]] = field(default_factory=dict)
+    faults_not_fired: list[int] = field(default_factory=list)   # indexes into the scenario's faults
 
     def note(self, text: str) -> None:
         self.events.append(text)
@@ -71,4 +72,4 @@ def build_outcome(scenario: Scenario, storage: Storage, observer: Observer, erro
     return Outcome(scenario.name, backend, batches, state, read_sink(storage, scenario.sink_mode,
                                                                      observer.deliveries),
                    tuple(observer.recoveries), tuple(observer.progress), tuple(storage.list()), scenario.seed, error,
-                   tuple(state_errors), timing, dict(details or {}))
+                   tuple(state_errors), timing, dict(details or {}), tuple(observer.faults_not_fired))

@@ -27,10 +27,19 @@ State = dict[str, Any]
 
 @dataclass(frozen=True)
 class Row:
+    """A row between operators. ``measure`` is the number a downstream sum consumes when ``value`` is
+    structured (a window's ``[start, end, agg]``, a session's ``[sum, count]``), so chains compose."""
+
     key: str
     value: Any
     event_time_ms: int
     side: str = "main"
+    measure: int | None = None
+
+
+def measure_of(row: Row) -> int:
+    """The number a sum over this row adds."""
+    return row.measure if row.measure is not None else row.value
 
 
 def store_names(spec: OperatorSpec) -> tuple[str, ...]:
@@ -56,11 +65,11 @@ def apply_operator(spec: OperatorSpec, states: Mapping[str, State], rows: Sequen
 
 
 def _map(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
-    return [Row(r.key, r.value, r.event_time_ms) for r in rows]
+    return [Row(r.key, r.value, r.event_time_ms, measure=r.measure) for r in rows]
 
 
 def _agg_step(agg: str | None, row: Row) -> int:
-    return 1 if agg == "count" else row.value
+    return 1 if agg == "count" else measure_of(row)
 
 
 def _aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
@@ -91,7 +100,8 @@ def _window_aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[R
         key, _, start_text = skey.rpartition("|")
         start = int(start_text)
         if start + size <= wm:
-            out.append(Row(key, [start, start + size, state.pop(skey)], start + size - 1))
+            total = state.pop(skey)
+            out.append(Row(key, [start, start + size, total], start + size - 1, measure=total))
     return sort_rows(out)
 
 
@@ -103,7 +113,7 @@ def _dedup_within_watermark(spec: OperatorSpec, states: dict[str, State], rows: 
         if row.event_time_ms < wm or row.key in state:
             continue
         state[row.key] = row.event_time_ms + delay
-        out.append(Row(row.key, row.value, row.event_time_ms))
+        out.append(Row(row.key, row.value, row.event_time_ms, measure=row.measure))
     for key in [k for k, expiry in state.items() if expiry <= wm]:
         del state[key]
     return sort_rows(out)
@@ -144,13 +154,13 @@ def _stateful_function(spec: OperatorSpec, states: dict[str, State], rows: list[
     for key in sorted(grouped):
         total, count, last = state.get(key, [0, 0, grouped[key][0].event_time_ms])
         for row in grouped[key]:
-            total, count, last = total + row.value, count + 1, max(last, row.event_time_ms)
+            total, count, last = total + measure_of(row), count + 1, max(last, row.event_time_ms)
         state[key] = [total, count, last]
     out = []
     for key in sorted(state):
         total, count, last = state[key]
         if key not in grouped and last + timeout < wm:
-            out.append(Row(key, [total, count], last + timeout))
+            out.append(Row(key, [total, count], last + timeout, measure=total))
             del state[key]
     return sort_rows(out)
 

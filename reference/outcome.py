@@ -11,7 +11,8 @@ Additions to the SPEC shape: ``seed``; per batch ``start_offsets``; per sink
 entry ``delivery_digests`` (one per exactly-once commit, for idempotence);
 ``error`` (a loud failure) and ``state_errors`` (versions that would not load);
 ``timing`` (timed backends: the latency summary of ``timing.py`` and the run's
-wall time); ``details`` (what one backend alone reports: its profile, its
+wall time); ``faults_not_fired`` (faults no step matched: the run did not test
+what the scenario asked for); ``details`` (what one backend alone reports: its profile, its
 cluster, its task counts; no oracle reads it).
 """
 
@@ -28,7 +29,7 @@ from .timing import LatencySummary, TimingError
 
 StateMap = dict[str, dict[str, dict[str, list[list[Any]]]]]   # store -> partition -> version -> pairs
 OUTCOME_FIELDS = ("scenario", "backend", "seed", "batches", "state", "sink", "recoveries", "progress",
-                  "checkpoint_files", "error", "state_errors", "timing", "details")
+                  "checkpoint_files", "error", "state_errors", "timing", "details", "faults_not_fired")
 DURATION_KEYS = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets", "triggerExecution")
 
 
@@ -154,6 +155,7 @@ class Outcome:
     state_errors: tuple[str, ...] = ()
     timing: Timing | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
+    faults_not_fired: tuple[int, ...] = ()   # the scenario's faults (by index) that never matched a step
 
     def __post_init__(self) -> None:
         ids = [b.id for b in self.batches]
@@ -170,6 +172,8 @@ class Outcome:
             out["timing"] = self.timing.to_dict()
         if self.details:
             out["details"] = dict(self.details)
+        if self.faults_not_fired:
+            out["faults_not_fired"] = list(self.faults_not_fired)
         return out
 
     def to_json(self) -> str:
@@ -212,7 +216,8 @@ class Outcome:
             tuple(_progress(p, f"progress[{i}]") for i, p in enumerate(_list(raw, "progress", []))),
             tuple(_strings(raw, "checkpoint_files")), _optional_int(raw, "seed"),
             _optional_str(raw, "error"), tuple(_strings(raw, "state_errors")), _timing(raw.get("timing")),
-            _details(raw.get("details", {})))
+            _details(raw.get("details", {})),
+            tuple(_int(i, f"faults_not_fired[{n}]") for n, i in enumerate(_list(raw, "faults_not_fired", []))))
 
     @staticmethod
     def from_json(text: str, source: str = "<outcome>") -> "Outcome":

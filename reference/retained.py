@@ -62,6 +62,20 @@ def parent_uid(storage: Storage, link: ChainLink) -> str | None:
     return None
 
 
+def unreadable(storage: Storage, link: ChainLink) -> str | None:
+    """Why none of ``link``'s files reads (naming each file), or None when one does."""
+    errors = []
+    for path in (link.delta, link.snapshot):
+        if path is None:
+            continue
+        try:
+            read_state_file(storage, path)
+            return None
+        except CheckpointFormatError as exc:
+            errors.append(str(exc))
+    return "; ".join(errors) or None
+
+
 def retained_range(chain: list[ChainLink]) -> list[int]:
     """Versions loadable from the chain: from its lowest snapshot (or version 1) up."""
     if not chain:
@@ -98,10 +112,14 @@ def unretained(storage: Storage, sid: str, partition: int, chain: list[ChainLink
             uids[chain[-1].version - 1] = below
     folder = layout.store_dir(sid, partition)
     on_chain = {link.version for link in chain}
+    broken = next((link for link in reversed(chain) if unreadable(storage, link)), None)
     for v in range(max(1, latest - retain + 1), latest + 1):
         if v in loadable:
             continue
-        if v not in on_chain:
+        if broken is not None and v <= broken.version:
+            errors.append(f"{folder}: version {v} is one of the last {retain} committed versions, but the lineage "
+                          f"down to it is unreadable at version {broken.version}: {unreadable(storage, broken)}")
+        elif v not in on_chain:
             uid = uids.get(v)
             names = f"{v}_{uid}.snapshot, .changelog or .delta" if uid else "a snapshot or changelog"
             errors.append(f"{folder}: version {v} is one of the last {retain} committed versions, but its file is "

@@ -188,6 +188,7 @@ class Run:
     def finish(self) -> FinishedRun:
         while not self.finished:
             self.life()
+        self.observer.faults_not_fired = [self.faults.index_of(f) for f in self.faults.pending]
         return FinishedRun(self.scenario, self.storage, self.observer, self.supervisor.error, self.executed)
 
 

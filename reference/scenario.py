@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .steps import FAULT_KINDS, STEP_NAMES, TASK_STEPS
+from .steps import FAULT_KINDS, MAINTENANCE_STEPS, STEP_NAMES, TASK_STEPS
 
 OPERATOR_KINDS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "join",
                   "stateful_function", "chain")
@@ -31,6 +32,7 @@ FUNCTIONS = ("session_sum",)
 SOURCE_KINDS = ("generated", "explicit", "rate")
 PROVIDERS = ("changelog", "delta", "snapshot")
 DEFAULT_BATCH_MS = 1000
+MAX_TIME_MS = 10**12   # event and arrival times are ms from the scenario's start; beyond ~31 years is a mistake
 
 
 class ScenarioError(ValueError):
@@ -75,6 +77,8 @@ class _Obj:
         value = self.get(name, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ScenarioError(self.at(name), f"expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ScenarioError(self.at(name), f"expected a finite number, got {value!r}")
         if value < minimum:
             raise ScenarioError(self.at(name), f"expected a number >= {minimum}, got {value}")
         return value
@@ -175,11 +179,28 @@ def _explicit_record(raw: Any, path: str) -> tuple[int, str, int, int, int]:
     if not (isinstance(raw, list) and len(raw) == 5):
         raise ScenarioError(path, "expected [partition, key, value, event_time_ms, arrival_ms]")
     p, k, v, t, a = raw
-    if not (isinstance(p, int) and p >= 0 and isinstance(k, str) and isinstance(v, int)
-            and isinstance(t, int) and isinstance(a, int) and a >= 0):
+    if not (_plain_int(p) and p >= 0 and isinstance(k, str) and _plain_int(v)
+            and _plain_int(t) and _plain_int(a) and a >= 0):
         raise ScenarioError(path, "expected [int partition >= 0, str key, int value, int event_time_ms, "
                                   f"int arrival_ms >= 0]; got {raw!r}")
+    check_key(k, f"{path}[1]")
+    for value, what in ((t, "event_time_ms"), (a, "arrival_ms")):
+        if abs(value) > MAX_TIME_MS:
+            raise ScenarioError(path, f"{what} {value} is beyond {MAX_TIME_MS} ms (about 31 years): "
+                                      "times are milliseconds from the scenario's start")
     return (p, k, v, t, a)
+
+
+def _plain_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_key(key: str, path: str) -> None:
+    """Keys are routed by the CRC-32 of their UTF-8 bytes, so they must be valid Unicode text."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ScenarioError(path, f"key {key!r} is not valid Unicode text ({exc.reason} at {exc.start})") from None
 
 
 # -------------------------------------------------------------- operators
@@ -452,11 +473,40 @@ class Scenario:
                                       "Set \"explore_unsupported\": true to run it anyway.")
 
     def check_faults(self) -> None:
-        parts = self.state_partitions
+        """Refuse a fault that could never fire, or would fire where it means nothing (SPEC section 2)."""
+        seen: dict[str, int] = {}
+        restarting = sum(_may_restart(f) for f in self.faults)
         for i, fault in enumerate(self.faults):
-            if fault.at.partition is not None and fault.at.partition >= parts:
-                raise ScenarioError(f"faults[{i}].at.partition",
-                                    f"partition {fault.at.partition} >= state_partitions {parts}")
+            where = f"faults[{i}]"
+            at = fault.at
+            text = json.dumps(fault.to_dict(), sort_keys=True)
+            if text in seen:
+                raise ScenarioError(where, f"repeats faults[{seen[text]}]; each fault fires once, so give it once")
+            seen[text] = i
+            if at.partition is not None:
+                if at.partition >= self.state_partitions:
+                    raise ScenarioError(f"{where}.at.partition",
+                                        f"partition {at.partition} >= state_partitions {self.state_partitions}")
+                if at.step is not None and at.step not in TASK_STEPS + MAINTENANCE_STEPS:
+                    raise ScenarioError(f"{where}.at.partition", f"{at.step} is a driver step: it runs once per "
+                                                                 "batch, on no partition")
+            last = self.deterministic_batches()
+            if at.batch is not None and last is not None and at.batch >= last:
+                raise ScenarioError(f"{where}.at.batch", f"batch {at.batch} never runs: the input has {last} "
+                                                         f"batches (0..{last - 1})")
+            others = restarting - _may_restart(fault)
+            if at.restart is not None and at.restart > others:
+                raise ScenarioError(f"{where}.at.restart",
+                                    f"restart {at.restart} never comes: the other faults can end at most {others} "
+                                    "incarnation(s) (a driver_crash or a storage_write_error ends one; so can a "
+                                    "fault at an async state commit or an executor_loss)")
+            if fault.kind in ("corrupt_file", "delete_file"):
+                _check_checkpoint_path(fault.path or "", f"{where}.path")
+
+    def deterministic_batches(self) -> int | None:
+        """How many batches every backend runs, when the source fixes it (generated sources); else None."""
+        counts = {src.batches for src in self.sources.values() if src.kind == "generated"}
+        return max(counts) if counts and len(counts) == len(self.sources) else None
 
     @property
     def store_ids(self) -> tuple[str, ...]:
@@ -485,13 +535,34 @@ def _parse_sources(o: _Obj, operator: OperatorSpec) -> dict[str, Source]:
     return {"main": Source.parse(o.obj("source"))}
 
 
+def _may_restart(fault: Fault) -> bool:
+    """Whether a fault can end an incarnation, so that a later one exists."""
+    if fault.kind in ("driver_crash", "storage_write_error", "executor_loss"):
+        return True
+    return fault.kind in ("task_failure", "zombie_write") and fault.at.step in ("changelog_write", "state_commit")
+
+
+def _check_checkpoint_path(path: str, field_path: str) -> None:
+    parts = path.split("/")
+    if not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+        raise ScenarioError(field_path, f"{path!r} must be a path relative to the checkpoint that stays inside it, "
+                                        "e.g. \"commits/2\" or \"state/0/1/3_r0b2p1a0.changelog\"")
+
+
 def load_scenario(path: str) -> Scenario:
     """Read and validate a scenario file; errors name the file and the field."""
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8") as fh:
             raw = json.load(fh)
     except FileNotFoundError:
         raise ScenarioError("<file>", f"{path}: no such scenario file") from None
+    except IsADirectoryError:
+        raise ScenarioError("<file>", f"{path}: is a directory, expected a scenario JSON file") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError("<file>", f"{path}: not UTF-8 text (byte {exc.start}): expected a scenario JSON "
+                                      "file") from None
+    except OSError as exc:
+        raise ScenarioError("<file>", f"{path}: cannot be read: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise ScenarioError("<file>", f"{path}: not valid JSON: {exc}") from None
     try:

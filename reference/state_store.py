@@ -322,23 +322,45 @@ def _check_header(header: StateFileHeader, path: str, version: int, kind: str | 
 
 def parent_uid(storage: Storage, files: dict[tuple[int, str, str], str], op: str, partition: int,
                version: int, uid: str) -> str:
-    """The lineage parent of (version, uid), read from any of its files' headers."""
+    """The lineage parent of (version, uid), read from whichever of its files' headers reads.
+
+    A damaged changelog whose snapshot of the same version is intact still names the parent; only when
+    every file of the version is unreadable (or there is none) is it an error, naming each file.
+    """
+    errors = []
     for kind in ("changelog", "delta", "snapshot"):
         path = files.get((version, uid, kind))
-        if path is not None:
+        if path is None:
+            continue
+        try:
             return read_state_file(storage, path)[0].parent_uid
+        except CheckpointFormatError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise CheckpointFormatError("; ".join(errors))
     raise CheckpointFormatError(
         f"{layout.store_dir(op, partition)}: no file for version {version} with lineage id {uid!r}")
+
+
+def readable(storage: Storage, path: str) -> bool:
+    """Whether a state file decodes whole (header, records, end marker and checksum)."""
+    try:
+        read_state_file(storage, path)
+    except CheckpointFormatError:
+        return False
+    return True
 
 
 def cleanup_store(storage: Storage, op: str, partition: int, min_versions_to_retain: int,
                   latest_version: int, latest_uid: str) -> list[str]:
     """Delete what no version in ``[latest - retain + 1, latest]`` needs.
 
-    Walk the valid lineage down from (latest, uid) to the newest snapshot S at
-    or below the oldest retained version. Every retained version loads from S,
-    so every file of a version below S, of any attempt, is deleted. Nothing at
-    or above S is touched, so in-flight attempts and newer versions are safe.
+    Walk the valid lineage down from (latest, uid) to the newest readable
+    snapshot S at or below the oldest retained version. Every retained version
+    loads from S, so every file of a version below S, of any attempt, is
+    deleted. Nothing at or above S is touched, so in-flight attempts and newer
+    versions are safe. A corrupt snapshot is never trusted as S: a load falls
+    back past it (SPARK-21696), so the walk goes on to an older readable one.
 
     The walk also stops at a snapshot whose parent version has no files left:
     an earlier cleanup with a higher latest version already deleted them, and
@@ -348,9 +370,12 @@ def cleanup_store(storage: Storage, op: str, partition: int, min_versions_to_ret
     oldest = max(latest_version - min_versions_to_retain + 1, 1)
     files = store_files(storage, op, partition)
     v, u = latest_version, latest_uid
-    while v > 0 and not (v <= oldest and (v, u, "snapshot") in files):
+    while v > 0:
+        snapshot = files.get((v, u, "snapshot"))
+        if v <= oldest and snapshot is not None and readable(storage, snapshot):
+            break
         parent = parent_uid(storage, files, op, partition, v, u)
-        if (v, u, "snapshot") in files and not any((v - 1, parent, k) in files for k in layout.STATE_KINDS):
+        if snapshot is not None and not any((v - 1, parent, k) in files for k in layout.STATE_KINDS):
             break
         u, v = parent, v - 1
     doomed = sorted(path for (ver, _u, _k), path in files.items() if ver < v)

@@ -14,6 +14,8 @@ outcome's checkpoint can be written out and read back by the verifier.
 from __future__ import annotations
 
 import os
+import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -140,19 +142,33 @@ class LocalStorage:
         return self.root / path
 
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+        """Write to a unique temporary name, then publish: ``os.replace`` to overwrite, or a hard link
+        to create, which fails if the name exists, so two writers can never both create one file."""
         full = self._full(path)
-        if not overwrite and full.exists():
-            raise StorageError(f"{path}: already exists (atomic create refuses to overwrite)")
         full.parent.mkdir(parents=True, exist_ok=True)
-        tmp = full.with_name(f".{full.name}.{os.getpid()}.tmp")
+        tmp = full.with_name(f".{full.name}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp")
         tmp.write_bytes(data)
-        os.replace(tmp, full)
+        try:
+            if overwrite:
+                os.replace(tmp, full)
+                return
+            try:
+                os.link(tmp, full)
+            except FileExistsError:
+                raise StorageError(f"{path}: already exists (atomic create refuses to overwrite)") from None
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def read(self, path: str) -> bytes:
+        full = self._full(path)
         try:
-            return self._full(path).read_bytes()
+            return full.read_bytes()
         except FileNotFoundError:
-            raise CheckpointFormatError(f"{self.root / path}: file not found in checkpoint") from None
+            raise CheckpointFormatError(f"{full}: file not found in checkpoint") from None
+        except IsADirectoryError:
+            raise CheckpointFormatError(f"{full}: is a directory where the checkpoint layout has a file") from None
+        except PermissionError:
+            raise CheckpointFormatError(f"{full}: cannot be read (permission denied)") from None
 
     def exists(self, path: str) -> bool:
         return self._full(path).exists()
