@@ -312,6 +312,7 @@ class Incarnation:
         if task.state_handed_off:
             return  # a retry after the async writer took the state: only the output is redone
         self.ensure_stores(b, p)  # an executor loss may have dropped them since state_load
+        self.note_watermark(b)
         plan = self.plans[b]
         records = route(self.data.slice(plan.start, plan.end), self.parts)[p]
         task.before = {sid: self.stores[(sid, p)].memento() for sid in self.store_ids}
@@ -321,6 +322,10 @@ class Incarnation:
         uid = self.uid(b, p)
         for sid, store in stores.items():
             task.sealed[sid] = store.seal(uid)
+
+    def note_watermark(self, b: int) -> None:
+        """The observer learns the watermark batch ``b`` runs with (the one ``commits/b`` will hold)."""
+        self.obs.batches[b]["watermark_ms"] = watermarks_of(self.trackers_for(b))[0]
 
     def step_changelog_write(self, b: int, p: int) -> None:
         task = self.tasks[(b, p)]
@@ -408,7 +413,9 @@ class Incarnation:
         index = steps.index(node_id.step) if node_id.step in steps else 0
         return steps[index - 1] if index > 0 else None
 
-    def zombie_material(self, b: int, p: int) -> list[SealedVersion]:
-        """The sealed versions a failed attempt of task (b, p) would have written."""
+    def zombie_material(self, b: int, p: int) -> tuple[list[SealedVersion], list[list[Any]]]:
+        """What a failed attempt of task (b, p) would have written: its sealed versions and its output rows."""
         task = self.tasks.get((b, p))
-        return sealed_versions(task.sealed) if task is not None else []
+        if task is None:
+            return [], []
+        return sealed_versions(task.sealed), sink_rows(task.result.output) if task.result else []

@@ -29,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
+from . import checkpoint_rules
 from .engine import Incarnation
 from .oracles import Verdict, check_outcome, failures
 from .observer import Observer
@@ -239,9 +240,15 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
         if crash_state in out.digests:
             continue
         out.digests.add(crash_state)
+        label = f"driver_crash after [{', '.join(str(n) for n in prefix[-3:])}]"
+        broken = checkpoint_rules.violations(run.storage, base)
+        if broken:
+            rule, message = broken[0]
+            verdict = Verdict("checkpoint", "fail", f"crash checkpoint breaks {rule}: {message}")
+            out.violations.append(Violation(label, [verdict], {"schedule": [n.to_json() for n in prefix],
+                                                               "crash_after_prefix": True}, order))
         result = run.finish()
         bad = failures(check_outcome(base, result.outcome(), result.storage))
-        label = f"driver_crash after [{', '.join(str(n) for n in prefix[-3:])}]"
         if bad:
             out.violations.append(Violation(label, bad, {"schedule": [n.to_json() for n in prefix],
                                                          "crash_after_prefix": True}, order))

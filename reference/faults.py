@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, NoReturn, Protocol
+from typing import Any, Iterable, Mapping, NoReturn, Protocol, Sequence
 
 from . import layout
 from .changelog import StateFileHeader, encode_state_file
@@ -155,11 +155,15 @@ class SealedVersion:
 
 
 def zombie_landings(step: str, batch: int, partition: int, uid: str, sealed: Iterable[SealedVersion],
-                    delta_kind: str) -> list[tuple[str, bytes]]:
-    """The files a failed attempt's late writer lands: its sink part file, or its state files, each
-    carrying ``ZOMBIE_KEY`` so that a reader trusting them shows in the state or the output."""
+                    delta_kind: str, rows: Sequence[Any] = ()) -> list[tuple[str, bytes]]:
+    """The files a failed attempt's late writer lands.
+
+    A sink part file holds the attempt's own output rows (``rows``): what a real late writer lands, a
+    duplicate an at-least-once sink may show and an exactly-once sink must never commit. State files
+    carry ``ZOMBIE_KEY`` besides the attempt's changes, so a load that trusts one shows in the state.
+    """
     if step == "sink_write":
-        return [(layout.sink_part_path(batch, partition, uid), json.dumps([[ZOMBIE_KEY, batch]]).encode())]
+        return [(layout.sink_part_path(batch, partition, uid), json.dumps(list(rows)).encode())]
     if step != "changelog_write":
         return []
     out = []

@@ -67,7 +67,7 @@ def build_outcome(scenario: Scenario, storage: Storage, observer: Observer, erro
     state, state_errors = retained_states(storage, store_ids, scenario.state_partitions,
                                           scenario.engine.min_batches_to_retain)
     batches = tuple(BatchRecord(b, tuple(rec["end_offsets"]), tuple(rec["start_offsets"]), rec.get("watermark_ms"),
-                                rec["attempts"])
+                                rec["attempts"], rec.get("task_retries", 0))
                     for b, rec in sorted(observer.batches.items()) if "end_offsets" in rec)
     return Outcome(scenario.name, backend, batches, state, read_sink(storage, scenario.sink_mode,
                                                                      observer.deliveries),

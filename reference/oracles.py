@@ -1,15 +1,21 @@
 """The oracles of SPEC section 5: the judge of every backend's outcome.
 
-Each oracle is a named function ``(scenario, outcome, context) -> Verdict``.
-Given the scenario's input and the outcome's committed batch boundaries, the
-context recomputes failure-free and in order what every committed version and
-every batch's output must be (``query.run_sequential``). A verdict names the
-check and, when it fails, where (operator store, partition, version, batch),
-what was expected against what was found, and the first key that differs.
+Each oracle is a named function of a ``Context``: the scenario, the outcome,
+and, given the scenario's input and the outcome's committed batch boundaries,
+the failure-free, in-order recomputation of what every committed version,
+every batch's output and every batch's watermark must be
+(``query.run_sequential``). A verdict names the check and, when it fails,
+where (operator store, partition, version, batch), what was expected against
+what was found, and the first key that differs.
 
-``reconstruction`` and ``lineage`` read checkpoint files, so they need the
-checkpoint (a ``Storage``); without one they say so (status ``n/a``) rather
-than pass.
+Beyond SPEC section 5's checks: ``identity`` (the outcome is of this scenario:
+name, seed, stores, partitions), ``watermarks`` (every committed batch carries
+the watermark the failure-free run gives it) and ``checkpoint`` (the
+checkpoint is this outcome's: its metadata names this query, it holds every
+file the outcome lists, the state it loads is the outcome's state, and it
+obeys the rules of ``checkpoint_rules.py``). ``reconstruction``, ``lineage``
+and ``checkpoint`` read files, so they need the checkpoint (a ``Storage``);
+without one they say so (status ``n/a``) rather than pass.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from . import layout
-from .logs import CommitEntry, log_batches
+from . import checkpoint_rules, layout
+from .graph import LOGICAL_BATCH_MS
+from .logs import CommitEntry, log_batches, read_metadata
 from .outcome import Outcome, canonical_rows, digest_rows
 from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
-from .retained import committed_chain, latest_lineage, retained_range
+from .retained import committed_chain, latest_lineage, retained_range, retained_states
 from .scenario import Scenario
 from .sources import SourceData
 from .state_store import load_version
@@ -115,6 +122,42 @@ def _first_diff(expected: list[list[Any]], actual: list[list[Any]]) -> str | Non
 # --------------------------------------------------------------- oracles
 
 
+def identity(ctx: Context) -> Verdict:
+    """The outcome is of this scenario: its name and seed, its stores and partitions, its source partitions."""
+    sc, out = ctx.scenario, ctx.outcome
+    if out.scenario != sc.name:
+        return Verdict("identity", FAIL, "the outcome is of another scenario", expected=sc.name, actual=out.scenario)
+    if out.seed != sc.seed:
+        return Verdict("identity", FAIL, "the outcome was run with another seed", expected=sc.seed, actual=out.seed)
+    extra = sorted(set(out.state) - set(ctx.store_ids))
+    if extra:
+        return Verdict("identity", FAIL, "the outcome has state of an operator store this query does not have",
+                       operator=extra[0], expected=ctx.store_ids, actual=sorted(out.state))
+    for sid, parts in out.state.items():
+        bad = sorted((p for p in parts if int(p) >= sc.state_partitions), key=int)
+        if bad:
+            return Verdict("identity", FAIL, f"partition {bad[0]} is beyond the scenario's {sc.state_partitions} "
+                                             "state partitions", operator=sid, partition=int(bad[0]))
+    sources = len(ctx.data.partitions)
+    for b in out.batches:
+        if len(b.end_offsets) != sources:
+            return Verdict("identity", FAIL, f"batch offsets name {len(b.end_offsets)} source partitions; the "
+                                             f"scenario has {sources}", batch=b.id)
+    return Verdict("identity", PASS, f"outcome of {sc.name!r}, seed {sc.seed}")
+
+
+def watermarks(ctx: Context) -> Verdict:
+    """Every committed batch carries the watermark the failure-free run gives it (the one commits/b holds)."""
+    for b in ctx.outcome.batches:
+        want = ctx.expected.watermarks[b.id]
+        if b.watermark_ms is None:
+            return Verdict("watermarks", FAIL, "a committed batch reports no watermark", batch=b.id, expected=want)
+        if b.watermark_ms != want:
+            return Verdict("watermarks", FAIL, "the batch's watermark differs from the failure-free run",
+                           batch=b.id, expected=want, actual=b.watermark_ms)
+    return Verdict("watermarks", PASS, f"{len(ctx.outcome.batches)} batches carry the failure-free watermark")
+
+
 def state_equivalence(ctx: Context) -> Verdict:
     state = ctx.outcome.state
     checked = 0
@@ -158,6 +201,7 @@ def output_semantics(ctx: Context) -> Verdict:
                            actual=list(sink[extra[0]].rows))
         return Verdict("output_semantics", PASS, f"{len(batches)} batches delivered exactly once")
     rerun = _rerun_batches(ctx.outcome)
+    anywhere = Counter(json.dumps(r) for rows in ctx.expected.outputs.values() for r in rows)
     for b in batches:
         have = Counter(json.dumps(r) for r in (sink[b].rows if b in sink else ()))
         want = Counter(json.dumps(r) for r in ctx.expected.outputs[b])
@@ -165,6 +209,10 @@ def output_semantics(ctx: Context) -> Verdict:
         if missing:
             return Verdict("output_semantics", FAIL, "at-least-once sink lost rows", batch=b,
                            expected=sorted(want.elements())[:10], actual=sorted(missing.elements())[:10])
+        foreign = sorted(set(have) - set(want))
+        if foreign:
+            return Verdict("output_semantics", FAIL, "rows the failure-free run never produces for this batch",
+                           batch=b, actual=foreign[:10])
         if have - want and b not in rerun:
             return Verdict("output_semantics", FAIL, "duplicate rows outside any re-run range", batch=b,
                            actual=sorted((have - want).elements())[:10])
@@ -172,35 +220,60 @@ def output_semantics(ctx: Context) -> Verdict:
         if b not in rerun:
             return Verdict("output_semantics", FAIL, "output of a batch that was neither committed nor re-run",
                            batch=b, actual=list(sink[b].rows)[:10])
+        strangers = sorted(r for r in {json.dumps(x) for x in sink[b].rows} if r not in anywhere)
+        if strangers:
+            return Verdict("output_semantics", FAIL, "a re-run batch delivered rows no committed batch produces",
+                           batch=b, actual=strangers[:10])
     return Verdict("output_semantics", PASS, "at-least-once: all output present, duplicates only from re-runs")
 
 
 def _rerun_batches(outcome: Outcome) -> set[int]:
+    """Batches a restart re-ran, planned more than once, or whose tasks Spark retried."""
     out = {b for r in outcome.recoveries for b in r.rerun_batches}
-    out |= {b.id for b in outcome.batches if b.attempts > 1}
-    out |= {e.batch for e in outcome.sink if e.deliveries > 1}
+    out |= {b.id for b in outcome.batches if b.attempts > 1 or b.task_retries > 0}
     return out
 
 
 def replay_bound(ctx: Context) -> Verdict:
+    """A restart re-runs at most what the modes allow (SPEC section 5)."""
     e = ctx.scenario.engine
     if e.progress_mode == "async":
-        for r in ctx.outcome.recoveries:
-            rerun = list(r.rerun_batches)
-            if rerun and rerun != list(range(rerun[0], rerun[-1] + 1)):
-                return Verdict("replay_bound", FAIL, "async progress re-ran a non-contiguous range",
-                               actual=rerun)
-        return Verdict("replay_bound", PASS, "async progress: re-runs are the batches since the last "
-                                             "persisted offset entry")
+        return _async_progress_bound(ctx)
     # batches planned but not committed: one, or pipeline_depth under pipelining; async state
     # checkpointing adds the batch whose state was not yet durable
     bound = (e.pipeline_depth if e.pipelining else 1) + (e.state_checkpoint == "async")
     for r in ctx.outcome.recoveries:
-        logged_reruns = list(r.rerun_batches)
-        if len(logged_reruns) > bound:
-            return Verdict("replay_bound", FAIL, f"a restart re-ran {len(logged_reruns)} batches; at most {bound} "
-                                                 "allowed in these modes", expected=bound, actual=logged_reruns)
+        if len(r.rerun_batches) > bound:
+            return Verdict("replay_bound", FAIL, f"a restart re-ran {len(r.rerun_batches)} batches; at most {bound} "
+                                                 "allowed in these modes", expected=bound, actual=list(r.rerun_batches))
     return Verdict("replay_bound", PASS, f"every restart re-ran at most {bound} batch(es)")
+
+
+def async_progress_replay_limit(scenario: Scenario) -> int:
+    """Async progress, untimed clock: batches planned since the last persisted offset entry, plus those in
+    flight. An entry persists once ``checkpoint_interval_ms`` has passed on the clock that plans batch b at
+    ``b * max(trigger_interval_ms, LOGICAL_BATCH_MS)``."""
+    e = scenario.engine
+    batch_ms = max(e.trigger_interval_ms, LOGICAL_BATCH_MS)
+    between = -(-e.checkpoint_interval_ms // batch_ms)   # ceil: batches until the next entry persists
+    in_flight = e.pipeline_depth if e.pipelining else 2
+    return between + in_flight
+
+
+def _async_progress_bound(ctx: Context) -> Verdict:
+    limit = async_progress_replay_limit(ctx.scenario) if ctx.outcome.timing is None else None
+    for r in ctx.outcome.recoveries:
+        rerun = list(r.rerun_batches)
+        if rerun and rerun != list(range(rerun[0], rerun[-1] + 1)):
+            return Verdict("replay_bound", FAIL, "async progress re-ran a non-contiguous range", actual=rerun)
+        if limit is not None and len(rerun) > limit:
+            return Verdict("replay_bound", FAIL, f"async progress re-ran {len(rerun)} batches; with "
+                                                 f"checkpoint_interval_ms {ctx.scenario.engine.checkpoint_interval_ms}"
+                                                 f" at most {limit} can be unpersisted or in flight",
+                           expected=limit, actual=rerun)
+    bound = f"at most {limit} batches" if limit is not None else "a contiguous range (timed clock)"
+    return Verdict("replay_bound", PASS, f"async progress: every restart re-ran {bound} since the last persisted "
+                                         "offset entry")
 
 
 def no_loss(ctx: Context) -> Verdict:
@@ -251,48 +324,58 @@ def retention(ctx: Context) -> Verdict:
 
 
 def reconstruction(ctx: Context) -> Verdict:
+    """Every retained version loads to the failure-free state from its nearest snapshot, from every older
+    snapshot on its lineage, and by a full changelog replay where the files still allow it."""
     if ctx.storage is None:
         return Verdict("reconstruction", NA, "needs the checkpoint directory")
     latest = latest_lineage(ctx.storage)
-    if latest is None or not ctx.store_ids:
-        return Verdict("reconstruction", PASS, "no committed state")
+    missing = _no_committed_state(ctx, latest, "reconstruction")
+    if missing is not None or latest is None:
+        return missing or Verdict("reconstruction", PASS, "a stateless query keeps no state")
     version, lineage = latest
     checked = 0
     for sid in ctx.store_ids:
         for p in range(ctx.scenario.state_partitions):
             uid = lineage.get(sid, {}).get(str(p))
             if uid is None:
-                continue
+                return Verdict("reconstruction", FAIL, "the latest commit entry names no lineage for this store",
+                               sid, p, version)
             chain = committed_chain(ctx.storage, sid, p, version, uid)
             uids = {link.version: link.uid for link in chain}
             snaps = sorted(link.version for link in chain if link.snapshot)
             for v in retained_range(chain):
-                loads = {}
-                below = [s for s in snaps if s <= v]
-                # the nearest snapshot, and the longest replay the retained files allow
-                for base in sorted({max(below, default=0), min(below, default=0), 0}):
+                want = dict(map(tuple, ctx.expected_state(sid, p, v)))  # type: ignore[arg-type]
+                for base in sorted({s for s in snaps if s <= v} | {0}):
                     skip = frozenset(s for s in snaps if s > base)
                     try:
-                        loads[base] = load_version(ctx.storage, sid, p, v, uids[v], skip_snapshots=skip)
+                        got = load_version(ctx.storage, sid, p, v, uids[v], skip_snapshots=skip)
                     except CheckpointFormatError:
-                        continue
+                        continue   # this base's files are gone (retention) or damaged (named by retention)
                     checked += 1
-                values = list(loads.values())
-                if any(x != values[0] for x in values[1:]):
-                    base = next(b for b, x in loads.items() if x != values[0])
-                    return Verdict("reconstruction", FAIL, f"loading from base {base} differs from the nearest "
-                                                           "snapshot", sid, p, v,
-                                   key=_first_diff(sorted(map(list, values[0].items())),
-                                                   sorted(map(list, loads[base].items()))))
-    return Verdict("reconstruction", PASS, f"{checked} loads from different bases agree")
+                    if got != want:
+                        key = _first_diff(sorted(map(list, want.items())), sorted(map(list, got.items())))
+                        how = "a full changelog replay" if base == 0 else f"the snapshot of version {base}"
+                        return Verdict("reconstruction", FAIL, f"loading from {how} differs from the failure-free "
+                                                               "run", sid, p, v, key=key, expected=want.get(key or ""),
+                                       actual=got.get(key or ""))
+    return Verdict("reconstruction", PASS, f"{checked} loads from every base equal the failure-free run")
+
+
+def _no_committed_state(ctx: Context, latest: Any, check: str) -> Verdict | None:
+    """FAIL when the outcome commits stateful batches but the checkpoint holds no commit entry."""
+    if latest is None and ctx.store_ids and ctx.outcome.batches and not ctx.outcome.error:
+        return Verdict(check, FAIL, f"the outcome commits {len(ctx.outcome.batches)} batches of a stateful query "
+                                    "but the checkpoint holds no commit entry")
+    return None
 
 
 def lineage(ctx: Context) -> Verdict:
     if ctx.storage is None:
         return Verdict("lineage", NA, "needs the checkpoint directory")
     latest = latest_lineage(ctx.storage)
-    if latest is None or not ctx.store_ids:
-        return Verdict("lineage", PASS, "no committed state")
+    missing = _no_committed_state(ctx, latest, "lineage")
+    if missing is not None or latest is None or not ctx.store_ids:
+        return missing or Verdict("lineage", PASS, "no committed state to trace")
     version, newest = latest
     for sid in ctx.store_ids:
         for p in range(ctx.scenario.state_partitions):
@@ -312,7 +395,53 @@ def lineage(ctx: Context) -> Verdict:
     return Verdict("lineage", PASS, "every version on the committed chain is the attempt its commit named")
 
 
+def checkpoint(ctx: Context) -> Verdict:
+    """The checkpoint is this outcome's, of this query, and obeys the checkpoint rules."""
+    if ctx.storage is None:
+        return Verdict("checkpoint", NA, "needs the checkpoint directory")
+    storage = ctx.storage
+    try:
+        meta = read_metadata(storage)
+    except CheckpointFormatError as exc:
+        return Verdict("checkpoint", FAIL, f"unreadable metadata: {exc}")
+    if meta is None:
+        return Verdict("checkpoint", FAIL, "no metadata file: not a checkpoint, or not a whole one")
+    if meta.get("scenario_digest") != ctx.scenario.query_digest():
+        return Verdict("checkpoint", FAIL, "the checkpoint belongs to another query",
+                       expected=ctx.scenario.query_digest(), actual=meta.get("scenario_digest"))
+    present = set(storage.list())
+    gone = [f for f in ctx.outcome.checkpoint_files if f not in present]
+    if gone:
+        return Verdict("checkpoint", FAIL, f"{len(gone)} file(s) the outcome lists are not in the checkpoint, "
+                                           f"first {gone[0]}", actual=gone[:5])
+    commits = log_batches(storage, layout.COMMITS)
+    last = ctx.outcome.batches[-1].id if ctx.outcome.batches else None
+    if not ctx.outcome.error and ctx.scenario.engine.progress_mode == "sync" and (commits[-1] if commits else None) != last:
+        return Verdict("checkpoint", FAIL, "the checkpoint's latest commit entry is not the outcome's last batch",
+                       expected=last, actual=commits[-1] if commits else None)
+    broken = checkpoint_rules.violations(storage, ctx.scenario)
+    if broken:
+        rule, message = broken[0]
+        return Verdict("checkpoint", FAIL, f"{rule}: {message}")
+    return _state_read_back(ctx, storage)
+
+
+def _state_read_back(ctx: Context, storage: Storage) -> Verdict:
+    """The state the checkpoint loads is the state the outcome reports, version by version."""
+    loaded, _errors = retained_states(storage, ctx.store_ids, ctx.scenario.state_partitions)
+    for sid, parts in ctx.outcome.state.items():
+        for p, versions in parts.items():
+            for v, pairs in versions.items():
+                found = loaded.get(sid, {}).get(p, {}).get(v)
+                if found is not None and found != pairs:
+                    key = _first_diff(found, pairs)
+                    return Verdict("checkpoint", FAIL, "the checkpoint loads other state than the outcome reports",
+                                   sid, int(p), int(v), key=key)
+    return Verdict("checkpoint", PASS, f"{len(storage.list())} files of this query; the checkpoint rules hold")
+
+
 ORACLES: dict[str, Callable[[Context], Verdict]] = {
+    "identity": identity,
     "state_equivalence": state_equivalence,
     "output_semantics": output_semantics,
     "replay_bound": replay_bound,
@@ -320,6 +449,8 @@ ORACLES: dict[str, Callable[[Context], Verdict]] = {
     "retention": retention,
     "reconstruction": reconstruction,
     "lineage": lineage,
+    "watermarks": watermarks,
+    "checkpoint": checkpoint,
 }
 
 

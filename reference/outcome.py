@@ -53,11 +53,12 @@ class BatchRecord:
     start_offsets: tuple[int, ...] | None = None
     watermark_ms: int | None = None
     attempts: int = 1
+    task_retries: int = 0     # failed task attempts Spark retried in this batch's last planning
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none({"id": self.id, "start_offsets": _list_or_none(self.start_offsets),
                            "end_offsets": list(self.end_offsets), "watermark_ms": self.watermark_ms,
-                           "attempts": self.attempts})
+                           "attempts": self.attempts, "task_retries": self.task_retries or None})
 
 
 @dataclass(frozen=True)
@@ -310,7 +311,8 @@ def _batch(raw: Any, path: str) -> BatchRecord:
     if watermark is not None and not _is_int(watermark):
         raise OutcomeError(f"{path}.watermark_ms", f"expected an integer or null, got {watermark!r}")
     return BatchRecord(_int(raw["id"], f"{path}.id"), end, start, watermark,
-                       _int(raw.get("attempts", 1), f"{path}.attempts", 1))
+                       _int(raw.get("attempts", 1), f"{path}.attempts", 1),
+                       _int(raw.get("task_retries", 0), f"{path}.task_retries"))
 
 
 def _sink(raw: Any, path: str) -> SinkEntry:

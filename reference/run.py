@@ -122,8 +122,9 @@ class SequentialScheduler:
         lands = self.schedule.zombie_lands_after if self.schedule and self.schedule.zombie_lands_after else \
             inc.nid("commit_log_write", b)
         inc.task(b, p)
-        for path, payload in zombie_landings(node.step, b, p, inc.uid(b, p), inc.zombie_material(b, p),
-                                             "delta" if inc.cfg.provider == "delta" else "changelog"):
+        sealed, rows = inc.zombie_material(b, p)
+        for path, payload in zombie_landings(node.step, b, p, inc.uid(b, p), sealed,
+                                             "delta" if inc.cfg.provider == "delta" else "changelog", rows):
             self.zombies.append((lands, path, payload))
 
     def fail_task(self, node: NodeId, when: str, reason: str) -> None:
