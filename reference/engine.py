@@ -35,6 +35,7 @@ from .query import (
     advance_trackers,
     apply_partition,
     initial_trackers,
+    operator_watermarks,
     pipeline_store_ids,
     route,
     rows_of,
@@ -318,7 +319,7 @@ class Incarnation:
         task.before = {sid: self.stores[(sid, p)].memento() for sid in self.store_ids}
         stores = {sid: self.stores[(sid, p)] for sid in self.store_ids}
         task.result, _changes = apply_partition(self.ops, stores, rows_of(records),
-                                                watermarks_of(self.trackers_for(b)))
+                                                operator_watermarks(self.trackers_for(b)))
         uid = self.uid(b, p)
         for sid, store in stores.items():
             task.sealed[sid] = store.seal(uid)

@@ -1,18 +1,28 @@
 """Stateful operators with Spark's semantics, as pure functions (SPEC section 1).
 
-``apply_operator(spec, states, rows, watermark_ms)`` takes one state
-partition's state (a dict per state store of the operator), the batch's rows
-routed to that partition in (source partition, offset) order, and the
-operator's watermark for this batch, and returns the new state and the output
-rows. It never mutates its inputs. Every backend runs exactly these functions,
-so they agree by construction on semantics and differ only in protocol.
+``apply_operator(spec, states, rows, watermark)`` takes one state partition's
+state (a dict per state store of the operator), the batch's rows routed to
+that partition in (source partition, offset) order, and the operator's two
+watermarks for this batch, and returns the new state and the output rows. It
+never mutates its inputs. Every backend runs exactly these functions, so they
+agree by construction on semantics and differ only in protocol.
 
-Conventions (documented in docs/semantics.md):
-- a row is late, and dropped, when ``event_time_ms < watermark_ms``;
+Watermarks, as Spark 3.4+ (``IncrementalExecution``:
+``eventTimeWatermarkForLateEvents`` and ``eventTimeWatermarkForEviction``):
+- in batch b an operator has two watermarks: ``late_ms``, the one in force
+  for batch b-1, filters late input, and ``eviction_ms``, the one in force for
+  b, evicts state and emits results; both are 0 in batch 0;
+- a row is late when ``event_time_ms <= late_ms`` (``WatermarkSupport``:
+  ``LessThanOrEqual``), so in batch 0 a row at or before the epoch is late;
+  a window is late when its end is ``<= late_ms``;
 - window state and dedup state are evicted when their end / expiry is
-  ``<= watermark_ms``;
-- the watermark of batch b is ``max(previous, max event time seen in batches
-  before b - delay)``, starting at 0; a join takes the minimum over its sides.
+  ``<= eviction_ms``; join state when its event time is ``< eviction_ms -
+  time_bound_ms``; a ``stateful_function`` key times out when its timeout
+  timestamp is ``< eviction_ms``, and a timeout is never set before the
+  current watermark (Spark refuses one, so it is clamped to it);
+- the watermark in force for batch b is ``max(previous, max event time seen
+  in batches before b - delay)``; a join takes the minimum over its sides,
+  and stays 0 until both have data.
 """
 
 from __future__ import annotations
@@ -55,16 +65,30 @@ def sort_rows(rows: list[Row]) -> list[Row]:
     return sorted(rows, key=lambda r: (r.key, str(r.value), r.event_time_ms, r.side))
 
 
+@dataclass(frozen=True)
+class Watermark:
+    """An operator's two watermarks in one batch: ``late_ms`` filters input, ``eviction_ms`` evicts state."""
+
+    late_ms: int = 0
+    eviction_ms: int = 0
+
+    def __post_init__(self) -> None:
+        assert self.late_ms <= self.eviction_ms, "the late-events watermark never passes the eviction watermark"
+
+    def is_late(self, event_time_ms: int) -> bool:
+        return event_time_ms <= self.late_ms
+
+
 def apply_operator(spec: OperatorSpec, states: Mapping[str, State], rows: Sequence[Row],
-                   watermark_ms: int) -> tuple[dict[str, State], list[Row]]:
+                   watermark: Watermark) -> tuple[dict[str, State], list[Row]]:
     """One batch of one operator on one state partition."""
     fn = _OPERATORS[spec.kind]
     new_states = {name: dict(states.get(name, {})) for name in store_names(spec)}
-    output = fn(spec, new_states, list(rows), watermark_ms)
+    output = fn(spec, new_states, list(rows), watermark)
     return new_states, output
 
 
-def _map(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+def _map(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: Watermark) -> list[Row]:
     return [Row(r.key, r.value, r.event_time_ms, measure=r.measure) for r in rows]
 
 
@@ -72,7 +96,7 @@ def _agg_step(agg: str | None, row: Row) -> int:
     return 1 if agg == "count" else measure_of(row)
 
 
-def _aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+def _aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: Watermark) -> list[Row]:
     state = states[""]
     latest: dict[str, int] = {}
     for row in rows:
@@ -85,13 +109,13 @@ def window_key(key: str, start_ms: int) -> str:
     return f"{key}|{start_ms}"
 
 
-def _window_aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+def _window_aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: Watermark) -> list[Row]:
     state = states[""]
     size = spec.window_ms
     assert size is not None
     for row in rows:
         start = row.event_time_ms - row.event_time_ms % size
-        if row.event_time_ms < wm or start + size <= wm:
+        if wm.is_late(start + size):   # the window is late: its end is at or before the late-events watermark
             continue
         skey = window_key(row.key, start)
         state[skey] = state.get(skey, 0) + _agg_step(spec.agg, row)
@@ -99,34 +123,35 @@ def _window_aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[R
     for skey in sorted(state):
         key, _, start_text = skey.rpartition("|")
         start = int(start_text)
-        if start + size <= wm:
+        if start + size <= wm.eviction_ms:
             total = state.pop(skey)
             out.append(Row(key, [start, start + size, total], start + size - 1, measure=total))
     return sort_rows(out)
 
 
-def _dedup_within_watermark(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+def _dedup_within_watermark(spec: OperatorSpec, states: dict[str, State], rows: list[Row],
+                            wm: Watermark) -> list[Row]:
     state = states[""]
     delay = spec.watermark_delay_ms or 0
     out = []
     for row in rows:
-        if row.event_time_ms < wm or row.key in state:
+        if wm.is_late(row.event_time_ms) or row.key in state:
             continue
         state[row.key] = row.event_time_ms + delay
         out.append(Row(row.key, row.value, row.event_time_ms, measure=row.measure))
-    for key in [k for k, expiry in state.items() if expiry <= wm]:
+    for key in [k for k, expiry in state.items() if expiry <= wm.eviction_ms]:
         del state[key]
     return sort_rows(out)
 
 
-def _join(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
+def _join(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: Watermark) -> list[Row]:
     bound = spec.time_bound_ms or 0
-    horizon = wm - bound
+    horizon = wm.eviction_ms - bound   # state older than this can no longer match a row that is not late
     out = []
     for side, other in (("left", "right"), ("right", "left")):
         mine, theirs = states[side], states[other]
         for row in rows:
-            if row.side != side or row.event_time_ms < horizon:
+            if row.side != side or wm.is_late(row.event_time_ms):
                 continue
             for t, v in theirs.get(row.key, []):
                 if abs(t - row.event_time_ms) <= bound:
@@ -143,29 +168,31 @@ def _join(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int
     return sort_rows(out)
 
 
-def _stateful_function(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: int) -> list[Row]:
-    """``session_sum``: per key [sum, count, last_event_ms]; on timeout emit [sum, count] and drop."""
+def _stateful_function(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: Watermark) -> list[Row]:
+    """``session_sum``: per key [sum, count, last_event_ms, timeout_at_ms]; a key with no new rows whose
+    timeout has passed emits [sum, count] and is dropped (Spark's event-time timeout: keys with data are
+    processed first and do not time out in that batch)."""
     state = states[""]
     timeout = spec.timeout_ms or 0
     grouped: dict[str, list[Row]] = {}
     for row in rows:
-        if row.event_time_ms >= wm:
+        if not wm.is_late(row.event_time_ms):
             grouped.setdefault(row.key, []).append(row)
     for key in sorted(grouped):
-        total, count, last = state.get(key, [0, 0, grouped[key][0].event_time_ms])
+        total, count, last, _at = state.get(key, [0, 0, grouped[key][0].event_time_ms, 0])
         for row in grouped[key]:
             total, count, last = total + measure_of(row), count + 1, max(last, row.event_time_ms)
-        state[key] = [total, count, last]
+        state[key] = [total, count, last, max(last + timeout, wm.eviction_ms)]
     out = []
     for key in sorted(state):
-        total, count, last = state[key]
-        if key not in grouped and last + timeout < wm:
-            out.append(Row(key, [total, count], last + timeout, measure=total))
+        total, count, _last, timeout_at = state[key]
+        if key not in grouped and timeout_at < wm.eviction_ms:
+            out.append(Row(key, [total, count], timeout_at, measure=total))
             del state[key]
     return sort_rows(out)
 
 
-_OPERATORS: dict[str, Callable[[OperatorSpec, dict[str, State], list[Row], int], list[Row]]] = {
+_OPERATORS: dict[str, Callable[[OperatorSpec, dict[str, State], list[Row], Watermark], list[Row]]] = {
     "map": _map,
     "aggregate": _aggregate,
     "window_aggregate": _window_aggregate,
@@ -179,7 +206,12 @@ _OPERATORS: dict[str, Callable[[OperatorSpec, dict[str, State], list[Row], int],
 
 
 def initial_watermark_state() -> dict[str, Any]:
-    return {"watermark_ms": 0, "max_event_ms": {}}
+    return {"watermark_ms": 0, "late_watermark_ms": 0, "max_event_ms": {}}
+
+
+def watermark_of(tracker: Mapping[str, Any]) -> Watermark:
+    """The two watermarks a tracker gives the batch it is in force for."""
+    return Watermark(tracker.get("late_watermark_ms", 0), tracker["watermark_ms"])
 
 
 def max_event_times(rows: Sequence[Row]) -> dict[str, int]:
@@ -192,7 +224,10 @@ def max_event_times(rows: Sequence[Row]) -> dict[str, int]:
 
 def advance_watermark(spec: OperatorSpec, tracker: Mapping[str, Any],
                       max_event_ms: Mapping[str, int]) -> dict[str, Any]:
-    """Fold one batch's per-side maxima into an operator's watermark tracker (Spark 3.5+: per operator)."""
+    """Fold one batch's per-side maxima into an operator's watermark tracker (Spark 3.5+: per operator).
+
+    The next batch's late-events watermark is this batch's eviction watermark.
+    """
     seen = dict(tracker["max_event_ms"])
     for side, t in max_event_ms.items():
         seen[side] = max(seen.get(side, t), t)
@@ -201,4 +236,4 @@ def advance_watermark(spec: OperatorSpec, tracker: Mapping[str, Any],
         sides = ("left", "right") if spec.kind == "join" else ("main",)
         if all(s in seen for s in sides):
             wm = max(wm, min(seen[s] for s in sides) - spec.watermark_delay_ms)
-    return {"watermark_ms": wm, "max_event_ms": dict(sorted(seen.items()))}
+    return {"watermark_ms": wm, "late_watermark_ms": tracker["watermark_ms"], "max_event_ms": dict(sorted(seen.items()))}

@@ -15,12 +15,14 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 from .operators import (
     Row,
     State,
+    Watermark,
     advance_watermark,
     apply_operator,
     initial_watermark_state,
     max_event_times,
     sort_rows,
     store_names,
+    watermark_of,
 )
 from .scenario import OperatorSpec, Scenario
 from .sources import Record, SourceData, partition_of
@@ -53,7 +55,13 @@ def initial_trackers(ops: Sequence[OperatorSpec]) -> Trackers:
 
 
 def watermarks_of(trackers: Trackers) -> list[int]:
+    """Each operator's eviction watermark: the watermark in force for the batch (what ``commits/b`` holds)."""
     return [t["watermark_ms"] for t in trackers]
+
+
+def operator_watermarks(trackers: Trackers) -> list[Watermark]:
+    """Each operator's two watermarks for the batch the trackers are in force for."""
+    return [watermark_of(t) for t in trackers]
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ class PartitionResult:
 
 
 def run_partition(ops: Sequence[OperatorSpec], states: dict[str, State], rows: Sequence[Row],
-                  watermarks: Sequence[int]) -> PartitionResult:
+                  watermarks: Sequence[Watermark]) -> PartitionResult:
     """The whole operator pipeline on one state partition for one batch."""
     new_states = dict(states)
     maxima = []
@@ -97,7 +105,7 @@ class StoreChanges:
 
 
 def apply_partition(ops: Sequence[OperatorSpec], stores: Mapping[str, KeyValueStore], rows: Sequence[Row],
-                    watermarks: Sequence[int]) -> tuple[PartitionResult, dict[str, StoreChanges]]:
+                    watermarks: Sequence[Watermark]) -> tuple[PartitionResult, dict[str, StoreChanges]]:
     """``task_apply`` on one partition: run the pipeline over the stores' state and write the difference
     back into each store (deletes, then puts of changed values). Every backend's task calls this."""
     states = {sid: dict(store.items()) for sid, store in stores.items()}
@@ -165,7 +173,8 @@ def run_sequential(scenario: Scenario, data: SourceData, bounds: Sequence[BatchB
     for b in bounds:
         routed = route(data.slice(b.start, b.end), parts)
         wm = watermarks_of(trackers)
-        results = [run_partition(ops, states[p], rows_of(routed[p]), wm) for p in range(parts)]
+        results = [run_partition(ops, states[p], rows_of(routed[p]), operator_watermarks(trackers))
+                   for p in range(parts)]
         states = [r.states for r in results]
         trackers = advance_trackers(ops, trackers, [r.max_event_ms for r in results])
         outputs[b.batch] = sink_rows([row for r in results for row in r.output])
