@@ -8,8 +8,8 @@ recovery reads it) and on every backend's final checkpoint:
   one has its entry: a gap means a later entry was written before an earlier
   one. (Async progress writes commit entries only for persisted offsets, so
   its logs have gaps by design; the rule does not apply there.)
-- ``commit_has_offsets``: no commit entry without its offset entry (among the
-  batches whose offset entries retention keeps).
+- ``commit_has_offsets``: no commit entry without its offset entry (purge cuts
+  both logs at one threshold).
 - ``watermark_monotone``: the watermark in the commit log never decreases.
 - ``lineage_reachable``: every version named by the last
   ``min_batches_to_retain`` commit entries is on the committed lineage chain
@@ -40,8 +40,7 @@ def violations(storage: Storage, scenario: Scenario) -> list[tuple[str, str]]:
             out.append(("commit_order", f"{layout.commit_path(missing[0])} is missing while "
                                         f"{layout.commit_path(commits[-1])} exists: commit entries were written "
                                         "out of batch order"))
-    oldest_offset = offsets[0] if offsets else None
-    orphans = [b for b in commits if oldest_offset is None or (b >= oldest_offset and b not in offsets)]
+    orphans = [b for b in commits if b not in offsets]
     if orphans:
         out.append(("commit_has_offsets", f"{layout.commit_path(orphans[0])} exists without "
                                           f"{layout.offset_path(orphans[0])}"))

@@ -120,24 +120,23 @@ def check_metadata(storage: Storage, digest: str, name: str | None = None) -> st
 
 
 def purge_logs(storage: Storage, min_batches_to_retain: int) -> list[str]:
-    """Keep the newest ``min_batches_to_retain`` entries of each log, and never what recovery reads.
+    """Delete log entries older than one threshold, the same for both logs, as Spark does.
 
-    Recovery reads the latest commit entry and every offset entry from the
-    latest committed batch on (SPEC section 2), so nothing from that batch on
-    is deleted whatever the retention says.
+    Spark purges ``offsets/`` and ``commits/`` below ``currentBatchId - minBatchesToRetain``
+    (``MicroBatchExecution``), so the newest ``min_batches_to_retain`` commit entries stay, each with
+    its offset entry, and the offset entry of the batch in flight. Recovery reads the latest commit
+    entry and every offset entry from the latest committed batch on (SPEC section 2), so the threshold
+    never passes the latest commit entry, whatever the retention says.
     """
     commits = log_batches(storage, layout.COMMITS)
+    offsets = log_batches(storage, layout.OFFSETS)
     deleted: list[str] = []
-    if not commits:
+    if not commits or not offsets:
         return deleted  # nothing committed yet: a restart re-runs from the first offset entry
-    for folder in (layout.OFFSETS, layout.COMMITS):
-        batches = log_batches(storage, folder)
-        if len(batches) <= min_batches_to_retain:
-            continue
-        cutoff = batches[-min_batches_to_retain]
-        cutoff = min(cutoff, commits[-1])
+    threshold = min(offsets[-1] - min_batches_to_retain, commits[-1])
+    for folder, batches in ((layout.OFFSETS, offsets), (layout.COMMITS, commits)):
         for batch in batches:
-            if batch < cutoff:
+            if batch < threshold:
                 assert batch < commits[-1], f"purge never goes past the latest commit ({commits[-1]})"
                 path = f"{folder}/{batch}"
                 storage.delete(path)
