@@ -21,6 +21,7 @@ canonical schedule.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import multiprocessing
 import os
@@ -66,6 +67,7 @@ class Report:
     violations: list[Violation] = field(default_factory=list)
     truncated: bool = False
     seconds: float = 0.0
+    interrupted_violations: int | None = None   # set when an interrupt stopped the run (violations found so far)
 
     def summary(self) -> str:
         rate = self.schedules / self.seconds if self.seconds else 0.0
@@ -100,32 +102,59 @@ def first_graph(scenario: Scenario, model: Model) -> Incarnation:
     return model.incarnation_class(scenario, data, DurableStorage(), restart, 0, Observer())
 
 
-def writing_cuts(inc: Incarnation) -> Iterator[list[NodeId]]:
-    """Every down-closed set of writing steps, each as a runnable prefix (a topological order)."""
-    order = list(inc.nodes)
-    index = {n: i for i, n in enumerate(order)}
+def _ancestors(inc: Incarnation) -> dict[NodeId, frozenset[NodeId]]:
     ancestors: dict[NodeId, frozenset[NodeId]] = {}
-    for n in order:
+    for n in inc.nodes:
         acc = set()
         for d in inc.nodes[n].deps:
             acc.add(d)
             acc |= ancestors[d]
         ancestors[n] = frozenset(acc)
-    writers = [n for n in order if n.step in WRITING]
-    preds = {w: [x for x in writers if x in ancestors[w]] for w in writers}
+    return ancestors
 
-    def extend(i: int, chosen: set[NodeId]) -> Iterator[set[NodeId]]:
-        if i == len(writers):
+
+def _writer_poset(inc: Incarnation, ancestors: dict[NodeId, frozenset[NodeId]]) -> tuple[list[NodeId], list[list[int]]]:
+    """The writing steps in creation order, and for each the positions of the writing steps it waits for."""
+    writers = [n for n in inc.nodes if n.step in WRITING]
+    position = {w: i for i, w in enumerate(writers)}
+    return writers, [[position[x] for x in writers if x in ancestors[w]] for w in writers]
+
+
+def _down_sets(preds: list[list[int]]) -> Iterator[list[bool]]:
+    """Every down-closed subset of a poset given by predecessor positions, as a membership list.
+
+    A depth-first walk deciding each element in order, "out" before "in" (an element may be in only when
+    everything it waits for is); iterative, so each subset costs a few steps, not a stack of generators.
+    The same list is yielded each time: copy what you keep.
+    """
+    n = len(preds)
+    chosen = [False] * n
+    tried = [0] * (n + 1)      # per level: 0 nothing tried, 1 "out" tried, 2 "in" tried
+    level = 0
+    while level >= 0:
+        if level == n:
             yield chosen
-            return
-        w = writers[i]
-        yield from extend(i + 1, chosen)
-        if all(p in chosen for p in preds[w]):
-            chosen.add(w)
-            yield from extend(i + 1, chosen)
-            chosen.discard(w)
+            level -= 1
+        elif tried[level] == 0:
+            tried[level], chosen[level] = 1, False
+            tried[level + 1] = 0
+            level += 1
+        elif tried[level] == 1 and all(chosen[p] for p in preds[level]):
+            tried[level], chosen[level] = 2, True
+            tried[level + 1] = 0
+            level += 1
+        else:
+            chosen[level] = False
+            level -= 1
 
-    for chosen in extend(0, set()):
+
+def writing_cuts(inc: Incarnation) -> Iterator[list[NodeId]]:
+    """Every non-empty down-closed set of writing steps, each as a runnable prefix (a topological order)."""
+    index = {n: i for i, n in enumerate(inc.nodes)}
+    ancestors = _ancestors(inc)
+    writers, preds = _writer_poset(inc, ancestors)
+    for member in _down_sets(preds):
+        chosen = [w for w, inside in zip(writers, member) if inside]
         if not chosen:
             continue
         needed = set(chosen)
@@ -168,27 +197,86 @@ def single_faults(scenario: Scenario, inc: Incarnation) -> Iterator[tuple[Fault,
                     yield Fault(FaultAt(step, b, p, "before"), "zombie_write"), lands
 
 
+@dataclass(frozen=True)
+class ExplorePlan:
+    """What an exploration will do, counted before it starts: crash cuts (up to ``MAX_CUTS``) and the
+    single-fault placements, each run under an eager and, where different, a lazy background schedule."""
+
+    cuts: int
+    cuts_capped: bool
+    fault_schedules: int
+
+    @property
+    def schedules(self) -> int:
+        return self.cuts + self.fault_schedules
+
+    def describe(self) -> str:
+        cuts = f"more than {MAX_CUTS:,} crash cuts (only the first {MAX_CUTS:,} will be explored: the exploration " \
+               "will be INCOMPLETE)" if self.cuts_capped else f"{self.cuts:,} crash cuts"
+        return f"{cuts} and {self.fault_schedules:,} single-fault schedules"
+
+
+@dataclass(frozen=True)
+class ExploreProgress:
+    done: int
+    planned: int
+    violations: int
+    seconds: float
+
+
+class ExplorationInterrupted(Exception):
+    """The exploration was interrupted (SIGINT); ``report`` holds what was explored until then."""
+
+    def __init__(self, report: "Report"):
+        super().__init__(f"interrupted after {report.schedules} schedules; {len(report.violations)} violation(s) "
+                         "found so far")
+        self.report = report
+
+
+def count_writing_cuts(inc: Incarnation, cap: int = MAX_CUTS) -> tuple[int, bool]:
+    """How many crash cuts ``writing_cuts`` yields (stopping past ``cap``), without building or running any."""
+    _writers, preds = _writer_poset(inc, _ancestors(inc))
+    count = -1   # the empty set is not a cut
+    for _member in _down_sets(preds):
+        count += 1
+        if count > cap:
+            return cap, True
+    return count, False
+
+
+def plan_exploration(scenario: Scenario, model: Model | None = None) -> ExplorePlan:
+    base = replace(scenario, faults=())
+    inc = first_graph(base, model or Model())
+    cuts, capped = count_writing_cuts(inc)
+    placements = sum(1 for _ in single_faults(base, inc))
+    passes = 2 if _lazy_order(inc) != list(inc.nodes) else 1
+    return ExplorePlan(cuts, capped, placements * passes)
+
+
 def explore(scenario: Scenario, *, depth: int = 1, model: Model | None = None,
-            progress: Callable[[str], None] | None = None, workers: int | None = None) -> Report:
+            progress: Callable[[ExploreProgress], None] | None = None, workers: int | None = None) -> Report:
     """Explore every single-fault schedule of ``scenario`` (its own faults are ignored).
 
     The schedules are shared among ``workers`` processes (default: one per
-    core); the report is the same whatever the number of workers, except
-    for ``seconds``.
+    core, at most 4); the report is the same whatever the number of workers,
+    except for ``seconds``. ``progress`` is called about once a second. An
+    interrupt stops every worker and raises ``ExplorationInterrupted`` with
+    what was explored so far.
     """
     model = model or Model()
     workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, 4))
+    planned = plan_exploration(scenario, model).schedules
     started = time.perf_counter()
+    context = multiprocessing.get_context("fork")
+    done, found = context.Value("q", 0), context.Value("q", 0)
+    tick = _Ticker(progress, planned, done, found, started)
     if workers == 1:
-        shares = [_explore_share(scenario, depth, model, 0, 1, progress)]
-    else:
-        # forked workers inherit the job, so models defined anywhere (even in a test) need no pickling
-        _FORKED_JOB[:] = [scenario, depth, model]
         try:
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                shares = list(pool.map(_explore_forked_share, range(workers), [workers] * workers))
-        finally:
-            _FORKED_JOB.clear()
+            shares = [_explore_share(scenario, depth, model, 0, 1, (done, found), tick)]
+        except KeyboardInterrupt:
+            raise ExplorationInterrupted(_partial(scenario, done, found, started)) from None
+    else:
+        shares = _explore_in_workers(scenario, depth, model, workers, context, (done, found), tick, started)
     report = Report(scenario.name)
     digests: set[str] = set()
     for share in shares:
@@ -202,12 +290,66 @@ def explore(scenario: Scenario, *, depth: int = 1, model: Model | None = None,
     return report
 
 
+def _explore_in_workers(scenario: Scenario, depth: int, model: Model, workers: int, context: Any,
+                        counters: tuple[Any, Any], tick: "_Ticker", started: float) -> list["_Share"]:
+    # forked workers inherit the job, so models defined anywhere (even in a test) need no pickling
+    _FORKED_JOB[:] = [scenario, depth, model, counters]
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_die_with_parent)
+    try:
+        futures = [pool.submit(_explore_forked_share, share, workers) for share in range(workers)]
+        while not all(f.done() for f in futures):
+            concurrent.futures.wait(futures, timeout=1.0)
+            tick()
+        return [f.result() for f in futures]
+    except KeyboardInterrupt:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise ExplorationInterrupted(_partial(scenario, *counters, started)) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _FORKED_JOB.clear()
+
+
+def _partial(scenario: Scenario, done: Any, found: Any, started: float) -> "Report":
+    report = Report(scenario.name, schedules=done.value, truncated=True)
+    report.seconds = time.perf_counter() - started
+    report.interrupted_violations = found.value
+    return report
+
+
+def _die_with_parent() -> None:
+    """A worker ends when the exploring process ends, however it ends (Linux: PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass   # not Linux: the pool's own shutdown still stops workers on a normal exit
+
+
+class _Ticker:
+    """Calls ``progress`` at most once a second with the shared counters."""
+
+    def __init__(self, progress: Callable[[ExploreProgress], None] | None, planned: int, done: Any, found: Any,
+                 started: float):
+        self.progress, self.planned, self.done, self.found, self.started = progress, planned, done, found, started
+        self.last = 0.0
+
+    def __call__(self) -> None:
+        now = time.perf_counter()
+        if self.progress is None or now - self.last < 1.0:
+            return
+        self.last = now
+        self.progress(ExploreProgress(self.done.value, self.planned, self.found.value, now - self.started))
+
+
 _FORKED_JOB: list[Any] = []
 
 
 def _explore_forked_share(share: int, workers: int) -> "_Share":
-    scenario, depth, model = _FORKED_JOB
-    return _explore_share(scenario, depth, model, share, workers, None)
+    scenario, depth, model, counters = _FORKED_JOB
+    return _explore_share(scenario, depth, model, share, workers, counters, None)
 
 
 @dataclass
@@ -219,8 +361,19 @@ class _Share:
 
 
 def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, workers: int,
-                   progress: Callable[[str], None] | None) -> _Share:
-    """The schedules whose index is ``share`` modulo ``workers``."""
+                   counters: tuple[Any, Any], tick: Callable[[], None] | None) -> _Share:
+    """The schedules whose index is ``share`` modulo ``workers``; counts them in the shared ``counters``."""
+    done, found = counters
+
+    def tally(schedules: int = 1, violations: int = 0) -> None:
+        with done.get_lock():
+            done.value += schedules
+        if violations:
+            with found.get_lock():
+                found.value += violations
+        if tick is not None:
+            tick()
+
     base = replace(scenario, faults=())
     out = _Share()
     inc = first_graph(base, model)
@@ -236,6 +389,8 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
                   incarnation_class=model.incarnation_class, plan_restart_fn=model.plan_restart_fn)
         run.life()
         out.schedules += 1
+        before = len(out.violations)
+        tally()
         crash_state = _digest(run.storage)
         if crash_state in out.digests:
             continue
@@ -254,8 +409,8 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
                                                          "crash_after_prefix": True}, order))
         if depth >= 2:
             _second_crashes(model, base, result, out, label, order)
-        if progress and out.schedules % 200 == 0:
-            progress(f"{out.schedules} schedules, {len(out.violations)} violation(s) so far")
+        if len(out.violations) > before:
+            tally(0, len(out.violations) - before)
     lazy_order = _lazy_order(inc)
     for lazy in ((False, True) if lazy_order != list(inc.nodes) else (False,)):
         for fault, lands in single_faults(base, inc):
@@ -268,6 +423,7 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
                 schedule = Schedule(prefix=lazy_order, zombie_lands_after=lands)
             bad = _judge(model, faulted, schedule)
             out.schedules += 1
+            tally(1, 1 if bad else 0)
             if bad:
                 label = f"{fault.kind} {fault.at.when} {fault.at.step} b{fault.at.batch}" + \
                         (f" p{fault.at.partition}" if fault.at.partition is not None else "") + \
