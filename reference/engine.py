@@ -227,7 +227,7 @@ class Incarnation:
         delivery = 1
         if self.storage.exists(path):
             delivery = json.loads(self.storage.read(path))["delivery"] + 1
-        body = {"batch": b, "files": [f for f in files if f], "delivery": delivery}
+        body: dict[str, Any] = {"batch": b, "files": [f for f in files if f], "delivery": delivery}
         self.storage.write(path, json.dumps(body, sort_keys=True).encode(), overwrite=True)
         rows = [row for f in body["files"] for row in json.loads(self.storage.read(f))]
         self.obs.deliveries.setdefault(b, []).append(digest_rows(rows))

@@ -204,18 +204,18 @@ def output_semantics(ctx: Context) -> Verdict:
     anywhere = Counter(json.dumps(r) for rows in ctx.expected.outputs.values() for r in rows)
     for b in batches:
         have = Counter(json.dumps(r) for r in (sink[b].rows if b in sink else ()))
-        want = Counter(json.dumps(r) for r in ctx.expected.outputs[b])
-        missing = want - have
+        wanted = Counter(json.dumps(r) for r in ctx.expected.outputs[b])
+        missing = wanted - have
         if missing:
             return Verdict("output_semantics", FAIL, "at-least-once sink lost rows", batch=b,
-                           expected=sorted(want.elements())[:10], actual=sorted(missing.elements())[:10])
-        foreign = sorted(set(have) - set(want))
+                           expected=sorted(wanted.elements())[:10], actual=sorted(missing.elements())[:10])
+        foreign = sorted(set(have) - set(wanted))
         if foreign:
             return Verdict("output_semantics", FAIL, "rows the failure-free run never produces for this batch",
                            batch=b, actual=foreign[:10])
-        if have - want and b not in rerun:
+        if have - wanted and b not in rerun:
             return Verdict("output_semantics", FAIL, "duplicate rows outside any re-run range", batch=b,
-                           actual=sorted((have - want).elements())[:10])
+                           actual=sorted((have - wanted).elements())[:10])
     for b in sorted(set(sink) - set(batches)):
         if b not in rerun:
             return Verdict("output_semantics", FAIL, "output of a batch that was neither committed nor re-run",

@@ -52,7 +52,8 @@ class _Obj:
     def __init__(self, raw: Any, path: str):
         if not isinstance(raw, dict):
             raise ScenarioError(path or "<scenario>", f"expected an object, got {type(raw).__name__}")
-        self.raw, self.path, self.used = raw, path, set()
+        self.raw, self.path = raw, path
+        self.used: set[str] = set()
 
     def at(self, name: str) -> str:
         return f"{self.path}.{name}" if self.path else name
