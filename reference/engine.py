@@ -206,7 +206,7 @@ class Incarnation:
         return False
 
     def step_purge(self, b: int) -> None:
-        purge_logs(self.storage, self.cfg.min_batches_to_retain)
+        purge_logs(self.storage, self.cfg.min_batches_to_retain, self.cfg.progress_mode)
         commits = [x for x in self._committed_batches() if x <= b]
         if not commits or not self.store_ids:
             return

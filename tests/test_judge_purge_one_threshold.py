@@ -58,3 +58,16 @@ def test_every_crash_checkpoint_keeps_an_offset_entry_for_each_commit_entry(mode
         commits = set(log_batches(run.storage, layout.COMMITS))
         offsets = set(log_batches(run.storage, layout.OFFSETS))
         assert commits <= offsets, f"after {prefix[-1]}: commits {sorted(commits)} offsets {sorted(offsets)}"
+
+
+def test_under_async_progress_purge_keeps_the_newest_durable_offset_entries_and_their_commits():
+    """Async progress writes entries only every checkpoint interval, so retention counts entries on disk
+    (Spark: AsyncOffsetSeqLog's writtenToDurableStorage). Offsets 0, 3, 6, 9, 12, commits 0, 3, 6, 9,
+    retain 2: the newest two offset entries are 9 and 12, so everything below 9 goes, in both logs."""
+    storage = DurableStorage()
+    for b in (0, 3, 6, 9, 12):
+        storage.write(layout.offset_path(b), OffsetEntry(b, (b,), (b + 1,)).encode())
+    for b in (0, 3, 6, 9):
+        storage.write(layout.commit_path(b), CommitEntry(b, 0, [], {}).encode())
+    purge_logs(storage, 2, "async")
+    assert log_batches(storage, layout.OFFSETS) == [9, 12] and log_batches(storage, layout.COMMITS) == [9]
