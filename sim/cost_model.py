@@ -25,14 +25,19 @@ from typing import Any
 
 import numpy as np
 
+from reference.backend import BackendError
+
 from .random_draws import Draws
 
 PROFILE_DIR = os.path.join(os.path.dirname(__file__), "profiles")
 DEFAULT_PROFILE = "local_spark"
 
 
-class ProfileError(ValueError):
-    """A cost profile is malformed; ``parameter`` names the offending entry."""
+class ProfileError(BackendError, ValueError):
+    """A cost profile is malformed; ``parameter`` names the offending entry.
+
+    A ``BackendError``: the simulator refuses to run rather than produce an outcome.
+    """
 
     def __init__(self, parameter: str, message: str):
         super().__init__(f"cost profile parameter {parameter}: {message}")
@@ -219,6 +224,10 @@ def load_profile(path: str) -> Profile:
         raise ProfileError("<file>", f"{path}: no such profile file") from None
     except json.JSONDecodeError as exc:
         raise ProfileError("<file>", f"{path}: not valid JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise ProfileError("<file>", f"{path}: not a UTF-8 text file") from None
+    except OSError as exc:   # a directory, no permission, ...
+        raise ProfileError("<file>", f"{path}: cannot be read: {exc.strerror or exc}") from None
     try:
         return profile_from_dict(raw)
     except ProfileError as exc:
@@ -237,4 +246,7 @@ def resolve_profile(profile: Profile | dict[str, Any] | str | None) -> Profile:
         return profile
     if isinstance(profile, dict):
         return profile_from_dict(profile)
+    if not isinstance(profile, str):
+        raise ProfileError("<profile>", f"expected a shipped profile name, a path, a profile document or a "
+                                        f"Profile, got {type(profile).__name__}")
     return load_profile(profile)

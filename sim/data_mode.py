@@ -2,8 +2,9 @@
 
 Batch boundaries are the reference's (``SourceData.planned_end_offsets``), so
 an outcome can be compared with the reference's batch for batch; the clock
-decides only *when* a batch is planned: once its last record has arrived and
-the trigger interval has passed. Step effects are the reference's step
+decides only *when* a batch is planned: once its input has arrived
+(``SourceData.input_ready_ms``, the rule every timed backend uses) and the
+trigger interval has passed. Step effects are the reference's step
 functions, over a ``reference.storage.DurableStorage``, so the checkpoint is
 the reference's format byte for byte. Costs come from the sizes those steps
 really read and write.
@@ -13,33 +14,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference.engine import NodeId
+from reference.outcome import ProgressEvent
 from reference.query import route
 from reference.state_store import plan_load
 
 from .engine import TimedIncarnation
-from .latency import Segment
-
-
-class LatencyBook:
-    """When each record's output first became visible (survives crashes: it is the observer's view)."""
-
-    def __init__(self) -> None:
-        self.visible_ms: dict[tuple[int, int], float] = {}
-        self.arrival_ms: dict[tuple[int, int], int] = {}
-
-    def segments(self) -> list[Segment]:
-        out = []
-        for key in sorted(self.visible_ms):
-            latency = self.visible_ms[key] - self.arrival_ms[key]
-            out.append((1, latency, latency))
-        return out
+from .graph import SimNode
+from .latency import RecordLatency
 
 
 class DataIncarnation(TimedIncarnation):
     """One incarnation in data mode."""
 
-    def __init__(self, *args: Any, latency_book: LatencyBook, **kwargs: Any):
+    def __init__(self, *args: Any, latency_book: RecordLatency, **kwargs: Any):
         self.latency_book = latency_book
         super().__init__(*args, **kwargs)
 
@@ -48,19 +35,13 @@ class DataIncarnation(TimedIncarnation):
         return b in self.plans
 
     def plan_ready_ms(self, b: int) -> float:
-        """Plan once the batch's last record has arrived and the trigger interval has passed."""
+        """Plan once the batch's input has arrived and the trigger interval has passed."""
         plan = self.plans[b]
-        ready = 0.0
-        for sp, (lo, hi) in enumerate(zip(plan.start, plan.end)):
-            if hi > lo:
-                ready = max(ready, float(self.data.partitions[sp][hi - 1].arrival_ms))
-        if self.last_plan_start_ms is not None:
-            ready = max(ready, self.last_plan_start_ms + self.cfg.trigger_interval_ms)
-        return ready
+        return max(float(self.data.input_ready_ms(plan.start, plan.end)), self.trigger_ready_ms())
 
     # ------------------------------------------------------------- costs
-    def task_cost_ms(self, node_id: NodeId) -> float:
-        step, b, p = node_id.step, node_id.batch, node_id.partition
+    def task_cost_ms(self, node: SimNode) -> float:
+        step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service
         if step == "state_load":
             return self._state_load_ms(b, p)
@@ -118,15 +99,12 @@ class DataIncarnation(TimedIncarnation):
 
     # ------------------------------------------------------- observations
     def step_sink_commit(self, b: int) -> None:
+        """The batch's output becomes visible: its records' latencies may end here (if this is their first)."""
         super().step_sink_commit(b)
-        plan, now = self.plans[b], self.clock.now
-        book = self.latency_book
-        for record in self.data.slice(plan.start, plan.end):
-            key = (record.source_partition, record.offset)
-            if key not in book.visible_ms:
-                book.visible_ms[key] = now
-                book.arrival_ms[key] = record.arrival_ms
+        plan = self.plans[b]
+        self.latency_book.delivered(((r.source_partition, r.offset, r.arrival_ms)
+                                     for r in self.data.slice(plan.start, plan.end)), self.clock.now)
 
-    def progress_event(self, b: int) -> dict[str, Any]:
+    def progress_event(self, b: int) -> ProgressEvent:
         return self.timed_progress(b, super().progress_event(b))
 

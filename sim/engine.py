@@ -1,12 +1,11 @@
 """The protocol of SPEC section 2 with time: one incarnation's step graph, executed on the cluster.
 
-The step graph is the reference's (``reference.engine.Incarnation._build_graph``:
+The step graph is the reference's (``reference.graph.GraphShape.batch_nodes``:
 one node per (step, batch, partition) and the dependency edges of every mode).
-The reference builds it once per batch shape and the simulator instantiates
-it one batch at a time from that template (``graph.py``), so batch boundaries
-can be decided by the simulated clock and cluster-scale runs stay small in
-memory and fast. A node runs when its dependencies are done, on the component
-that owns it:
+The simulator instantiates it one batch at a time from a template per batch
+shape (``graph.py``), so batch boundaries can be decided by the simulated
+clock and cluster-scale runs stay small in memory and fast. A node runs when
+its dependencies are done, on the component that owns it:
 
 - driver steps on the micro-batch thread, background log writes on the async
   log writer, background purges on the async purger (``driver.py``);
@@ -19,40 +18,44 @@ that owns it:
   the same times and effects (``IncarnationRun.run_fused``).
 
 A step takes the time the cost model charges and its effect (the reference's
-step function: real records and files in data mode, counts in volume mode)
-lands when the time is over. A crash in the middle of a step therefore loses
-the step, as a crash of a real process would. Faults at a step use the
-reference's matching and handling (``reference.runner``); faults at a time
-are in ``faults.py``.
+step function, ``Incarnation.run_step``: real records and files in data mode,
+counts in volume mode) lands when the time is over. A crash in the middle of a
+step therefore loses the step, as a crash of a real process would. Faults at a
+step are matched by the reference's ``FaultBook`` and decided by its
+``apply_fault``, acting on the simulated cluster (``faults.ClusterSubstrate``);
+faults at a time are in ``faults.py``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from dataclasses import replace
+from functools import partial
+from typing import Any, Callable, Sequence, cast
 
 import simpy
 
-from reference.engine import DriverCrash, Incarnation, NodeId, QueryFailure, TaskAttemptFailed
-from reference.runner import Executor as FaultApplier
-from reference.runner import FaultBook
-from reference.steps import TASK_STEPS
-from reference.storage import CheckpointFormatError, StorageError
+from reference.engine import Incarnation
+from reference.faults import FaultBook, apply_fault
+from reference.graph import Node
+from reference.outcome import ProgressEvent
+from reference.steps import NodeId
+from reference.storage import CheckpointFormatError
+from reference.supervisor import RESTARTABLE
 
 from .cost_model import Profile
 from .driver import Driver
 from .executor import Executor
+from .faults import ClusterSubstrate
 from .graph import DRIVER, EXECUTOR_BG, GATE, PLAN, Graph, SimNode
 from .network import Network
 from .random_draws import Draws
 from .storage_service import StorageService
 from .trace import Trace
 
-RESTARTABLE = (DriverCrash, QueryFailure, TaskAttemptFailed, StorageError)
 PRUNE_LAG_BATCHES = 3          # finished batches this far behind a source commit are forgotten
 STORAGE_STEPS = frozenset(("offset_log_write", "purge", "state_load", "changelog_write", "snapshot_upload",
                            "sink_write", "sink_commit", "commit_log_write"))
 SMALL_FILE_BYTES = 256         # a log entry or manifest
-TASK_FAULT_KINDS = ("task_failure", "executor_loss", "zombie_write", "storage_write_error")
 
 
 class TimedIncarnation(Incarnation):
@@ -63,43 +66,29 @@ class TimedIncarnation(Incarnation):
     protocol (the graph, the step effects, the fault handling) is the reference's.
     """
 
-    def __init__(self, *args: Any, clock: simpy.Environment, profile: Profile, storage_service: StorageService,
-                 rng: Draws, **kwargs: Any):
-        self.clock, self.profile, self.service, self.rng = clock, profile, storage_service, rng
-        self._graph_open = False
-        self.timing: dict[tuple[str, int], tuple[float, float]] = {}   # (step, batch) -> (start, end)
-        self.last_plan_start_ms: float | None = None
-        self.written_sealed: dict[tuple[int, int], dict[str, Any]] = {}
-        self._step_methods: dict[str, Callable[..., None]] = {}
-        super().__init__(*args, **kwargs)
-
-    # ------------------------------------------------------------- graph
     # Whether a task's consecutive steps may share one timeout when nothing can watch them one by one
     # (``IncarnationRun.run_fused``): only if no step's cost depends on the clock or on an earlier
     # step's effect, and a task step's effect is read by its own task only. Data mode's effects are
     # files and stores that other steps read, so it runs every step on its own.
     fuse_task_steps = False
 
-    def _build_graph(self) -> None:
-        if self._graph_open:
-            super()._build_graph()
+    def __init__(self, *args: Any, clock: simpy.Environment, profile: Profile, storage_service: StorageService,
+                 rng: Draws, **kwargs: Any):
+        self.clock, self.profile, self.service, self.rng = clock, profile, storage_service, rng
+        self.timing: dict[tuple[str, int], tuple[float, float]] = {}   # (step, batch) -> (start, end)
+        self.last_plan_start_ms: float | None = None
+        self._step_methods: dict[str, Callable[..., None]] = {}
+        super().__init__(*args, **kwargs)
 
-    def capture_reference_graph(self, b: int, table: dict[Any, Any]) -> dict[Any, Any]:
-        """Run the reference's graph builder for batch ``b`` alone, into ``table`` (see ``graph.py``)."""
-        saved = self.plans, self.nodes
-        self.plans, self.nodes, self._graph_open = {b: saved[0].get(b)}, table, True
-        try:
-            self._build_graph()
-        finally:
-            self.plans, self.nodes, self._graph_open = saved[0], saved[1], False
-        return table
+    # ------------------------------------------------------------- graph
+    def build_graph(self) -> dict[NodeId, Node]:
+        """Empty: the simulator instantiates batches one at a time (``graph.Graph``); the node table holds
+        only the batches a fault needs (``Graph.materialize``)."""
+        return {}
 
-    def step_call(self, node: Any) -> Callable[[], None]:
-        """The step function of ``node`` as the reference's graph binds it (``step_<name>(b[, p])``)."""
-        return lambda: self.run_node(node)
-
-    def run_node(self, node: Any) -> None:
-        """Apply the effect of ``node``: the incarnation's ``step_<name>`` for its batch (and partition)."""
+    def run_node(self, node: SimNode) -> None:
+        """Apply the effect of ``node``: ``Incarnation.run_step``'s dispatch to ``step_<name>``, with the
+        method looked up once per step name (volume mode runs millions of steps)."""
         method = self._step_methods.get(node.step)
         if method is None:
             method = self._step_methods[node.step] = getattr(self, f"step_{node.step}")
@@ -120,34 +109,11 @@ class TimedIncarnation(Incarnation):
         """
         return p % self.profile.executors
 
-    def step_changelog_write(self, b: int, p: int) -> None:
-        super().step_changelog_write(b, p)
-        self.written_sealed[(b, p)] = dict(self.tasks[(b, p)].sealed)
-
-    def step_state_commit(self, b: int, p: int) -> None:
-        """Commit the attempt whose changelog was written, even if a retry re-sealed since.
-
-        Under async state checkpointing the background commit can sit between
-        ``changelog_write`` and ``state_commit`` while the task fails after
-        ``sink_write`` and is retried; the reference's step would then name the
-        retry's uid, whose file was never written (reported as a reference bug).
-        """
-        written = self.written_sealed.pop((b, p), None)
-        task = self.tasks[(b, p)]
-        if written is None or written == task.sealed:
-            super().step_state_commit(b, p)
-            return
-        for sid, sealed in written.items():
-            store = self.stores.get((sid, p))
-            if store is not None and store.uid == sealed.uid:
-                store.mark_durable(sealed)
-            self.lineage[(sid, p, b + 1)] = sealed.uid
-
-    def step_task_apply(self, b: int, p: int) -> None:
-        """If an executor loss dropped this task's loaded store, the task is retried from its load."""
-        if any((sid, p) not in self.stores for sid in self.store_ids):
-            self.step_state_load(b, p)
-        super().step_task_apply(b, p)
+    def trigger_ready_ms(self) -> float:
+        """The earliest a batch may be planned by the trigger (``ProcessingTime``): one interval after the last."""
+        if self.last_plan_start_ms is None:
+            return 0.0
+        return self.last_plan_start_ms + self.cfg.trigger_interval_ms
 
     # ---------------------------------------------------- mode interface
     def has_batch(self, b: int) -> bool:
@@ -156,16 +122,16 @@ class TimedIncarnation(Incarnation):
     def plan_ready_ms(self, b: int) -> float:
         raise NotImplementedError
 
-    def begin_step(self, node_id: NodeId) -> None:
-        if node_id.step == "plan":
+    def begin_step(self, node: SimNode) -> None:
+        if node.step == "plan":
             self.last_plan_start_ms = self.clock.now
 
-    def cost_ms(self, node_id: NodeId) -> float:
+    def cost_ms(self, node: SimNode) -> float:
         """What the step costs: driver steps here, task and maintenance steps by the mode."""
-        step, b = node_id.step, node_id.batch
+        step, b = node.step, node.batch
         prof, svc = self.profile, self.service
-        if node_id.partition >= 0:
-            return self.task_cost_ms(node_id)
+        if node.partition >= 0:
+            return self.task_cost_ms(node)
         if step == "plan":
             return prof.latest_offset_ms + prof.planning_ms
         if step == "offset_log_write":
@@ -182,27 +148,18 @@ class TimedIncarnation(Incarnation):
         assert step == "source_commit", f"no cost for driver step {step}"
         return prof.source_commit_ms
 
-    def task_cost_ms(self, node_id: NodeId) -> float:
+    def task_cost_ms(self, node: SimNode) -> float:
         raise NotImplementedError
 
-    def offsets_persist_due(self, b: int) -> bool:
-        """Whether this offset log write will write (async progress persists once per interval)."""
-        if self.cfg.progress_mode == "sync":
-            return True
-        last = self.last_persisted_time_ms
-        return b == self.restart.first_batch or last is None or \
-            self.logical_time_ms(b) - last >= self.cfg.checkpoint_interval_ms
-
-    def end_step(self, node_id: NodeId, start_ms: float) -> None:
+    def end_step(self, node: SimNode, start_ms: float) -> None:
         """A step's effect has landed: driver steps' times feed the progress durations."""
-        if node_id.partition < 0:
-            self.timing[(node_id.step, node_id.batch)] = (start_ms, self.clock.now)
+        if node.partition < 0:
+            self.timing[(node.step, node.batch)] = (start_ms, self.clock.now)
 
-    def retry_cost_ms(self, kind: str) -> float:
-        """A failed task attempt is rescheduled (and, after an executor loss, placed on a new executor)."""
+    def retry_cost_ms(self) -> float:
+        """A failed task attempt is rescheduled (an executor loss adds ``executor_replacement_ms``)."""
         p = self.profile
-        extra = p.executor_replacement_ms if kind == "executor_loss" else 0.0
-        return p.scheduling_delay_ms + p.network_rtt_ms + p.per_task_overhead_ms + extra
+        return p.scheduling_delay_ms + p.network_rtt_ms + p.per_task_overhead_ms
 
     # ---------------------------------------------------------- progress
     def durations_ms(self, b: int) -> dict[str, float]:
@@ -222,18 +179,18 @@ class TimedIncarnation(Incarnation):
                 "walCommit": _ms(wal), "addBatch": _ms(max(0.0, sink_end - work_start)),
                 "commitOffsets": _ms(commit), "triggerExecution": _ms(now - plan_start)}
 
-    def timed_progress(self, b: int, event: dict[str, Any]) -> dict[str, Any]:
+    def timed_progress(self, b: int, event: ProgressEvent) -> ProgressEvent:
+        """``event`` with the simulated durations, rates and start time of batch ``b``."""
         durations = self.durations_ms(b)
-        rows = event["numInputRows"]
+        rows = event.num_input_rows
         trigger_s = durations["triggerExecution"] / 1000.0
         plan_start = self.timing.get(("plan", b), (self.clock.now, 0))[0]
         previous = self.timing.get(("plan", b - 1))
         since_s = (plan_start - previous[0]) / 1000.0 if previous else 0.0
-        event["durationMs"] = durations
-        event["processedRowsPerSecond"] = round(rows / trigger_s, 3) if trigger_s > 0 else 0.0
-        event["inputRowsPerSecond"] = round(rows / since_s, 3) if since_s > 0 else 0.0
-        event["timestamp_ms"] = _ms(plan_start)
-        return event
+        return replace(event, duration_ms=durations,
+                       processed_rows_per_second=round(rows / trigger_s, 3) if trigger_s > 0 else 0.0,
+                       input_rows_per_second=round(rows / since_s, 3) if since_s > 0 else 0.0,
+                       timestamp_ms=_ms(plan_start))
 
 
 def _span(pair: tuple[float, float] | None) -> float:
@@ -268,7 +225,7 @@ class IncarnationRun:
         self.driver = Driver(self)
         self.executors = [Executor(env, i, inc.profile.cores_per_executor, self)
                           for i in range(inc.profile.executors)]
-        self.applier = FaultApplier(inc, faults, None)
+        self.substrate = ClusterSubstrate(inc)
         self.faults = faults
         # steps fused under one timeout must not be watched one by one: no trace, no invariant checks
         self.fusion = inc.fuse_task_steps and not check_invariants and not trace.enabled
@@ -297,14 +254,14 @@ class IncarnationRun:
         elif kind == PLAN:
             wait_ms = self.inc.plan_ready_ms(node.batch) - self.env.now
             if wait_ms > 0:
-                self.env.timeout(wait_ms).callbacks.append(lambda _e, n=node: self._submit_driver(n))
+                self.env.timeout(wait_ms).callbacks.append(partial(self._submit_driver, node))
             else:
                 self.driver.submit(node)
         else:
             assert kind == DRIVER, f"{node} is run by its task"
             self.driver.submit(node)
 
-    def _submit_driver(self, node: SimNode) -> None:
+    def _submit_driver(self, node: SimNode, _event: simpy.Event) -> None:
         if not self.stopped:
             self.driver.submit(node)
 
@@ -325,7 +282,7 @@ class IncarnationRun:
         elif step == "source_commit":
             self.prune(node.batch - PRUNE_LAG_BATCHES)
         if self.outstanding == 0 and not self.stopped:
-            self.applier.land_zombies(None)
+            self.substrate.land_zombies(None)
             self.stop(None)
 
     def prune(self, upto: int) -> None:
@@ -337,11 +294,12 @@ class IncarnationRun:
             for p in range(inc.parts):
                 inc.tasks.pop((b, p), None)
 
-    def stop(self, exc: BaseException | None, fatal: bool = False) -> None:
+    def stop(self, exc: BaseException | None) -> None:
+        """The incarnation is over: it consumed its input (None) or stopped with ``exc``."""
         if self.stopped:
             return
         self.stopped = True
-        self.finished.succeed((exc, fatal))
+        self.finished.succeed(exc)
 
     # -------------------------------------------------------------- step
     def component_of(self, node: SimNode) -> str:
@@ -377,10 +335,10 @@ class IncarnationRun:
 
     def may_fuse(self) -> bool:
         """Whether a task may run its unwatched steps under one timeout now (``run_fused``)."""
-        return self.fusion and not self.faults.pending and not self.applier.zombies \
+        return self.fusion and not self.faults.pending and not self.substrate.zombies \
             and not self.clock_faults_pending()
 
-    def run_fused(self, nodes: list[SimNode], on_done: Callable[[], None]) -> None:
+    def run_fused(self, nodes: Sequence[SimNode], on_done: Callable[[], None]) -> None:
         """Run consecutive steps of one task under one timeout; the same times and effects as one by one.
 
         Only when the incarnation allows it (``TimedIncarnation.fuse_task_steps``:
@@ -410,7 +368,7 @@ class IncarnationRun:
         if self.stopped:
             return
         inc, trace = self.inc, self.trace
-        nodes: list[SimNode] = event.value
+        nodes = cast("list[SimNode]", event.value)
         try:
             last = nodes[-1]
             for node in nodes:
@@ -431,7 +389,7 @@ class IncarnationRun:
     def _land(self, event: simpy.Event) -> None:
         if self.stopped:
             return
-        node: SimNode = event.value
+        node = cast(SimNode, event.value)
         inc = self.inc
         try:
             if not node.skip:
@@ -453,10 +411,10 @@ class IncarnationRun:
     def _finish(self, event: simpy.Event) -> None:
         if self.stopped:
             return
-        node: SimNode = event.value
+        node = cast(SimNode, event.value)
         try:
-            if self.applier.zombies:
-                self.applier.land_zombies(node.node_id)   # a zombie lands right after its step
+            if self.substrate.zombies:
+                self.substrate.land_zombies(node.node_id)   # a zombie lands right after its step
             self.complete(node)
         except Exception as exc:
             self._failed(exc)
@@ -464,25 +422,25 @@ class IncarnationRun:
         node.on_done()
 
     def _failed(self, exc: Exception) -> None:
+        """A step raised: the incarnation ends (the supervisor decides what follows); anything else is a bug."""
         if isinstance(exc, RESTARTABLE):
             self.trace.record(self.env.now, "driver", "stopped", str(exc))
-            self.stop(exc)
         elif isinstance(exc, CheckpointFormatError):
             self.trace.record(self.env.now, "driver", "failed", str(exc))
-            self.stop(exc, fatal=True)
         else:
             raise exc
+        self.stop(exc)
 
     def apply_faults(self, node: SimNode, when: str) -> tuple[float, bool]:
-        """Faults of the scenario matching this step (reference matching); extra time and skip flag."""
-        extra_ms, skip = 0.0, False
-        inc = self.inc
-        for fault in self.faults.take(node, when, inc.logical_time_ms(node.batch), inc.number):  # type: ignore[arg-type]
+        """The scenario's faults at this step (the reference's ``FaultBook`` and ``apply_fault``): the time
+        they add to the step, and whether the step itself is skipped."""
+        inc, substrate = self.inc, self.substrate
+        substrate.extra_ms = 0.0
+        skip = False
+        node_id = node.node_id
+        for fault in self.faults.take(node_id, when, inc.logical_time_ms(node.batch), inc.number):
             self.trace.record(self.env.now, "faults", fault.kind, f"{when} {node}")
-            self.graph.materialize(node.batch)   # the reference's fault handling reads the node table
-            if fault.kind == "storage_latency":
-                extra_ms += fault.ms or 0
-            elif fault.kind in TASK_FAULT_KINDS and node.step in TASK_STEPS and not node.background:
-                extra_ms += inc.retry_cost_ms(fault.kind)
-            skip = self.applier.apply(fault, node.node_id, when) or skip
-        return extra_ms, skip
+            inc.obs.note(f"fault {fault.kind} {when} {node_id}")
+            self.graph.materialize(node.batch)   # a task retry reads the reference's node table
+            skip = apply_fault(fault, node_id, when, node.background, substrate) or skip
+        return substrate.extra_ms, skip

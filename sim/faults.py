@@ -1,9 +1,24 @@
-"""Faults at a simulated time (``at.time_ms``), SPEC section 2's fault kinds for timed backends.
+"""Faults in the simulated cluster (SPEC section 2's fault kinds): at a step, and at a simulated time.
 
-Faults at a step are matched and handled exactly as in the reference
-(``reference.runner.FaultBook`` / ``Executor.apply``), inside ``engine.py``.
-Two kinds have a meaning of their own at a time and are handled by a clock
-process here instead:
+Faults at a step are matched by the reference's ``FaultBook`` and decided by
+its ``apply_fault`` (the one decision table of every backend); what a decision
+does here is ``ClusterSubstrate``, the simulator's ``FaultSubstrate``:
+
+- ``crash_driver`` / ``fail_query`` end the incarnation (steps in flight never land);
+- ``delay`` (``storage_latency``) adds its ``ms`` to the step's simulated time;
+- ``fail_task`` abandons the attempt and redoes the task's steps up to where it
+  stood, in place (as the reference does), charging the retry its scheduling
+  cost (``TimedIncarnation.retry_cost_ms``);
+- ``lose_executor`` drops the stores cached on the executor (the reference's
+  ``lose_executor``) and charges ``executor_replacement_ms``;
+- ``plant_zombie`` keeps the failed attempt's write (``reference.faults.zombie_landings``)
+  and lands it right after ``commit_log_write`` of its batch, or at the end of
+  the incarnation, as the reference does;
+- damage (``corrupt_file``, ``delete_file``) and ``clock_skew`` as everywhere.
+
+Faults at a time (``at.time_ms``) of any other kind fire at the first step that
+starts at or after that time, through the same table. Two kinds have a meaning
+of their own at a time and are fired by a clock process here instead:
 
 - ``driver_crash`` at ``time_ms`` kills the running incarnation at that
   instant: steps in flight never land (if no incarnation is running, the
@@ -11,8 +26,10 @@ process here instead:
 - ``storage_latency`` at ``time_ms`` is a latency spike: every storage
   operation that starts during ``[time_ms, time_ms + ms)`` waits for its end.
 
-Every other kind at a time fires at the first step that starts at or after
-that time, with the reference's handling.
+They do not go through ``apply_fault``: its table decides what a fault does
+*at a step* (slow that step, crash before or after it), and these fire between
+steps, at an instant no step owns; a spike slows every storage operation in
+an interval, not one step.
 
 ``at.restart`` (the incarnation a fault belongs to: 0 is the first life,
 1 the first restart, ...) holds for faults at a time as for faults at a step:
@@ -26,17 +43,71 @@ that fire at a step follow the same rule through the reference's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generator
+from typing import TYPE_CHECKING, Generator, NoReturn
 
 import simpy
 
-from reference.engine import DriverCrash
+from reference.engine import DriverCrash, QueryFailure
+from reference.faults import FaultBook
+from reference.run import SequentialScheduler
 from reference.scenario import Fault
+from reference.steps import NodeId
 
 if TYPE_CHECKING:
+    from .engine import TimedIncarnation
     from .simulation import Simulation
 
 CLOCK_FAULT_KINDS = ("driver_crash", "storage_latency")
+
+
+class ClusterSubstrate:
+    """What a fault at a step does to one incarnation of the simulated cluster (a ``FaultSubstrate``).
+
+    ``extra_ms`` collects the simulated time the faults of the current step add.
+    """
+
+    def __init__(self, inc: "TimedIncarnation"):
+        self.inc = inc
+        self.storage = inc.storage
+        self.extra_ms = 0.0
+        # LOCAL WORKAROUND (reported): a task retry redone in place and the zombie writes kept until their
+        # landing step are written once, in the reference's sequential scheduler; the simulator uses them
+        # from there (adding only their cost in time) until the reference offers them on their own.
+        self.in_place = SequentialScheduler(inc, FaultBook(()), None)
+
+    def crash_driver(self, reason: str) -> NoReturn:
+        raise DriverCrash(reason)
+
+    def fail_query(self, reason: str) -> NoReturn:
+        raise QueryFailure(reason)
+
+    def delay(self, ms: int) -> None:
+        self.extra_ms += ms
+
+    def skew_clock(self, ms: int) -> None:
+        self.inc.clock_skew_ms += ms
+
+    def lose_executor(self, node: NodeId) -> None:
+        self.inc.lose_executor(node.partition)
+        self.extra_ms += self.inc.profile.executor_replacement_ms   # the retry waits for a new executor
+
+    def plant_zombie(self, node: NodeId) -> None:
+        """The failed attempt's write of this step lands later, right after ``commit_log_write`` of its batch."""
+        self.in_place.plant_zombie(node)
+
+    def fail_task(self, node: NodeId, when: str, reason: str) -> None:
+        """The attempt fails; the retry redoes its steps up to where this one stood, after a rescheduling delay."""
+        self.in_place.fail_task(node, when, reason)
+        self.extra_ms += self.inc.retry_cost_ms()
+
+    @property
+    def zombies(self) -> bool:
+        """Whether a zombie write is waiting to land."""
+        return bool(self.in_place.zombies)
+
+    def land_zombies(self, after: NodeId | None) -> None:
+        """Land the zombie writes due after ``after`` (every one left, at the end of the incarnation)."""
+        self.in_place.land_zombies(after)
 
 
 def is_clock_fault(fault: Fault) -> bool:
@@ -48,7 +119,7 @@ def split_faults(faults: tuple[Fault, ...]) -> tuple[tuple[Fault, ...], tuple[Fa
     return (tuple(f for f in faults if not is_clock_fault(f)), tuple(f for f in faults if is_clock_fault(f)))
 
 
-def fault_clock(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Generator:
+def fault_clock(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Generator[simpy.Event, object, None]:
     """Fire one timed fault at its simulated time, in its incarnation."""
     try:
         yield from _fire(env, fault, sim)
@@ -56,7 +127,7 @@ def fault_clock(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Gene
         sim.clock_faults_left -= 1
 
 
-def _fire(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Generator:
+def _fire(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Generator[simpy.Event, object, None]:
     assert fault.at.time_ms is not None
     yield env.timeout(max(0.0, fault.at.time_ms - env.now))
     wanted = fault.at.restart

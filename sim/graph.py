@@ -1,38 +1,37 @@
-"""The step graph of one batch as a reusable template (the reference's graph, built once per shape).
+"""The step graph of one batch as a reusable template (the reference's graph, as data).
 
-The reference (``reference.engine.Incarnation._build_graph``) builds one node
-per (step, batch, partition) with the edges every mode asks for. Within one
-incarnation the graph of batch ``b`` has the same shape as that of batch
-``b - 1`` shifted by one batch, except for maintenance: ``snapshot_upload``
-nodes exist only in every ``maintenance_every()``-th batch. So the simulator
-asks the reference for the graph of a batch once per shape and stores it with
-batch-relative edges: a ``TemplateNode`` names its dependencies as
-``(batch delta, slot)`` pairs, where a slot numbers (step, partition) pairs.
+The reference describes one batch's nodes as values:
+``reference.graph.GraphShape.batch_nodes(b)`` gives every node of batch ``b``
+(one per step and partition) with every dependency it may have, in creation
+order. Within one incarnation the graph of batch ``b`` has the same shape as
+that of batch ``b - 1`` shifted by one batch, except for maintenance:
+``snapshot_upload`` nodes exist only in maintenance batches
+(``GraphShape.is_maintenance_batch``). So the simulator turns the nodes of one
+batch of each shape into a ``Template`` with batch-relative edges: a
+``TemplateNode`` names its dependencies as ``(batch delta, slot)`` pairs,
+where a slot numbers (step, partition) pairs.
 
-Capture runs the reference's own graph builder with every dependency it names
-counted as present. Whether a named dependency exists is then decided when a
-batch is instantiated (``BatchGraph``): a node of a batch before this
-incarnation's first batch, of a batch whose nodes are all done and forgotten,
-or of a step the batch's shape lacks (a stateless query's state steps) is
-satisfied, exactly as the reference drops dependencies on steps its graph does
-not have. The reference chains each partition's snapshot uploads (a snapshot
-waits for the previous snapshot of that partition): capture seeds the previous
-maintenance batch's snapshot nodes so the reference's builder names them.
+Whether a named dependency exists is decided when a batch is instantiated
+(``Graph.add_batch``): a node of a batch before this incarnation's first
+batch, of a batch whose nodes are all done and forgotten, or of a step the
+batch's shape lacks (a stateless query's state steps, the snapshot of a batch
+that is not a maintenance batch) is satisfied, exactly as
+``reference.graph.build_graph`` keeps only the dependencies on nodes that exist.
 
 Each instantiated node (``SimNode``) counts its unmet dependencies and lists
 its dependents, so finishing a node costs one decrement per dependent. A
-``SimNode`` has the ``batch``/``step``/``partition``/``tag`` fields of a
-``reference.engine.NodeId`` (cost and fault matching read only those); the
+``SimNode`` has the ``batch``/``step``/``partition`` fields of a
+``reference.steps.NodeId`` (cost and fault matching read only those); the
 real ``NodeId`` is made on demand (``node_id``) for fault handling and traces.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from reference.engine import ORDER, Node, NodeId
-from reference.steps import TASK_STEPS
+from reference.graph import GraphShape, Node
+from reference.steps import STEP_ORDER, TASK_STEPS, NodeId
 
 if TYPE_CHECKING:
     from .engine import TimedIncarnation
@@ -45,13 +44,6 @@ PLAN = 3          # the micro-batch thread, once the batch's input is there
 DRIVER = 4        # a driver step: the micro-batch thread, the async log writer or the async purger
 
 TASK_STEP_SET = frozenset(TASK_STEPS)
-
-
-class _EveryNode(dict):  # type: ignore[type-arg]
-    """The node table the reference's builder sees during capture: every dependency counts as present."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
 
 
 @dataclass(frozen=True)
@@ -78,52 +70,47 @@ class Template:
 
 
 def slot_of(step: str, partition: int, parts: int) -> int:
-    return ORDER[step] * (parts + 1) + partition + 1
+    return STEP_ORDER[step] * (parts + 1) + partition + 1
 
 
-def capture_template(inc: "TimedIncarnation", b: int) -> Template:
-    """Ask the reference for batch ``b``'s graph and make it batch-relative (the shape of ``b``)."""
-    parts = inc.parts
-    seeds: dict[Any, None] = {}
-    if inc.store_ids and inc.cfg.provider != "snapshot" and (b + 1) % inc.maintenance_every() == 0:
-        previous = b - inc.maintenance_every()
-        seeds = {inc.nid("snapshot_upload", previous, p): None for p in range(parts)}
-    captured = inc.capture_reference_graph(b, _EveryNode(seeds))
-    created = [(nid, node) for nid, node in captured.items() if nid not in seeds]
-    assert all(nid.batch == b and not nid.tag for nid, _n in created), "a batch's graph holds its own nodes only"
+def batch_template(shape: GraphShape, b: int) -> Template:
+    """Batch ``b``'s nodes (``shape.batch_nodes(b)``), batch-relative, plus one gate per task."""
+    parts = shape.partitions
+    created = shape.batch_nodes(b)
+    assert all(node.id.batch == b and not node.id.tag for node in created), "a batch's graph holds its own nodes"
 
     def rel(dep: NodeId) -> tuple[int, int]:
         return (dep.batch - b, slot_of(dep.step, dep.partition, parts))
 
-    foreground = {(nid.step, nid.partition) for nid, node in created
-                  if nid.step in TASK_STEP_SET and not node.background}
-    out: list[TemplateNode] = []
-    for nid, node in created:
-        if (nid.step, nid.partition) in foreground:
-            kind = TASK_OWNED
-        elif nid.partition >= 0:
-            kind = EXECUTOR_BG
-        elif nid.step == "plan":
-            kind = PLAN
-        else:
-            kind = DRIVER
-        out.append(TemplateNode(nid.step, nid.partition, node.background, kind,
-                                slot_of(nid.step, nid.partition, parts), tuple(rel(d) for d in node.deps)))
-    gate_base = len(ORDER) * (parts + 1)
-    by_id = dict(created)
+    foreground = {(node.id.step, node.id.partition) for node in created
+                  if node.id.step in TASK_STEP_SET and not node.background}
+    out = [TemplateNode(node.id.step, node.id.partition, node.background, _kind(node, foreground),
+                        slot_of(node.id.step, node.id.partition, parts), tuple(rel(d) for d in node.deps))
+           for node in created]
+    gate_base = len(STEP_ORDER) * (parts + 1)
+    by_id = {node.id: node for node in created}
     for p in range(parts):
         steps = [s for s in TASK_STEPS if (s, p) in foreground]
         if not steps:
             continue
-        own = {inc.nid(s, b, p) for s in steps}
+        own = {NodeId.of(s, b, p) for s in steps}
         external: dict[NodeId, None] = {}
         for s in (steps[0], "task_apply"):
-            for dep in by_id[inc.nid(s, b, p)].deps:
+            for dep in by_id[NodeId.of(s, b, p)].deps:
                 if dep not in own:
                     external[dep] = None
         out.append(TemplateNode("launch", p, False, GATE, gate_base + p, tuple(rel(d) for d in external),
                                 tuple(slot_of(s, p, parts) for s in steps)))
     return Template(tuple(out), gate_base + parts)
+
+
+def _kind(node: Node, foreground: set[tuple[str, int]]) -> int:
+    nid = node.id
+    if (nid.step, nid.partition) in foreground:
+        return TASK_OWNED
+    if nid.partition >= 0:
+        return EXECUTOR_BG
+    return PLAN if nid.step == "plan" else DRIVER
 
 
 class SimNode:
@@ -132,6 +119,11 @@ class SimNode:
     __slots__ = ("batch", "step", "partition", "template", "graph", "done", "waiting", "dependents", "_id",
                  "start_ms", "skip", "on_done")
     tag = ""
+    # set when the node runs (``IncarnationRun.run_step``)
+    start_ms: float
+    skip: bool
+    on_done: Callable[[], None]
+    _id: NodeId
 
     def __init__(self, template: TemplateNode, batch: int, graph: "BatchGraph"):
         self.batch = batch
@@ -142,7 +134,6 @@ class SimNode:
         self.done = False
         self.waiting = 0
         self.dependents: list[SimNode] = []
-        # set when used: _id (node_id), start_ms, skip and on_done (run_step)
 
     @property
     def kind(self) -> int:
@@ -157,7 +148,7 @@ class SimNode:
         try:
             return self._id
         except AttributeError:
-            self._id = NodeId(self.batch, ORDER[self.step], self.step, self.partition)
+            self._id = NodeId(self.batch, STEP_ORDER[self.step], self.step, self.partition)
             return self._id
 
     def __str__(self) -> str:
@@ -185,8 +176,17 @@ class Graph:
 
     def __init__(self, inc: "TimedIncarnation"):
         self.inc = inc
+        self.shape: GraphShape = inc.shape
         self.templates: dict[bool, Template] = {}
         self.batches: dict[int, BatchGraph] = {}
+
+    def template(self, b: int) -> Template:
+        """The template of batch ``b``'s shape (built from the first batch of that shape asked for)."""
+        maintenance = self.shape.is_maintenance_batch(b)
+        found = self.templates.get(maintenance)
+        if found is None:
+            found = self.templates[maintenance] = batch_template(self.shape, b)
+        return found
 
     def mark_fusable(self) -> None:
         """Flag the task steps that nothing outside their own task waits for, in any batch shape.
@@ -194,10 +194,8 @@ class Graph:
         Such a step's end is seen by its own task only, so a task may run it and
         the steps after it under one timeout (``IncarnationRun.run_fused``).
         """
-        inc = self.inc
-        for b in (0, inc.maintenance_every() - 1):   # every shape a batch can have
-            if self.shape(b) not in self.templates:
-                self.templates[self.shape(b)] = capture_template(inc, b)
+        for b in (0, self.shape.maintenance_every() - 1):   # every shape a batch can have
+            self.template(b)
         watched: set[int] = set()
         for template in self.templates.values():
             by_slot = {t.slot: t for t in template.nodes}
@@ -212,20 +210,13 @@ class Graph:
             nodes = tuple(replace(t, fusable=t.kind == TASK_OWNED and t.slot not in watched) for t in template.nodes)
             self.templates[shape] = Template(nodes, template.slots)
 
-    def shape(self, b: int) -> bool:
-        inc = self.inc
-        return bool(inc.store_ids) and inc.cfg.provider != "snapshot" and (b + 1) % inc.maintenance_every() == 0
-
     def node(self, batch: int, slot: int) -> SimNode | None:
         graph = self.batches.get(batch)
         return graph.by_slot[slot] if graph is not None else None
 
     def add_batch(self, b: int, ready: Callable[[SimNode], None]) -> BatchGraph:
         """Instantiate batch ``b``, wire its unmet dependencies, and hand every ready node to ``ready``."""
-        shape = self.shape(b)
-        template = self.templates.get(shape)
-        if template is None:
-            template = self.templates[shape] = capture_template(self.inc, b)
+        template = self.template(b)
         graph = BatchGraph(b, template)
         self.batches[b] = graph
         by_slot, batches = graph.by_slot, self.batches
@@ -258,14 +249,15 @@ class Graph:
         by_slot = gate.graph.by_slot
         return [by_slot[slot] for slot in gate.template.task]  # type: ignore[misc]
 
+    def dependencies(self, node: SimNode) -> list[SimNode]:
+        """The nodes ``node`` waits for that exist (in this incarnation, not yet forgotten)."""
+        found = (self.node(node.batch + delta, slot) if delta else node.graph.by_slot[slot]
+                 for delta, slot in node.template.deps)
+        return [dep for dep in found if dep is not None]
+
     def unmet(self, node: SimNode) -> list[SimNode]:
         """Dependencies of ``node`` not yet done (the invariant check of data mode)."""
-        out = []
-        for delta, slot in node.template.deps:
-            dep = self.node(node.batch + delta, slot) if delta else node.graph.by_slot[slot]
-            if dep is not None and not dep.done:
-                out.append(dep)
-        return out
+        return [dep for dep in self.dependencies(node) if not dep.done]
 
     def forget(self, b: int) -> None:
         graph = self.batches.pop(b)
@@ -274,13 +266,12 @@ class Graph:
                 self.inc.nodes.pop(node.node_id, None)
 
     def materialize(self, b: int) -> None:
-        """Put batch ``b``'s nodes in the incarnation's node table, as the reference's fault handling reads it."""
+        """Put batch ``b``'s nodes in the incarnation's node table, which the reference's task retry reads
+        (``Incarnation.previous_task_step`` and ``retry_task_steps``)."""
         graph = self.batches.get(b)
         if graph is None or graph.materialized:
             return
         graph.materialized = True
-        inc = self.inc
         for node in graph.nodes:
-            deps = tuple(d.node_id for d in (self.node(b + delta, slot) if delta else graph.by_slot[slot]
-                                             for delta, slot in node.template.deps) if d is not None)
-            inc.nodes[node.node_id] = Node(node.node_id, deps, inc.step_call(node), node.background)
+            deps = tuple(d.node_id for d in self.dependencies(node))
+            self.inc.nodes[node.node_id] = Node(node.node_id, deps, node.background)

@@ -220,9 +220,11 @@ class Window:
         lows, highs = [], []
         for sp, (s, e) in enumerate(zip(self.start, self.end)):
             if e > s and (side is None or src.sides[sp] == side):
+                high = src.max_event(sp, e)
+                assert high is not None, "a non-empty range has a largest event time"
                 lows.append(src.event_ms(sp, s))
-                highs.append(src.max_event(sp, e))
-        return (min(lows), max(highs)) if lows else None  # type: ignore[type-var]
+                highs.append(high)
+        return (min(lows), max(highs)) if lows else None
 
 
 class OperatorModel:

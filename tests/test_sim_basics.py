@@ -1,4 +1,4 @@
-"""Determinism, profiles, trace and outcome shape of the simulator (SPEC sections 4 and 5)."""
+"""Determinism, profiles, trace, outcome shape and the backend interface of the simulator (SPEC sections 4, 5)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import os
 
 import pytest
 
+from reference.backend import BackendError, OptionRefused, RunOptions
 from reference.oracles import check_outcome, determinism, failures
-from reference.outcome import dumps
+from reference.outcome import DURATION_KEYS, Outcome
 from reference.scenario import Scenario
 from reference.storage import DurableStorage
-from sim import ProfileError, load_profile, run_sim, simulate
+from sim import ProfileError, load_profile, simulate
+from sim.backend import SimBackend
 from sim.cost_model import PROFILE_DIR, profile_from_dict
+from sim.simulation import SimModeError
 from sim.trace import load_trace
 
 SCENARIO = {
@@ -29,12 +32,12 @@ SCENARIO = {
 }
 
 
-def test_same_seed_gives_identical_outcome_and_trace(tmp_path: object) -> None:
+def test_same_seed_gives_identical_outcome_and_trace() -> None:
     scenario = Scenario.from_dict(SCENARIO)
     first, second = simulate(scenario, "lightspeed_cluster"), simulate(scenario, "lightspeed_cluster")
-    assert determinism(dumps(first.outcome()), dumps(second.outcome())).ok
+    assert determinism(first.outcome().to_json(), second.outcome().to_json()).ok
     assert first.trace.dumps() == second.trace.dumps()
-    assert first.outcome()["recoveries"], "the timed crash must have fired"
+    assert first.outcome().recoveries, "the timed crash must have fired"
     other = simulate(scenario.with_changes(seed=12), "lightspeed_cluster")
     assert other.trace.dumps() != first.trace.dumps()
 
@@ -42,32 +45,59 @@ def test_same_seed_gives_identical_outcome_and_trace(tmp_path: object) -> None:
 def test_outcome_has_timing_fields_and_passes_oracles(tmp_path: os.PathLike) -> None:
     scenario = Scenario.from_dict(SCENARIO)
     trace_path = os.path.join(str(tmp_path), "trace.jsonl")
-    outcome = run_sim(scenario, "local_spark", trace_path)
-    assert outcome["backend"] == "sim"
-    assert set(outcome["latency_ms"]) >= {"p50", "p90", "p99", "max"}
-    assert outcome["latency_ms"]["p50"] <= outcome["latency_ms"]["p99"] <= outcome["latency_ms"]["max"]
-    for progress in outcome["progress"]:
-        durations = progress["durationMs"]
-        assert set(durations) == {"latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets",
-                                  "triggerExecution"}
+    sim = simulate(scenario, "local_spark")
+    sim.trace.save(trace_path)
+    outcome = sim.outcome()
+    assert isinstance(outcome, Outcome) and outcome.backend == "sim"
+    assert outcome.timing is not None and outcome.timing.wall_s is None, "a simulated run has no wall time"
+    latency = outcome.timing.latency_ms
+    assert latency.count > 0 and latency.p50 is not None and latency.p99 is not None and latency.max is not None
+    assert latency.p50 <= latency.p99 <= latency.max
+    assert outcome.details["sim"] == {"mode": "data", "profile": "local_spark",
+                                      "end_time_ms": round(sim.end_ms, 3), "trace_events": sim.trace.count}
+    for progress in outcome.progress:
+        durations = progress.duration_ms
+        assert set(durations) == set(DURATION_KEYS)
         assert durations["triggerExecution"] >= durations["walCommit"] + durations["addBatch"] > 0
+        assert progress.timestamp_ms is not None
     events = load_trace(trace_path)
     assert events and all(a.time_ms <= b.time_ms for a, b in zip(events, events[1:]))
     assert {e.component for e in events} >= {"driver", "supervisor", "faults"}
-    storage = simulate(scenario, "local_spark").service.files
-    assert not failures(check_outcome(scenario, outcome, storage))
+    assert not failures(check_outcome(scenario, outcome, sim.storage))
+    assert Outcome.from_json(outcome.to_json()) == outcome, "the outcome round-trips through its JSON"
 
 
-def test_run_sim_returns_the_checkpoint_for_the_file_oracles() -> None:
+def test_backend_returns_the_outcome_and_the_checkpoint_for_the_file_oracles() -> None:
     scenario = Scenario.from_dict(SCENARIO)
-    outcome, storage = run_sim(scenario, "local_spark", return_storage=True)
-    assert isinstance(storage, DurableStorage)
-    assert outcome == run_sim(scenario, "local_spark")
-    assert set(outcome["checkpoint_files"]) <= set(storage.list())
-    verdicts = {v.check: v for v in check_outcome(scenario, outcome, storage)}
+    backend = SimBackend()
+    assert backend.unavailable() is None
+    result = backend.run(scenario, RunOptions(profile="local_spark"))
+    assert isinstance(result.checkpoint, DurableStorage)
+    assert result.outcome == simulate(scenario, "local_spark").outcome(), "a run of the backend is a simulation"
+    assert set(result.outcome.checkpoint_files) <= set(result.checkpoint.list())
+    verdicts = {v.check: v for v in check_outcome(scenario, result.outcome, result.checkpoint)}
     for check in ("reconstruction", "lineage", "retention"):
         assert verdicts[check].status == "pass", verdicts[check].describe()
-    assert {v.status for v in check_outcome(scenario, outcome)} >= {"n/a"}, "without it those oracles cannot run"
+    assert {v.status for v in check_outcome(scenario, result.outcome)} >= {"n/a"}, "without it they cannot run"
+    volume = backend.run(scenario, RunOptions(sim_mode="volume"))
+    assert volume.checkpoint is None and volume.outcome.details["sim"]["mode"] == "volume"
+
+
+def test_backend_refuses_bad_options_by_name() -> None:
+    scenario = Scenario.from_dict(SCENARIO)
+    backend = SimBackend()
+    with pytest.raises(OptionRefused, match="--master"):
+        backend.run(scenario, RunOptions(master="local[2]"))
+    with pytest.raises(SimModeError, match="sim_mode 'fast'") as mode:
+        backend.run(scenario, RunOptions(sim_mode="fast"))
+    with pytest.raises(ProfileError, match="parameter executors: missing") as profile:
+        backend.run(scenario, RunOptions(profile={"name": "typo", "storage": "s3"}))
+    with pytest.raises(ProfileError, match="no such profile file"):
+        backend.run(scenario, RunOptions(profile="no_such_profile"))
+    with pytest.raises(ProfileError, match="expected a shipped profile name"):
+        backend.run(scenario, RunOptions(profile=3))
+    for error in (mode.value, profile.value):
+        assert isinstance(error, BackendError) and isinstance(error, ValueError)
 
 
 def test_shipped_profiles_load() -> None:
@@ -97,4 +127,10 @@ def test_profile_file_errors_name_the_file(tmp_path: os.PathLike) -> None:
     with open(path, "w") as fh:
         json.dump({"name": "bad"}, fh)
     with pytest.raises(ValueError, match="bad.json"):
+        load_profile(path)
+    with pytest.raises(ProfileError, match="cannot be read"):
+        load_profile(str(tmp_path))   # a directory
+    with open(path, "wb") as fh:
+        fh.write(b"\xff\xfe{")
+    with pytest.raises(ProfileError, match="bad.json: not a UTF-8"):
         load_profile(path)

@@ -41,7 +41,7 @@ def test_pipelining_with_stragglers_raises_throughput() -> None:
         records = 5 * 2 * 200
         sequential = simulate(aggregate_scenario(seed, pipelining=False), profile)
         pipelined = simulate(aggregate_scenario(seed, pipelining=True), profile)
-        assert sequential.outcome()["error"] is None and pipelined.outcome()["error"] is None
+        assert sequential.outcome().error is None and pipelined.outcome().error is None
         throughput = records / sequential.end_ms, records / pipelined.end_ms
         assert throughput[1] > throughput[0] * 1.02, (seed, throughput)
 
@@ -60,11 +60,13 @@ def test_async_progress_cuts_latency_by_about_the_log_writes() -> None:
     profile = cluster_profile()
     sync = simulate(stateless_scenario("sync"), profile).outcome()
     asynchronous = simulate(stateless_scenario("async"), profile).outcome()
-    log_writes_ms = statistics.mean(p["durationMs"]["walCommit"] + p["durationMs"]["commitOffsets"]
-                                    for p in sync["progress"])
+    log_writes_ms = statistics.mean(p.duration_ms["walCommit"] + p.duration_ms["commitOffsets"]
+                                    for p in sync.progress)
     assert log_writes_ms > 0
-    assert all(p["durationMs"]["walCommit"] == 0 for p in asynchronous["progress"])
-    saved_ms = sync["latency_ms"]["p50"] - asynchronous["latency_ms"]["p50"]
+    assert all(p.duration_ms["walCommit"] == 0 for p in asynchronous.progress)
+    sync_p50, async_p50 = sync.latency().p50, asynchronous.latency().p50
+    assert sync_p50 is not None and async_p50 is not None
+    saved_ms = sync_p50 - async_p50
     # a record waits for the batch before its own and its own batch, both shorter by the log writes
     assert 0.5 * log_writes_ms <= saved_ms <= 2.5 * log_writes_ms, (saved_ms, log_writes_ms)
 
@@ -74,7 +76,7 @@ def test_async_state_checkpointing_replays_two_batches_after_a_crash() -> None:
     crash = [{"at": {"step": "commit_log_write", "batch": 2}, "kind": "driver_crash"}]
     sync = simulate(aggregate_scenario(faults=crash, state_checkpoint="sync"), profile).outcome()
     asynchronous = simulate(aggregate_scenario(faults=crash, state_checkpoint="async"), profile).outcome()
-    assert sync["recoveries"][0]["rerun_batches"] == [2]
-    assert asynchronous["recoveries"][0]["rerun_batches"] == [2, 3]
-    assert sync["error"] is None and asynchronous["error"] is None
-    assert sync["state"] == asynchronous["state"] or sync["sink"] == asynchronous["sink"]
+    assert sync.recoveries[0].rerun_batches == (2,)
+    assert asynchronous.recoveries[0].rerun_batches == (2, 3)
+    assert sync.error is None and asynchronous.error is None
+    assert sync.state == asynchronous.state or sync.sink == asynchronous.sink

@@ -1,27 +1,34 @@
-"""Faults at a simulated time respect ``at.restart`` (the incarnation they belong to), as step faults do.
+"""Faults in the simulator: at a time they respect ``at.restart``; at a step they cost simulated time.
 
 A fault with ``at.restart = k`` fires at the first instant at or after its
 ``time_ms`` at which incarnation ``k`` is running: at ``time_ms`` if ``k`` runs
 then, when ``k`` starts if that is later, never if ``k`` ended before
-``time_ms`` or never starts.
+``time_ms`` or never starts. A fault at a step is decided by the reference's
+``apply_fault`` and charged on the simulated clock; the restarts are the
+reference's ``Supervisor``, with its one give-up message.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from reference.oracles import check_outcome, failures
 from reference.scenario import Scenario
-from sim import simulate
+from reference.supervisor import MAX_RESTARTS, gave_up_message
+from sim import shipped_profile, simulate
 from sim.simulation import Simulation
 
 
-def scenario(*faults: dict[str, Any]) -> Scenario:
+def scenario(*faults: dict[str, Any], partitions: int = 2, batches: int = 6, step_ms: int = 20) -> Scenario:
+    """A running count over ``partitions`` source and state partitions; a record every ``step_ms``."""
     return Scenario.from_dict({
-        "name": "time-faults", "seed": 5,
-        "source": {"kind": "generated", "partitions": 2, "keys": 8, "records_per_partition_per_batch": 5,
-                   "batches": 6, "event_time": {"start_ms": 0, "step_ms": 20}},
-        "query": {"operator": {"kind": "aggregate", "agg": "count"}, "state_partitions": 2},
+        "name": "sim-faults", "seed": 5,
+        "source": {"kind": "generated", "partitions": partitions, "keys": 8, "records_per_partition_per_batch": 5,
+                   "batches": batches, "event_time": {"start_ms": 0, "step_ms": step_ms}},
+        "query": {"operator": {"kind": "aggregate", "agg": "count"}, "state_partitions": partitions},
         "sink": {"mode": "exactly_once"}, "engine": {}, "faults": list(faults)})
 
 
@@ -38,7 +45,7 @@ STEP_CRASH = {"at": {"step": "commit_log_write", "batch": 1}, "kind": "driver_cr
 def run(sc: Scenario) -> Simulation:
     sim = simulate(sc)
     outcome = sim.outcome()
-    assert outcome["error"] is None
+    assert outcome.error is None
     assert not failures(check_outcome(sc, outcome, sim.storage)), "every oracle must hold"
     return sim
 
@@ -57,10 +64,10 @@ def crashes(sim: Simulation) -> list[float]:
 def test_time_crash_fires_only_in_its_incarnation() -> None:
     clean = run(scenario())
     middle = clean.end_ms / 2
-    assert len(run(scenario(crash_at(middle))).outcome()["recoveries"]) == 1
-    assert len(run(scenario(crash_at(middle, restart=0))).outcome()["recoveries"]) == 1
+    assert len(run(scenario(crash_at(middle))).outcome().recoveries) == 1
+    assert len(run(scenario(crash_at(middle, restart=0))).outcome().recoveries) == 1
     never = run(scenario(crash_at(middle, restart=1)))   # there is no incarnation 1 without another fault
-    assert never.outcome()["recoveries"] == [] and crashes(never) == []
+    assert never.outcome().recoveries == () and crashes(never) == []
     assert never.trace.dumps() == clean.trace.dumps()
 
 
@@ -71,12 +78,12 @@ def test_time_crash_waits_for_its_incarnation_to_start() -> None:
     # due before incarnation 1 starts: fires as it starts
     early = run(scenario(STEP_CRASH, crash_at(first, restart=1)))
     assert crashes(early) == [second]
-    assert [r["restart"] for r in early.outcome()["recoveries"]] == [1, 2]
+    assert [r.restart for r in early.outcome().recoveries] == [1, 2]
     # due while incarnation 1 runs: fires then
     during = int(second + (once.end_ms - second) / 2)
     late = run(scenario(STEP_CRASH, crash_at(during, restart=1)))
     assert crashes(late) == [during]
-    assert len(late.outcome()["recoveries"]) == 2
+    assert len(late.outcome().recoveries) == 2
 
 
 def test_time_crash_for_an_ended_incarnation_never_fires() -> None:
@@ -84,9 +91,9 @@ def test_time_crash_for_an_ended_incarnation_never_fires() -> None:
     first, second = starts(once)
     after_first = run(scenario(STEP_CRASH, crash_at((first + second) / 2 + 1, restart=0)))
     assert crashes(after_first) == []
-    assert after_first.outcome()["recoveries"] == once.outcome()["recoveries"]
+    assert after_first.outcome().recoveries == once.outcome().recoveries
     too_late = run(scenario(STEP_CRASH, crash_at(once.end_ms + 1, restart=1)))
-    assert crashes(too_late) == [] and len(too_late.outcome()["recoveries"]) == 1
+    assert crashes(too_late) == [] and len(too_late.outcome().recoveries) == 1
 
 
 def test_time_latency_spike_respects_restart() -> None:
@@ -110,3 +117,36 @@ def test_time_fault_at_a_step_respects_restart() -> None:
     assert not fired(run(scenario({**fault, "at": {"time_ms": 0, "restart": 1}})))
     second_life = run(scenario(STEP_CRASH, {**fault, "at": {"time_ms": 0, "restart": 1}}))
     assert len(fired(second_life)) == 1
+
+
+def steady(*faults: dict[str, Any]) -> Scenario:
+    """One state partition, all input there at time 0: every step is on the critical path."""
+    return scenario(*faults, partitions=1, batches=3, step_ms=0)
+
+
+def test_step_faults_charge_their_simulated_time() -> None:
+    """``apply_fault``'s decisions, on the simulated clock: a slow write takes its ``ms``, a retried task its
+    rescheduling (``retry_cost_ms``), an executor loss also a new executor's ``executor_replacement_ms``."""
+    profile = shipped_profile("lightspeed_cluster")
+    profile = replace(profile, storage=replace(profile.storage, jitter_sigma=0.0), straggler_probability=0.0)
+    clean = simulate(steady(), profile).end_ms
+    slow = simulate(steady({"at": {"step": "commit_log_write", "batch": 1}, "kind": "storage_latency", "ms": 700}),
+                    profile)
+    assert slow.end_ms - clean == pytest.approx(700)
+    retry_ms = profile.scheduling_delay_ms + profile.network_rtt_ms + profile.per_task_overhead_ms
+    task = {"at": {"step": "task_apply", "batch": 1, "partition": 0}, "kind": "task_failure"}
+    failed = simulate(steady(task), profile)
+    assert failed.outcome().error is None and failed.end_ms - clean == pytest.approx(retry_ms)
+    lost = simulate(steady({**task, "kind": "executor_loss"}), profile)
+    assert lost.end_ms - clean == pytest.approx(retry_ms + profile.executor_replacement_ms)
+
+
+def test_a_query_that_never_survives_gives_up_with_the_one_message() -> None:
+    """The restart loop is the reference's ``Supervisor``: after ``MAX_RESTARTS`` restarts it gives up."""
+    crashes = [{"at": {"step": "plan", "batch": 0, "restart": life}, "kind": "driver_crash"}
+               for life in range(MAX_RESTARTS + 1)]
+    sim = simulate(steady(*crashes))
+    outcome = sim.outcome()
+    assert outcome.error == gave_up_message()
+    assert len(outcome.recoveries) == MAX_RESTARTS + 1
+    assert starts(sim) == sorted(starts(sim)) and len(starts(sim)) == MAX_RESTARTS + 1

@@ -1,10 +1,11 @@
 """The simulator's batch templates give exactly the reference's step graph (sim/graph.py).
 
-The reference builds the whole graph of an incarnation at once; the simulator
-captures one batch's graph per shape and instantiates every batch from it.
-For every mode combination, and for an incarnation that starts after a
-restart, both must have the same nodes, the same background flags and the
-same dependency edges.
+The reference builds the whole graph of an incarnation at once
+(``reference.graph.build_graph``); the simulator turns one batch's nodes per
+shape (``GraphShape.batch_nodes``) into a template and instantiates every
+batch from it. For every mode combination, and for an incarnation that starts
+after a restart, both must have the same nodes, the same background flags and
+the same dependency edges.
 """
 
 from __future__ import annotations
@@ -14,22 +15,20 @@ from typing import Any
 
 import pytest
 
-from reference.engine import Incarnation, NodeId, Observer
+from reference.catalogue import OPERATORS, spark_allows
+from reference.engine import Incarnation
+from reference.observer import Observer
 from reference.recovery import RestartPlan, fresh_plan
 from reference.scenario import Scenario
 from reference.sources import SourceData
-from reference.steps import STEP_NAMES, TASK_STEPS
+from reference.steps import STEP_NAMES, TASK_STEPS, NodeId
 from reference.storage import DurableStorage
 from sim.cost_model import shipped_profile
+from sim.data_mode import DataIncarnation
 from sim.graph import GATE, TASK_OWNED, Graph
 from sim.simulation import Simulation
 
-OPERATORS = {
-    "map": {"kind": "map"},
-    "aggregate": {"kind": "aggregate", "agg": "count"},
-    "window": {"kind": "window_aggregate", "agg": "sum", "window_ms": 50, "watermark_delay_ms": 20},
-    "join": {"kind": "join", "time_bound_ms": 40, "watermark_delay_ms": 30},
-}
+GRAPH_OPERATORS = ("map", "aggregate", "window_aggregate", "join")   # stateless, stateful, watermarked, two stores
 
 
 def scenario(op: str, **engine: Any) -> Scenario:
@@ -91,13 +90,12 @@ def with_gates(graph: dict[Any, tuple[bool, set[NodeId]]]) -> dict[Any, tuple[bo
 
 
 def supported(op: str, progress: str, state_checkpoint: str) -> bool:
-    """Spark's rules: async progress for stateless queries only; async state checkpointing needs state."""
-    stateless = op == "map"
-    return (progress == "sync" or stateless) and (state_checkpoint == "sync" or not stateless)
+    """Spark's rule for async progress (the catalogue's); async state checkpointing needs state."""
+    return (progress == "sync" or spark_allows(op, "async_progress")) and (state_checkpoint == "sync" or op != "map")
 
 
 CASES = [(op, dict(zip(("progress", "state_checkpoint", "pipelining", "log_purge"), combo)))
-         for op in sorted(OPERATORS)
+         for op in GRAPH_OPERATORS
          for combo in itertools.product(("sync", "async"), ("sync", "async"), (False, True), ("inline", "async"))
          if supported(op, combo[0], combo[1])]
 
@@ -136,8 +134,8 @@ def test_gates_hold_the_foreground_steps_of_each_task() -> None:
     assert background == {"changelog_write", "state_commit"}
 
 
-class RecordingIncarnation(Incarnation):
-    """A reference incarnation whose step functions only record how they were called."""
+class RecordingIncarnation(DataIncarnation):
+    """A simulated incarnation whose step functions only record how they were called."""
 
     calls: list[tuple[str, tuple[int, ...]]] = []
 
@@ -152,13 +150,23 @@ for _step in STEP_NAMES:
     setattr(RecordingIncarnation, f"step_{_step}", _recorder(_step))
 
 
-def test_reference_nodes_run_their_step_function_as_the_simulator_calls_it() -> None:
-    """The simulator runs a node as ``step_<name>(batch[, partition])``: the reference's binding."""
+def test_the_simulator_runs_a_node_as_the_reference_does() -> None:
+    """``TimedIncarnation.run_node`` (the simulator's fast dispatch) calls what ``Incarnation.run_step`` calls."""
     sc = scenario("join", pipelining=True)
-    inc = RecordingIncarnation(sc, SourceData.of(sc), DurableStorage(), fresh_plan(4), 0, Observer())
-    assert inc.nodes
-    for nid, node in inc.nodes.items():
+    sim = Simulation(sc, shipped_profile(), "data", trace_enabled=False)
+    inc = RecordingIncarnation(sc, sim.data, DurableStorage(), fresh_plan(4), 0, Observer(), clock=sim.env,
+                               profile=sim.profile, storage_service=sim.service, rng=sim.rng,
+                               latency_book=sim.latency_book)
+    graph = Graph(inc)
+    for b in sorted(inc.plans):
+        graph.add_batch(b, lambda _node: None)
+    nodes = [node for batch in graph.batches.values() for node in batch.nodes]
+    assert {n.step for n in nodes} == set(STEP_NAMES)
+    for node in nodes:
         RecordingIncarnation.calls = []
-        node.run()
-        args = (nid.batch,) if nid.partition < 0 else (nid.batch, nid.partition)
-        assert inc.calls == [(nid.step, args)], nid
+        inc.run_node(node)
+        simulated = inc.calls
+        RecordingIncarnation.calls = []
+        inc.run_step(node.node_id)
+        args = (node.batch,) if node.partition < 0 else (node.batch, node.partition)
+        assert simulated == inc.calls == [(node.step, args)], node

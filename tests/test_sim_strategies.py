@@ -6,21 +6,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from reference.catalogue import OPERATORS, spark_allows
 from reference.scenario import Scenario
 from reference.steps import STEP_NAMES, TASK_STEPS
-
-OPERATORS: dict[str, dict[str, Any]] = {
-    "map": {"kind": "map"},
-    "aggregate_count": {"kind": "aggregate", "agg": "count"},
-    "aggregate_sum": {"kind": "aggregate", "agg": "sum"},
-    "window_aggregate": {"kind": "window_aggregate", "agg": "sum", "window_ms": 50, "watermark_delay_ms": 20},
-    "dedup_within_watermark": {"kind": "dedup_within_watermark", "watermark_delay_ms": 30},
-    "join": {"kind": "join", "time_bound_ms": 40, "watermark_delay_ms": 30},
-    "stateful_function": {"kind": "stateful_function", "function": "session_sum", "timeout_ms": 60,
-                          "watermark_delay_ms": 20},
-    "chain": {"kind": "chain", "operators": [{"kind": "dedup_within_watermark", "watermark_delay_ms": 30},
-                                             {"kind": "aggregate", "agg": "count"}]},
-}
 FAULT_KINDS_AT_STEPS = ("driver_crash", "task_failure", "executor_loss", "storage_write_error",
                         "storage_latency", "zombie_write", "clock_skew")
 FAULT_KINDS_AT_TIMES = ("driver_crash", "storage_latency", "task_failure", "storage_write_error")
@@ -58,8 +46,8 @@ def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False
     operator = OPERATORS[op_name]
     batches = draw(st.integers(1, 5))
     src = _source(draw(st.integers(2, 12)), batches, draw(st.integers(1, 6)), draw(st.sampled_from((0, 10, 40))))
-    stateless = operator["kind"] == "map"
-    progress = "sync" if (sync_only or not stateless) else draw(st.sampled_from(("sync", "async")))
+    async_progress_allowed = spark_allows(op_name, "async_progress")
+    progress = "sync" if (sync_only or not async_progress_allowed) else draw(st.sampled_from(("sync", "async")))
     sink = "at_least_once" if progress == "async" else draw(st.sampled_from(("exactly_once", "at_least_once")))
     provider = draw(st.sampled_from(("changelog", "delta", "snapshot")))
     state_checkpoint = "sync" if (sync_only or provider != "changelog") else \

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import simpy
 from hypothesis import given, note, settings
 from test_sim_strategies import scenario_strategy
 
-from reference.outcome import dumps
+from reference.outcome import Outcome
 from reference.scenario import Scenario
 from sim import Simulation, shipped_profile, simulate
+from sim.simulation import CountingEnvironment
 from sim.volume import VolumeIncarnation
 
 TRIGGER_MS = 1000
@@ -27,7 +27,7 @@ PARTS = 16
 
 
 def volume_run(operator: dict[str, Any], *, keys: int, rate: int = RATE, seconds: int = 40,
-               join: bool = False, seed: int = 3) -> dict[str, Any]:
+               join: bool = False, seed: int = 3) -> Outcome:
     src = {"kind": "rate", "rows_per_second": rate, "duration_s": seconds, "partitions": 4, "keys": keys}
     raw: dict[str, Any] = {"name": f"volume-{operator['kind']}", "seed": seed,
                            "query": {"operator": operator, "state_partitions": PARTS},
@@ -37,17 +37,17 @@ def volume_run(operator: dict[str, Any], *, keys: int, rate: int = RATE, seconds
     else:
         raw["source"] = src
     outcome = simulate(Scenario.from_dict(raw), "lightspeed_cluster", mode="volume").outcome()
-    assert outcome["error"] is None
+    assert outcome.error is None
     return outcome
 
 
-def store(outcome: dict[str, Any], index: int = 0, field: str = "numRowsTotal") -> list[int]:
+def store(outcome: Outcome, index: int = 0, field: str = "num_rows_total") -> list[int]:
     """One state store's metric, batch by batch."""
-    return [p["stateOperators"][index][field] for p in outcome["progress"]]
+    return [getattr(p.state_operators[index], field) for p in outcome.progress]
 
 
-def input_rows(outcome: dict[str, Any]) -> list[int]:
-    return [p["numInputRows"] for p in outcome["progress"]]
+def input_rows(outcome: Outcome) -> list[int]:
+    return [p.num_input_rows for p in outcome.progress]
 
 
 def test_aggregate_keeps_every_key_it_saw() -> None:
@@ -56,8 +56,8 @@ def test_aggregate_keeps_every_key_it_saw() -> None:
     totals = store(out)
     assert all(a <= b for a, b in zip(totals, totals[1:])), "an aggregate never forgets a key"
     assert keys * 0.9 <= totals[-1] <= keys
-    assert not any(store(out, field="numRowsRemoved"))
-    assert all(u <= min(keys, n) for u, n in zip(store(out, field="numRowsUpdated"), input_rows(out)))
+    assert not any(store(out, field="num_rows_removed"))
+    assert all(u <= min(keys, n) for u, n in zip(store(out, field="num_rows_updated"), input_rows(out)))
 
 
 def test_window_state_is_evicted_after_the_watermark() -> None:
@@ -67,8 +67,8 @@ def test_window_state_is_evicted_after_the_watermark() -> None:
     out = volume_run(window, keys=many_keys)
     totals = store(out)
     assert totals[-1] < aggregate[-1] / 4, "closed windows leave the state"
-    assert sum(store(out, field="numRowsRemoved")) > aggregate[-1] / 2
-    watermarks = [b["watermark_ms"] for b in out["batches"]]
+    assert sum(store(out, field="num_rows_removed")) > aggregate[-1] / 2
+    watermarks = [b.watermark_ms for b in out.batches]
     assert watermarks[-1] > watermarks[0] and watermarks == sorted(watermarks)
     # open windows: the window, the watermark delay and the batch lag, at most
     bound = RATE * (window["window_ms"] + window["watermark_delay_ms"] + 3 * TRIGGER_MS) / 1000
@@ -78,8 +78,8 @@ def test_window_state_is_evicted_after_the_watermark() -> None:
 def test_dedup_grows_then_evicts() -> None:
     keys, delay = 2000, 2000
     out = volume_run({"kind": "dedup_within_watermark", "watermark_delay_ms": delay}, keys=keys)
-    totals, removed = store(out), store(out, field="numRowsRemoved")
-    inserted = store(out, field="numRowsUpdated")
+    totals, removed = store(out), store(out, field="num_rows_removed")
+    inserted = store(out, field="num_rows_updated")
     first_eviction = next(i for i, r in enumerate(removed) if r > 0)
     assert first_eviction > 0 and totals[:first_eviction] == sorted(totals[:first_eviction]), "it grows first"
     assert max(totals) <= keys
@@ -92,16 +92,16 @@ def test_dedup_grows_then_evicts() -> None:
 
 
 def test_join_keeps_both_sides_within_the_time_bound() -> None:
-    def join(bound: int) -> dict[str, Any]:
+    def join(bound: int) -> Outcome:
         return volume_run({"kind": "join", "time_bound_ms": bound, "watermark_delay_ms": 1000}, keys=5000,
                           rate=5000, join=True)
 
     narrow, wide = join(500), join(3000)
     for out in (narrow, wide):
         left, right = store(out, 0), store(out, 1)
-        assert [o["operatorName"] for o in out["progress"][0]["stateOperators"]] == ["0.left", "0.right"]
+        assert [o.operator_name for o in out.progress[0].state_operators] == ["0.left", "0.right"]
         assert max(left) > 0 and max(right) > 0
-        assert sum(store(out, 0, "numRowsRemoved")) > 0 and sum(store(out, 1, "numRowsRemoved")) > 0
+        assert sum(store(out, 0, "num_rows_removed")) > 0 and sum(store(out, 1, "num_rows_removed")) > 0
     assert store(wide, 0)[-1] > store(narrow, 0)[-1], "a wider time bound keeps more rows"
     bound = 5000 * (3000 + 1000 + 3 * TRIGGER_MS) / 1000
     assert max(store(wide, 0)) <= bound and max(store(wide, 1)) <= bound
@@ -111,10 +111,10 @@ def test_session_state_times_out_sparse_keys_only() -> None:
     session = {"kind": "stateful_function", "function": "session_sum", "timeout_ms": 1000,
                "watermark_delay_ms": 500}
     dense = volume_run(session, keys=200)
-    assert not any(store(dense, field="numRowsRemoved")), "a key seen every batch never times out"
+    assert not any(store(dense, field="num_rows_removed")), "a key seen every batch never times out"
     assert max(store(dense)) <= 200
     sparse = volume_run(session, keys=10_000_000)
-    assert sum(store(sparse, field="numRowsRemoved")) > 0
+    assert sum(store(sparse, field="num_rows_removed")) > 0
     assert max(store(sparse)) <= RATE * (1000 + 500 + 3 * TRIGGER_MS) / 1000
 
 
@@ -123,7 +123,7 @@ def test_map_keeps_no_state() -> None:
            "source": {"kind": "rate", "rows_per_second": 1000, "duration_s": 5, "partitions": 2},
            "query": {"operator": {"kind": "map"}, "state_partitions": 4}, "sink": {"mode": "at_least_once"}}
     out = simulate(Scenario.from_dict(raw), mode="volume").outcome()
-    assert all(p["stateOperators"] == [] for p in out["progress"])
+    assert all(p.state_operators == () for p in out.progress)
     assert sum(input_rows(out)) == 5000
 
 
@@ -133,12 +133,12 @@ def test_rate_source_partitions_and_rate_drive_the_input() -> None:
            "query": {"operator": {"kind": "aggregate", "agg": "sum"}, "state_partitions": 8},
            "engine": {"trigger_interval_ms": TRIGGER_MS}}
     out = simulate(Scenario.from_dict(raw), "lightspeed_cluster", mode="volume").outcome()
-    batches = out["batches"]
-    assert all(len(b["end_offsets"]) == 3 for b in batches)
-    assert batches[-1]["end_offsets"] == [60_000] * 3
-    assert all(b["start_offsets"] == a["end_offsets"] for a, b in zip(batches, batches[1:]))
+    batches = out.batches
+    assert all(len(b.end_offsets) == 3 for b in batches)
+    assert batches[-1].end_offsets == (60_000,) * 3
+    assert all(b.start_offsets == a.end_offsets for a, b in zip(batches, batches[1:]))
     assert sum(input_rows(out)) == 180_000
-    steady = [p["inputRowsPerSecond"] for p in out["progress"][2:-2]]
+    steady = [p.input_rows_per_second for p in out.progress[2:-2]]
     assert steady and all(0.7 * 9000 <= r <= 1.3 * 9000 for r in steady)
 
 
@@ -150,14 +150,15 @@ def test_explicit_source_in_volume_mode() -> None:
            "engine": {"trigger_interval_ms": 200}}
     sc = Scenario.from_dict(raw)
     out = simulate(sc, mode="volume").outcome()
-    assert out["error"] is None
-    assert out["batches"][-1]["end_offsets"] == [60, 60, 60]
-    assert sum(input_rows(out)) == len(records) == out["latency_ms"]["count"]
-    assert len(out["batches"]) > 3, "arrival times spread the records over batches"
-    for batch, progress in zip(out["batches"], out["progress"]):
-        for p, end in enumerate(batch["end_offsets"]):
+    assert out.error is None
+    assert out.batches[-1].end_offsets == (60, 60, 60)
+    assert sum(input_rows(out)) == len(records) == out.latency().count
+    assert len(out.batches) > 3, "arrival times spread the records over batches"
+    for batch, progress in zip(out.batches, out.progress):
+        assert progress.timestamp_ms is not None
+        for p, end in enumerate(batch.end_offsets):
             if end:   # a batch takes only records that had arrived when it was planned
-                assert records[(end - 1) * 3 + p][4] <= progress["timestamp_ms"]
+                assert records[(end - 1) * 3 + p][4] <= progress.timestamp_ms
     assert max(store(out)) <= 5, "the state holds at most the distinct keys of the records"
 
 
@@ -168,27 +169,16 @@ def test_volume_mode_runs_what_data_mode_runs(scenario: Scenario) -> None:
     note(scenario.to_json())
     first = simulate(scenario, mode="volume")
     outcome = first.outcome()
-    assert outcome["sim"]["mode"] == "volume"
-    batches = outcome["batches"]
-    if outcome["error"] is None:
-        totals = first.data.totals
-        assert batches and batches[-1]["end_offsets"] == totals
-        assert batches[0]["start_offsets"] == [0] * len(totals)
-        assert all(b["start_offsets"] == a["end_offsets"] for a, b in zip(batches, batches[1:]))
+    assert outcome.details["sim"]["mode"] == "volume"
+    batches = outcome.batches
+    if outcome.error is None:
+        totals = tuple(first.data.totals)
+        assert batches and batches[-1].end_offsets == totals
+        assert batches[0].start_offsets == (0,) * len(totals)
+        assert all(b.start_offsets == a.end_offsets for a, b in zip(batches, batches[1:]))
+        assert outcome.latency().count == sum(totals), "every record's latency, once"
     again = simulate(scenario, mode="volume")
-    assert dumps(again.outcome()) == dumps(outcome) and again.trace.dumps() == first.trace.dumps()
-
-
-class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.processed = 0
-
-    def step(self) -> None:
-        self.processed += 1
-        super().step()
+    assert again.outcome().to_json() == outcome.to_json() and again.trace.dumps() == first.trace.dumps()
 
 
 @pytest.mark.parametrize("engine", [{"pipelining": False}, {"pipelining": True},
@@ -214,10 +204,10 @@ def test_fused_task_steps_give_the_same_run(engine: dict[str, Any], monkeypatch:
         env = CountingEnvironment()
         sim = Simulation(sc, profile, "volume", trace_enabled=False, env=env)
         sim.run()
-        runs[fuse] = (dumps(sim.outcome()), sim.trace.count, env.processed)
+        runs[fuse] = (sim.outcome().to_json(), sim.trace.count, env.processed)
     assert runs[True][:2] == runs[False][:2]
     assert runs[True][2] < runs[False][2], "fusion must take fewer SimPy events"
     monkeypatch.setattr(VolumeIncarnation, "fuse_task_steps", True)
     traced = simulate(sc, profile, mode="volume", trace_enabled=True)
-    assert dumps(traced.outcome()) == runs[True][0]
+    assert traced.outcome().to_json() == runs[True][0]
     assert sum(1 for e in traced.trace if e.component.startswith("executor")) > 0

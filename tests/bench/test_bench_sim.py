@@ -30,6 +30,7 @@ import simpy
 
 from reference.scenario import Scenario
 from sim import Simulation, shipped_profile, simulate
+from sim.simulation import CountingEnvironment
 
 SIM_SECONDS = 600
 EVENTS_PER_SECOND = 1_000_000
@@ -63,18 +64,6 @@ def simpy_raw_rate() -> tuple[float, float]:
     return RAW_TIMEOUTS / (time.perf_counter() - start), RAW_TIMEOUTS / (time.process_time() - start_cpu)
 
 
-class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.processed = 0
-
-    def step(self) -> None:
-        self.processed += 1
-        super().step()
-
-
 def test_simpy_raw_event_rate(benchmark: Any) -> None:
     def run() -> None:
         env = simpy.Environment()
@@ -98,7 +87,7 @@ def test_volume_mode_cluster_scale(benchmark: Any) -> None:
         wall_s, cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
         assert sim.error is None
         runs.append(dict(wall_s=wall_s, cpu_s=cpu_s, sim_s=sim.end_ms / 1000.0, steps=sim.trace.count,
-                         batches=len(sim.observer.batches), rows=sum(p["numInputRows"] for p in sim.observer.progress)))
+                         batches=len(sim.observer.batches), rows=sum(p.num_input_rows for p in sim.observer.progress)))
 
     raw_rates: list[tuple[float, float]] = []
 

@@ -1,0 +1,44 @@
+"""The simulator behind the backend interface (``reference.backend.Backend``, SPEC section 4).
+
+``SimBackend().run(scenario, RunOptions(profile=..., sim_mode=...))`` returns a
+``RunResult``: the typed outcome (with its timing block) and, in data mode,
+the simulated checkpoint (a ``reference.storage.DurableStorage``) for the
+oracles that read files. Volume mode writes no state files, so it gives no
+checkpoint. Bad options are typed errors that name them, never a traceback
+for the command line to show: a malformed cost profile raises
+``cost_model.ProfileError`` naming the parameter, an unknown ``sim_mode``
+raises ``simulation.SimModeError``; both are ``BackendError``s (and
+``ValueError``s). Any other option is refused with ``OptionRefused``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from reference.backend import RunOptions, RunResult, refuse_unknown_options
+from reference.scenario import Scenario
+from reference.storage import SnapshotReader
+
+REQUIRED_PACKAGES = ("simpy", "numpy")
+
+
+class SimBackend:
+    """The SimPy cluster simulator: timed, with a cost profile; data mode (real records) or volume mode."""
+
+    name = "sim"
+    options: frozenset[str] = frozenset({"profile", "sim_mode"})
+    timed = True
+    snapshot_formats: dict[str, SnapshotReader] = {}   # the simulator writes the reference's snapshots
+
+    def unavailable(self) -> str | None:
+        missing = [name for name in REQUIRED_PACKAGES if importlib.util.find_spec(name) is None]
+        if missing:
+            return f"the simulator needs {' and '.join(missing)} (pip install {' '.join(missing)})"
+        return None
+
+    def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
+        """Simulate ``scenario`` to the end: the outcome, and the checkpoint in data mode (None in volume mode)."""
+        refuse_unknown_options(self, options)
+        from .simulation import simulate   # simpy and numpy are imported only to run
+        sim = simulate(scenario, options.profile, mode=options.sim_mode, trace_enabled=False)
+        return RunResult(sim.outcome(), sim.storage if sim.mode == "data" else None)
