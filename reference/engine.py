@@ -303,10 +303,14 @@ class Incarnation:
             return self.trackers_for(b)
         if b + 1 in self.trackers:
             return self.trackers[b + 1]
-        maxima = [self.tasks[(b, p)].result.max_event_ms for p in range(self.parts)]  # type: ignore[union-attr]
-        after = advance_trackers(self.ops, self.trackers_for(b), maxima)
+        after = advance_trackers(self.ops, self.trackers_for(b), self.event_time_maxima(b))
         self.trackers[b + 1] = after
         return after
+
+    def event_time_maxima(self, b: int) -> list[list[dict[str, int]]]:
+        """Batch b's event-time maxima, per partition and operator: what its tasks saw (a backend that does not
+        run the records, like the simulator's volume mode, computes them from its counts)."""
+        return [self.tasks[(b, p)].result.max_event_ms for p in range(self.parts)]  # type: ignore[union-attr]
 
     def step_task_apply(self, b: int, p: int) -> None:
         task = self.task(b, p)

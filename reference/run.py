@@ -51,6 +51,44 @@ class FinishedRun:
         return build_outcome(self.scenario, self.storage, self.observer, self.error)
 
 
+class InPlaceFaultEffects:
+    """Task-fault effects for a backend that runs the reference's own task steps in one process: a failed
+    attempt is retried at once, redoing its steps up to where it stood; a zombie's write lands after a later
+    step (``commit_log_write`` of its batch, or ``zombie_lands_after``)."""
+
+    def __init__(self, inc: Incarnation, zombie_lands_after: NodeId | None = None):
+        self.inc, self.zombie_lands_after = inc, zombie_lands_after
+        self.zombies: list[tuple[NodeId | None, str, bytes]] = []  # (lands after, path, payload)
+
+    def plant_zombie(self, node: NodeId) -> None:
+        """The current attempt dies but its write of this step lands later, beside the retry's."""
+        inc = self.inc
+        b, p = node.batch, node.partition
+        lands = self.zombie_lands_after or inc.nid("commit_log_write", b)
+        inc.task(b, p)
+        sealed, rows = inc.zombie_material(b, p)
+        for path, payload in zombie_landings(node.step, b, p, inc.uid(b, p), sealed,
+                                             "delta" if inc.cfg.provider == "delta" else "changelog", rows):
+            self.zombies.append((lands, path, payload))
+
+    def fail_task(self, node: NodeId, when: str, reason: str) -> None:
+        """The attempt fails; Spark retries it at once, redoing its steps up to where this one stood."""
+        inc = self.inc
+        inc.fail_task(node.batch, node.partition, reason)
+        upto = node.step if when == "after" else inc.previous_task_step(node)
+        if upto is not None:
+            inc.retry_task_steps(node.batch, node.partition, upto)
+
+    def land_zombies(self, after: NodeId | None) -> None:
+        """Land the zombie writes due after ``after`` (every one left when ``after`` is None)."""
+        for entry in list(self.zombies):
+            lands, path, payload = entry
+            if after is None or lands == after:
+                self.inc.storage.write(path, payload, overwrite=True)
+                self.inc.obs.note(f"zombie write landed: {path}")
+                self.zombies.remove(entry)
+
+
 class SequentialScheduler:
     """Runs one incarnation's step graph in a given or canonical order, applying faults (a ``FaultSubstrate``)."""
 
@@ -59,7 +97,7 @@ class SequentialScheduler:
         self.storage: Storage = inc.storage
         self.done: set[NodeId] = set()
         self.order: list[NodeId] = []
-        self.zombies: list[tuple[NodeId | None, str, bytes]] = []  # (lands after, path, payload)
+        self.in_place = InPlaceFaultEffects(inc, schedule.zombie_lands_after if schedule else None)
 
     def ready(self, node_id: NodeId) -> bool:
         return all(d in self.done for d in self.inc.nodes[node_id].deps)
@@ -80,7 +118,7 @@ class SequentialScheduler:
             self.run_node(node_id)
         if self.schedule and self.schedule.crash_after_prefix and self.schedule.prefix:
             raise DriverCrash("crash after the explored prefix")
-        self.land_zombies(None)
+        self.in_place.land_zombies(None)
 
     def run_node(self, node_id: NodeId) -> None:
         inc = self.inc
@@ -97,7 +135,7 @@ class SequentialScheduler:
         for fault in self.faults.take(node_id, "after", time_ms, inc.number):
             inc.obs.note(f"fault {fault.kind} after {node_id}")
             apply_fault(fault, node_id, "after", background, self)
-        self.land_zombies(node_id)
+        self.in_place.land_zombies(node_id)
 
     # --------------------------------------------------- the fault substrate
     def crash_driver(self, reason: str) -> NoReturn:
@@ -116,32 +154,10 @@ class SequentialScheduler:
         self.inc.lose_executor(node.partition)
 
     def plant_zombie(self, node: NodeId) -> None:
-        """The current attempt dies but its write of this step lands later, beside the retry's."""
-        inc = self.inc
-        b, p = node.batch, node.partition
-        lands = self.schedule.zombie_lands_after if self.schedule and self.schedule.zombie_lands_after else \
-            inc.nid("commit_log_write", b)
-        inc.task(b, p)
-        sealed, rows = inc.zombie_material(b, p)
-        for path, payload in zombie_landings(node.step, b, p, inc.uid(b, p), sealed,
-                                             "delta" if inc.cfg.provider == "delta" else "changelog", rows):
-            self.zombies.append((lands, path, payload))
+        self.in_place.plant_zombie(node)
 
     def fail_task(self, node: NodeId, when: str, reason: str) -> None:
-        """The attempt fails; Spark retries it at once, redoing its steps up to where this one stood."""
-        inc = self.inc
-        inc.fail_task(node.batch, node.partition, reason)
-        upto = node.step if when == "after" else inc.previous_task_step(node)
-        if upto is not None:
-            inc.retry_task_steps(node.batch, node.partition, upto)
-
-    def land_zombies(self, after: NodeId | None) -> None:
-        for entry in list(self.zombies):
-            lands, path, payload = entry
-            if after is None or lands == after:
-                self.inc.storage.write(path, payload, overwrite=True)
-                self.inc.obs.note(f"zombie write landed: {path}")
-                self.zombies.remove(entry)
+        self.in_place.fail_task(node, when, reason)
 
 
 class Run:

@@ -368,6 +368,10 @@ class Fault:
         o.done()
         return fault
 
+    @staticmethod
+    def from_dict(raw: Any, path: str = "fault") -> "Fault":
+        return Fault.parse(_Obj(raw, path))
+
     def to_dict(self) -> dict[str, Any]:
         return _drop_none({"at": self.at.to_dict(), "kind": self.kind, "ms": self.ms, "path": self.path})
 
@@ -476,7 +480,7 @@ class Scenario:
     def check_faults(self) -> None:
         """Refuse a fault that could never fire, or would fire where it means nothing (SPEC section 2)."""
         seen: dict[str, int] = {}
-        restarting = sum(_may_restart(f) for f in self.faults)
+        restarting = sum(may_end_incarnation(f) for f in self.faults)
         for i, fault in enumerate(self.faults):
             where = f"faults[{i}]"
             at = fault.at
@@ -495,7 +499,7 @@ class Scenario:
             if at.batch is not None and last is not None and at.batch >= last:
                 raise ScenarioError(f"{where}.at.batch", f"batch {at.batch} never runs: the input has {last} "
                                                          f"batches (0..{last - 1})")
-            others = restarting - _may_restart(fault)
+            others = restarting - may_end_incarnation(fault)
             if at.restart is not None and at.restart > others:
                 raise ScenarioError(f"{where}.at.restart",
                                     f"restart {at.restart} never comes: the other faults can end at most {others} "
@@ -536,7 +540,7 @@ def _parse_sources(o: _Obj, operator: OperatorSpec) -> dict[str, Source]:
     return {"main": Source.parse(o.obj("source"))}
 
 
-def _may_restart(fault: Fault) -> bool:
+def may_end_incarnation(fault: Fault) -> bool:
     """Whether a fault can end an incarnation, so that a later one exists."""
     if fault.kind in ("driver_crash", "storage_write_error", "executor_loss"):
         return True

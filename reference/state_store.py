@@ -26,7 +26,7 @@ loudly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from . import layout
 from .changelog import MAGIC, Change, StateFileHeader, decode_state_file, encode_state_file

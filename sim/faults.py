@@ -48,8 +48,7 @@ from typing import TYPE_CHECKING, Generator, NoReturn
 import simpy
 
 from reference.engine import DriverCrash, QueryFailure
-from reference.faults import FaultBook
-from reference.run import SequentialScheduler
+from reference.run import InPlaceFaultEffects
 from reference.scenario import Fault
 from reference.steps import NodeId
 
@@ -73,7 +72,7 @@ class ClusterSubstrate:
         # LOCAL WORKAROUND (reported): a task retry redone in place and the zombie writes kept until their
         # landing step are written once, in the reference's sequential scheduler; the simulator uses them
         # from there (adding only their cost in time) until the reference offers them on their own.
-        self.in_place = SequentialScheduler(inc, FaultBook(()), None)
+        self.in_place = InPlaceFaultEffects(inc)
 
     def crash_driver(self, reason: str) -> NoReturn:
         raise DriverCrash(reason)
@@ -143,10 +142,12 @@ def _fire(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Generator[
     sim.trace.record(env.now, "faults", fault.kind, f"at time_ms={fault.at.time_ms}")
     if fault.kind == "storage_latency":
         sim.service.add_spike(env.now, float(fault.ms or 0))
+        sim.clock_faults_fired.append(fault)
         return
     run = sim.current_run
     if run is None or run.stopped:
         sim.observer.note(f"fault driver_crash at {env.now}: no incarnation running")
         return
     sim.observer.note(f"fault driver_crash at time {env.now}")
+    sim.clock_faults_fired.append(fault)
     run.stop(DriverCrash(f"driver_crash at time_ms={fault.at.time_ms}"))

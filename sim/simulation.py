@@ -24,7 +24,7 @@ from reference.faults import FaultBook
 from reference.observer import Observer, build_outcome
 from reference.outcome import Outcome
 from reference.recovery import RestartPlan
-from reference.scenario import Scenario
+from reference.scenario import Fault, Scenario
 from reference.sources import SourceData
 from reference.storage import CheckpointFormatError, DurableStorage
 from reference.supervisor import Supervisor
@@ -79,6 +79,8 @@ class Simulation:
         self.supervisor = Supervisor(self.service.files, scenario.engine.progress_mode, len(self.data.partitions),
                                      self.observer)
         self.clock_faults_left = len(clock_faults)   # clock faults that may still fire
+        self.clock_faults = clock_faults
+        self.clock_faults_fired: list[Fault] = []
         for fault in clock_faults:
             self.env.process(fault_clock(self.env, fault, self))
         self.env.process(query_supervisor(self.env, self))
@@ -116,6 +118,10 @@ class Simulation:
         """The outcome (SPEC section 4) with the timing block and the simulator's own details."""
         details = {"sim": {"mode": self.mode, "profile": self.profile.name, "end_time_ms": round(self.end_ms, 3),
                            "trace_events": self.trace.count}}
+        unfired = list(self.faults.pending) + [f for f in self.clock_faults
+                                                if not any(f is g for g in self.clock_faults_fired)]
+        self.observer.faults_not_fired = sorted(next(i for i, g in enumerate(self.scenario.faults) if g is f)
+                                                for f in unfired)
         return build_outcome(self.scenario, self.service.files, self.observer, self.error, backend="sim",
                              timing=timing_of(self.latency_book), details=details)
 

@@ -36,7 +36,7 @@ import numpy as np
 from reference.engine import BatchPlan, TaskState
 from reference.logs import purge_logs
 from reference.outcome import ProgressEvent, StateOperatorProgress
-from reference.query import Trackers, advance_trackers, watermarks_of
+from reference.query import watermarks_of
 from reference.recovery import RestartPlan
 from reference.sources import SourceData
 
@@ -195,17 +195,9 @@ class VolumeIncarnation(TimedIncarnation):
                 maxima[side] = int(span[1])
         return [[maxima] * len(self.ops)]
 
-    def trackers_after(self, b: int) -> Trackers:
-        # LOCAL WORKAROUND (reported): the reference's ``trackers_after`` reads the maxima from the
-        # tasks' results, which volume mode does not have (and may need before every task of ``b`` ran).
-        # Until the reference reads them through an overridable ``event_time_maxima(b)``, fill its cache.
-        if self.uses_watermark and b + 1 not in self.trackers:
-            self.trackers[b + 1] = advance_trackers(self.ops, self.trackers_for(b), self.event_time_maxima(b))
-        return super().trackers_after(b)
-
     # ---------------------------------------------------------------- steps
     def step_purge(self, b: int) -> None:
-        purge_logs(self.storage, self.cfg.min_batches_to_retain)
+        purge_logs(self.storage, self.cfg.min_batches_to_retain, self.cfg.progress_mode)
 
     def step_state_load(self, b: int, p: int) -> None:
         if (b, p) not in self.tasks:

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from reference.catalogue import OPERATORS, spark_allows
-from reference.scenario import Scenario
+from reference.scenario import Fault, Scenario, may_end_incarnation
 from reference.steps import STEP_NAMES, TASK_STEPS
 FAULT_KINDS_AT_STEPS = ("driver_crash", "task_failure", "executor_loss", "storage_write_error",
                         "storage_latency", "zombie_write", "clock_skew")
@@ -39,6 +39,20 @@ def fault_strategy(draw: Any, batches: int) -> dict[str, Any]:
     return fault
 
 
+def valid_faults(faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drawn faults made valid, never discarded: a repeat is dropped, and a fault keeps ``at.restart`` only
+    when the other faults can bring that restart (the scenario refuses one that could never fire)."""
+    out: list[dict[str, Any]] = []
+    for fault in faults:
+        if fault not in out:
+            out.append(fault)
+    for fault in out:
+        others = [Fault.from_dict(f) for f in out if f is not fault]
+        if fault["at"].get("restart", 0) > sum(may_end_incarnation(f) for f in others):
+            del fault["at"]["restart"]
+    return out
+
+
 @st.composite
 def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False) -> Scenario:
     """A small scenario (2 source partitions, 2 state partitions, <= 5 batches) Spark supports."""
@@ -66,7 +80,7 @@ def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False
             "pipelining": False if sync_only else draw(st.booleans()),
             "trigger_interval_ms": draw(st.sampled_from((0, 0, 100))),
         },
-        "faults": draw(st.lists(fault_strategy(batches), max_size=2)) if faults else [],
+        "faults": valid_faults(draw(st.lists(fault_strategy(batches), max_size=2))) if faults else [],
     }
     if raw["engine"]["pipelining"]:
         raw["engine"]["pipeline_depth"] = draw(st.sampled_from((2, 3, 5)))
