@@ -304,6 +304,15 @@ def _rate(v: float) -> str:
     return f"{v:,.0f}"
 
 
+def recorded(raw: Any) -> Any:
+    """What provenance keeps of a source value: a number or string as it is, a list or object by its digest
+    (a count of points need not copy the points)."""
+    if isinstance(raw, (list, dict)):
+        canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return {"canonical_json_sha256": hashlib.sha256(canonical.encode()).hexdigest()}
+    return raw
+
+
 class Values:
     """Every number the paper shows, by name, with where it was read from."""
 
@@ -321,7 +330,7 @@ class Values:
         value = DERIVATIONS[derivation](raws)
         text = fmt(spec, value)
         self.entries[name] = {"text": text, "format": spec, "derivation": derivation,
-                              "sources": [{"file": file, "key": list(key), "value": raw}
+                              "sources": [{"file": file, "key": list(key), "value": recorded(raw)}
                                           for (file, key), raw in zip(sources, raws)]}
         return text
 
