@@ -979,6 +979,7 @@ def section_mutation_and_zoo(p: Paper) -> None:
         p.text("zoo", "*The bug zoo has not been run yet*: there is no " + code("paper/results/zoo.json") +
                ", so this version cannot say which oracle catches each planted bug, or how fast.")
         p.tables["zoo"] = Table(["JIRA", "Planted mistake", "Caught by", "Time", "Unplanted passes"],
+                                aligns=["left", "left", "left", "right", "left"], rows=
                                 [["no results yet (" + code("paper/results/zoo.json") + " is absent)"]])
     else:
         file, doc = found
@@ -987,7 +988,8 @@ def section_mutation_and_zoo(p: Paper) -> None:
             rows.append([esc(entry["jira"]), esc(entry["planted"]), esc(entry["caught_by"]),
                          v.add(f"zoo_{i}_seconds", [(file, [i, "seconds"])], "s"),
                          v.add(f"zoo_{i}_unplanted", [(file, [i, "unplanted_passes"])], "yesno", "yesno")])
-        p.tables["zoo"] = Table(["JIRA", "Planted mistake", "Caught by", "Time", "Unplanted passes"], rows)
+        p.tables["zoo"] = Table(["JIRA", "Planted mistake", "Caught by", "Time", "Unplanted passes"], rows,
+                                aligns=["left", "left", "left", "right", "left"])
         total = v.add("zoo_total", [(file, [])], "int", "len")
         caught = v.add("zoo_caught", [(file, [])], "int", "caught")
         p.text("zoo", f"The bug zoo planted {total} bugs; {caught} were caught (" + code(file) + ").")
@@ -1064,6 +1066,150 @@ def section_environment(p: Paper) -> None:
             "All runs are full runs."))
 
 
+def verdict(measured: Sequence[float | None], low: float, high: float, *, up_to: bool = False) -> str:
+    """How measured values compare with a published value or range (fractions or ratios, all positive claims).
+
+    ``up_to``: the claim is a ceiling ("up to 25%"), so anything above zero and at most ``high`` reproduces it.
+    """
+    values = [m for m in measured if m is not None]
+    if not values:
+        return "not measured"
+    if min(values) <= 0:
+        return "not reproduced (no gain)"
+    if up_to:
+        return "reproduced" if max(values) <= high else "direction; larger than published"
+    if min(values) >= low and max(values) <= high:
+        return "reproduced"
+    if max(values) < low:
+        return "direction; smaller"
+    if min(values) > high:
+        return "direction; larger"
+    return "partly within"
+
+
+def section_summary(p: Paper) -> None:
+    """One row per published claim: the published value, each backend's measurement, and how they compare."""
+    v = p.v
+    pub = logical(p.results.root / "published.json")
+    claims = p.results.at(pub)["claims"]
+
+    def frac(claim: str) -> tuple[float, float]:
+        c = claims[claim]
+        lo, hi = (c["low"], c["high"]) if "low" in c else (c["value"], c["value"])
+        return (lo / 100.0, hi / 100.0) if c["unit"] == "%" else (lo, hi)
+
+    def span(name: str, run: Run | None, keys: list[list[Any]], spec: str) -> tuple[str, list[float | None]]:
+        if run is None or not keys:
+            return "n/a", []
+        raws = [lookup(run.doc, k) for k in keys]
+        lo = v.add(f"{name}_min", [(run.file, k) for k in keys], spec, "min")
+        hi = v.add(f"{name}_max", [(run.file, k) for k in keys], spec, "max")
+        return (lo if lo == hi else f"{lo} to {hi}"), [_num(r) for r in raws]
+
+    rows = []
+
+    def missing(experiment: str, backend: str) -> str:
+        return "not applicable" if NOT_APPLICABLE.get((experiment, backend)) else "no results yet"
+
+    def row(label: str, claim_text: str, claim: str, cells: dict[str, tuple[str, list[float | None]]],
+            experiment: str, up_to: bool = False) -> None:
+        lo, hi = frac(claim)
+        out = [esc(label), claim_text]
+        verdicts = []
+        for backend in COMPARED:
+            text, values = cells.get(backend, (missing(experiment, backend), []))
+            out.append(text)
+            if values:
+                verdicts.append(f"{BACKEND_NAME[backend]}: {verdict(values, lo, hi, up_to=up_to)}")
+        out.append(esc("; ".join(verdicts)) if verdicts else "not measured yet")
+        rows.append(out)
+
+    def om(config: str) -> dict[str, tuple[str, list[float | None]]]:
+        out = {}
+        for backend in COMPARED:
+            run = p.run("offset-management", backend)
+            if run is not None:
+                keys = [["summary", "rates", r, config, "cut_p50"] for r in run.doc["summary"]["rates"]]
+                out[backend] = span(f"sum_om_{key(config)}_{key(backend)}", run, keys, "pct")
+        return out
+
+    row("async log purge: p50 cut", v.entries["pub_om_cut_purge"]["text"], "om_cut_purge", om("async-purge"),
+        "offset-management")
+    row("async progress: p50 cut", v.entries["pub_om_cut_progress"]["text"], "om_cut_progress",
+        om("async-progress"), "offset-management")
+    row("both: p50 cut", v.entries["pub_om_cut_both"]["text"], "om_cut_both", om("both"), "offset-management")
+
+    def pipe(field: str) -> dict[str, tuple[str, list[float | None]]]:
+        out = {}
+        for backend in COMPARED:
+            run = p.run("pipelining", backend)
+            if run is not None:
+                keys = [["summary", "rows", k, field] for k in run.doc["summary"]["rows"]]
+                out[backend] = span(f"sum_pipe_{field}_{key(backend)}", run, keys, "x")
+        return out
+
+    row("pipelining: throughput, default depth", v.entries["pub_pipe_speedup"]["text"], "pipe_speedup",
+        pipe("speedup"), "pipelining")
+    row("pipelining: throughput, deeper pipeline", v.entries["pub_pipe_speedup"]["text"], "pipe_speedup",
+        pipe("speedup_deep"), "pipelining")
+
+    def asc(field: str, spec: str) -> dict[str, tuple[str, list[float | None]]]:
+        out = {}
+        for backend in COMPARED:
+            run = p.run("async-state-checkpoint", backend)
+            if run is not None:
+                if field == "rerun":
+                    keys = [["summary", "price", "async", "rerun_batches_max", "max"]]
+                else:
+                    keys = [["summary", "sizes", k, field] for k in run.doc["summary"]["sizes"]]
+                out[backend] = span(f"sum_asc_{field}_{key(backend)}", run, keys, spec)
+        return out
+
+    row("async state checkpointing: mean batch cut", "up to " + v.entries["pub_asc_mean_cut"]["text"],
+        "asc_mean_cut", asc("mean_cut", "pct"), "async-state-checkpoint", up_to=True)
+    row("async state checkpointing: batches re-run", v.entries["pub_asc_rerun"]["text"], "asc_rerun",
+        asc("rerun", "int"), "async-state-checkpoint")
+    run = p.run("changelog-checkpointing", "sim")
+    cells = {}
+    if run is not None:
+        c = ["summary", "comparison"]
+        ratio = v.add("sum_cl_ratio_sim", [(run.file, c + ["commit_p50_snapshot_ms"]),
+                                           (run.file, c + ["commit_p50_changelog_ms"])], "x", "ratio")
+        raw = DERIVATIONS["ratio"]([lookup(run.doc, c + ["commit_p50_snapshot_ms"]),
+                                    lookup(run.doc, c + ["commit_p50_changelog_ms"])])
+        cells["sim"] = (ratio, [raw])
+    flink = claims["flink_ckpt_p50_full_ms"]["value"] / claims["flink_ckpt_p50_changelog_ms"]["value"]
+    out = [esc("changelog: full over changelog commit (Flink)"), v.entries["pub_flink_ckpt_ratio"]["text"]]
+    for backend in COMPARED:
+        out.append(cells.get(backend, (missing("changelog-checkpointing", backend), []))[0])
+    out.append(esc(f"simulator: {verdict(cells['sim'][1], flink, flink)}") if "sim" in cells else "not measured yet")
+    rows.append(out)
+    p.tables["summary"] = Table(["Claim", "Published", "Simulator", "PySpark engine", "Native Spark", "Verdict"],
+                                rows, aligns=["left", "right", "right", "right", "right", "left"],
+                                widths=["auto", "auto", "auto", "auto", "auto", "1fr"])
+
+
+def section_profiles(p: Paper) -> None:
+    """The storage latencies of the two shipped cost profiles, as the results files recorded them."""
+    v = p.v
+    sources = {"lightspeed_cluster": p.run("offset-management", "sim"), "local_spark": p.run("fault-matrix", "sim")}
+    rows = []
+    for parameter, spec, label in (("small_write_ms", "ms1", "small write"), ("rename_ms", "ms1", "rename"),
+                                   ("list_ms", "ms1", "listing"), ("delete_ms", "ms1", "delete"),
+                                   ("read_ms", "ms1", "read"), ("bandwidth_mb_per_s", "int", "bandwidth (MB/s)"),
+                                   ("jitter_sigma", "num1", "jitter (log-normal shape)")):
+        row = [esc(label)]
+        for profile, run in sources.items():
+            index = None if run is None else next(
+                (i for i, r in enumerate(run.doc["points"])
+                 if (r["point"].get("profile") or {}).get("name") == profile), None)
+            name = f"profile_{profile}_{parameter}"
+            row.append(v.absent(name) if index is None else
+                       v.of(run, name, ["points", index, "point", "profile", "storage", parameter], spec))
+        rows.append(row)
+    p.tables["profiles"] = Table(["Storage operation", "lightspeed_cluster", "local_spark"], rows)
+
+
 def section_commands(p: Paper) -> None:
     """The commands of the reproducibility appendix, from collect_results.py's table of runs."""
     sys.path.insert(0, str(PAPER))
@@ -1095,6 +1241,8 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
     section_explorer(p)
     section_mutation_and_zoo(p)
     section_commands(p)
+    section_summary(p)
+    section_profiles(p)
 
     header = "// Generated by paper/build.py from paper/results/. Do not edit: run `make paper`.\n"
     numbers = [header, "#let v = ("]
