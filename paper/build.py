@@ -409,7 +409,8 @@ class Paper:
         self.v = Values(results)
         self.t: dict[str, str] = {}          # name -> Typst content (escaped)
         self.tables: dict[str, Table] = {}
-        self.figures: dict[str, list[tuple[str, Path, str]]] = {}   # name -> [(caption, source PNG, width)]
+        # name -> per backend: (caption suffix, [(source PNG, width)])
+        self.figures: dict[str, list[tuple[str, list[tuple[Path, str]]]]] = {}
 
     # -- helpers
     def text(self, name: str, content: str) -> None:
@@ -444,16 +445,17 @@ class Paper:
         return "; ".join(parts) + "."
 
     def add_figures(self, experiment: str) -> None:
-        entries = []
+        """One figure per backend with results: that backend's figures of the experiment, stacked."""
+        per_backend = []
         for backend in COMPARED:
             run = self.run(experiment, backend)
             if run is None:
                 continue
-            for stem, width in FIGURE_STEMS[experiment]:
-                png = run.directory / f"{stem}.png"
-                if png.exists():
-                    entries.append((esc(f"{BACKEND_NAME[backend]} ({run.mode} mode)"), png, width))
-        self.figures[key(experiment)] = entries
+            images = [(run.directory / f"{stem}.png", width) for stem, width in FIGURE_STEMS[experiment]
+                      if (run.directory / f"{stem}.png").exists()]
+            if images:
+                per_backend.append((esc(f"{THE[backend].capitalize()}, {run.mode} mode."), images))
+        self.figures[key(experiment)] = per_backend
 
 
 def key(text: str) -> str:
@@ -1060,8 +1062,8 @@ def section_environment(p: Paper) -> None:
             " have no results in this build yet, and their cells read n/a" if missing else "") + ".")
     p.text("quick_warning",
            ("*Every run in this build is a quick run* (short inputs, one seed): the numbers show the pipeline and "
-            "the direction of each effect, not final magnitudes; the sections marked so are rewritten when the "
-            "full runs land." if modes == ["quick"] else
+            "the direction of each effect, not final magnitudes, which the full runs will give." if modes == ["quick"]
+            else
             "Quick runs, where a table row says so, are short inputs with one seed." if "quick" in modes else
             "All runs are full runs."))
 
@@ -1260,19 +1262,22 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
     copies: dict[str, Path] = {}
     manifest = {}
     for name in sorted(p.figures):
-        items = []
-        for caption, png, width in p.figures[name]:
-            digest = hashlib.sha256(png.read_bytes()).hexdigest()
-            target = f"{png.parent.parent.name}__{png.parent.name}__{png.name}"
-            copies[target] = png
-            manifest[target] = {"source": logical(png), "sha256": digest}
-            items.append(f"  image(\"../figures/{target}\", width: {width}),\n"
-                         f"  align(center, text(size: 8pt)[{caption}]),")
-        if items:
-            figures_typ.append(f"#let fig_{name} = stack(spacing: 6pt,\n" + "\n".join(items) + "\n)\n")
-        else:
-            figures_typ.append(f"#let fig_{name} = block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: no results "
-                               f"of this experiment are in this build._]\n")
+        # figs_NAME(caption, name): one floating figure per backend; the first carries the label
+        figures = []
+        for i, (suffix, images) in enumerate(p.figures[name]):
+            stack = []
+            for png, width in images:
+                target = f"{png.parent.parent.name}__{png.parent.name}__{png.name}"
+                copies[target] = png
+                manifest[target] = {"source": logical(png), "sha256": hashlib.sha256(png.read_bytes()).hexdigest()}
+                stack.append(f"image(\"../figures/{target}\", width: {width})")
+            body = f"stack(spacing: 6pt, {', '.join(stack)})"
+            figure = f"figure({body}, placement: auto, caption: [#caption {suffix}])"
+            figures.append(f"  [#{figure} #label(name)]" if i == 0 else f"  {figure}")
+        if not figures:
+            figures.append("  [#figure(block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: no results of this "
+                           "experiment are in this build._], caption: caption) #label(name)]")
+        figures_typ.append(f"#let figs_{name}(caption, name) = {{\n" + "\n".join(figures) + "\n}\n")
     provenance = {name: p.v.entries[name] for name in sorted(p.v.entries)}
     files = {
         "numbers.typ": "\n".join(numbers),
@@ -1284,16 +1289,18 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
     return files, copies
 
 
-def write(files: dict[str, str], copies: dict[str, Path]) -> None:
-    GENERATED.mkdir(exist_ok=True)
+def write(files: dict[str, str], copies: dict[str, Path], paper_dir: Path = PAPER) -> None:
+    """Write the generated files and the figure copies under ``paper_dir`` (``generated/``, ``figures/``)."""
+    generated, figures = paper_dir / "generated", paper_dir / "figures"
+    generated.mkdir(exist_ok=True)
     for name, text in files.items():
-        (GENERATED / name).write_text(text)
-    FIGURES.mkdir(exist_ok=True)
-    for old in FIGURES.glob("*.png"):
+        (generated / name).write_text(text)
+    figures.mkdir(exist_ok=True)
+    for old in figures.glob("*.png"):
         if old.name not in copies:
             old.unlink()
     for target, source in copies.items():
-        shutil.copyfile(source, FIGURES / target)
+        shutil.copyfile(source, figures / target)
 
 
 def check(results_root: Path = RESULTS, generated: Path = GENERATED) -> list[str]:
@@ -1313,10 +1320,11 @@ def check(results_root: Path = RESULTS, generated: Path = GENERATED) -> list[str
     return problems
 
 
-def compile_pdf() -> float:
+def compile_pdf(paper_dir: Path = PAPER, output: Path = PDF) -> float:
+    """Compile the paper with Typst (its embedded fonts only, so every machine sets the same text)."""
     import typst
     started = time.perf_counter()
-    typst.compile(str(MAIN), output=str(PDF), root=str(PAPER), ignore_system_fonts=True)
+    typst.compile(str(paper_dir / MAIN.name), output=str(output), root=str(paper_dir), ignore_system_fonts=True)
     return time.perf_counter() - started
 
 
