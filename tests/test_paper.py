@@ -262,3 +262,10 @@ def test_spark_results_and_the_missing_files_are_picked_up_when_present(tmp_path
     build.write(files, copies, paper)
     build.compile_pdf(paper, tmp_path / "paper.pdf")
     assert (tmp_path / "paper.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_no_value_swallows_the_punctuation_after_it():
+    """In Typst markup a semicolon right after an embedded expression ends it and is not printed."""
+    for path in PROSE:
+        found = re.findall(r"#[vt]\.[A-Za-z0-9_]+;", path.read_text())
+        assert not found, f"{path.name}: {found} (write #\";\" after the value)"
