@@ -24,3 +24,5 @@ test: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis results
+
+include paper/paper.mk

@@ -1,0 +1,1356 @@
+"""Build the paper from the results files (``make paper``).
+
+The paper's prose (``paper/lightspeed-ref.typ``) holds no measured number.
+This script reads ``paper/results/`` (what ``paper/collect_results.py``
+wrote, plus ``published.json``, ``analysis.json`` and, when present,
+``mutation.json`` and ``zoo.json``) and writes:
+
+- ``paper/generated/numbers.typ``: ``v``, every number the prose uses, by
+  name, as display text; ``t``, generated sentences (which backends have
+  results, what is absent and why);
+- ``paper/generated/tables.typ``: the tables, every cell a named value;
+- ``paper/generated/figures.typ``: the experiments' own figures, copied
+  byte for byte into ``paper/figures/``;
+- ``paper/generated/provenance.json``: for every value, the results file and
+  key path it was read from, the raw value, and how it was derived and
+  formatted (``tests/test_paper.py`` resolves each one again);
+- ``paper/generated/figures.json``: each copied figure and its source.
+
+Then it compiles ``paper/lightspeed-ref.typ`` with Typst (``--pdf``).
+``--check`` regenerates into memory and exits 1 if a committed generated
+file differs from what the results files give now.
+
+For each experiment and backend the run used is the full one when
+``paper/results/<experiment>/<backend>-full/`` exists, else the quick one;
+the text says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+PAPER = Path(__file__).resolve().parent
+ROOT = PAPER.parent
+RESULTS = PAPER / "results"
+GENERATED = PAPER / "generated"
+FIGURES = PAPER / "figures"
+MAIN = PAPER / "lightspeed-ref.typ"
+PDF = PAPER / "lightspeed-ref.pdf"
+
+EXPERIMENTS = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
+               "checkpoint-interval", "calibration", "fault-matrix")
+COMPARED = ("sim", "spark", "spark-native")          # the backends a result table compares, in column order
+BACKEND_NAME = {"reference": "reference model", "sim": "simulator", "spark": "PySpark engine",
+                "spark-native": "native Spark"}
+THE = {"reference": "the reference model", "sim": "the simulator", "spark": "the PySpark engine",
+       "spark-native": "native Spark"}
+MODES = ("full", "quick")                            # preference order of a run's mode
+# Why an experiment has no run on a backend even when every run the paper asks for is in place.
+NOT_APPLICABLE = {
+    ("offset-management", "spark-native"): None,
+    ("pipelining", "spark-native"): "open-source Spark has no micro-batch pipelining (MicroBatchExecution runs one "
+                                    "batch at a time), so native Spark cannot run this experiment",
+    ("async-state-checkpoint", "spark-native"): "asynchronous state checkpointing is a Databricks Runtime feature, "
+                                                "not part of open-source Spark",
+    ("changelog-checkpointing", "spark"): "this experiment runs on the simulator only; the engine's RocksDB store "
+                                          "is measured by the project's benchmarks, not by a results file",
+    ("changelog-checkpointing", "spark-native"): "this experiment runs on the simulator only",
+    ("checkpoint-interval", "spark"): "this experiment runs on the simulator only (it needs hundreds of crashes)",
+    ("checkpoint-interval", "spark-native"): "this experiment runs on the simulator only",
+    ("calibration", "sim"): "the calibration fits the simulator to a Spark backend, so it has no simulator-only run",
+}
+# The figures of each experiment the paper shows, in order: (stem of the experiment's PNG file, width on the page).
+FIGURE_STEMS = {
+    "offset-management": (("offset_management_reduction", "62%"), ("offset_management_latency", "100%")),
+    "pipelining": (("pipelining", "92%"),),
+    "async-state-checkpoint": (("async_state_checkpoint", "100%"),),
+    "changelog-checkpointing": (("changelog_checkpointing", "100%"),),
+    "checkpoint-interval": (("checkpoint_interval", "80%"),),
+    "calibration": (("calibration", "70%"),),
+    "fault-matrix": (("fault_matrix", "62%"),),
+}
+MINUS = "\u2212"
+TIMES = "\u00d7"
+DASH = "\u2013"
+
+
+# ------------------------------------------------------------------ runs
+
+
+@dataclass(frozen=True)
+class Run:
+    """One experiment's results on one backend: ``paper/results/<experiment>/<backend>-<mode>/``."""
+
+    experiment: str
+    backend: str
+    mode: str
+    directory: Path
+    doc: dict[str, Any]
+
+    @property
+    def file(self) -> str:
+        """The results file's logical path, ``paper/results/...`` (what provenance records)."""
+        return logical(self.directory / "results.json")
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend}-{self.mode}"
+
+
+def rel(path: Path) -> str:
+    return path.resolve().relative_to(ROOT).as_posix()
+
+
+RESULTS_PREFIX = "paper/results/"
+
+
+def logical(path: Path) -> str:
+    """A results file's path as the paper names it, ``paper/results/<...>``, wherever the results directory is
+    (``generate`` can read a copy of it; the generated files must not depend on where the copy is)."""
+    parts = path.parts
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i] == "results" and (Path(*parts[:i + 1]) / "published.json").exists():
+            return RESULTS_PREFIX + Path(*parts[i + 1:]).as_posix()
+    raise ValueError(f"{path}: not inside a results directory (one holding published.json)")
+
+
+class Results:
+    """The results files under one directory (``paper/results`` or a copy of it)."""
+
+    def __init__(self, root: Path = RESULTS):
+        self.root = root
+        self.docs: dict[str, Any] = {}
+
+    def doc(self, path: Path) -> Any:
+        key = str(path)
+        if key not in self.docs:
+            self.docs[key] = json.loads(path.read_text()) if path.exists() else None
+        return self.docs[key]
+
+    def at(self, file: str) -> Any:
+        """The document at a logical path (``paper/results/...``)."""
+        if not file.startswith(RESULTS_PREFIX):
+            raise ValueError(f"{file}: not a path under {RESULTS_PREFIX}")
+        return self.doc(self.root / file[len(RESULTS_PREFIX):])
+
+    def run(self, experiment: str, backend: str) -> Run | None:
+        for mode in MODES:
+            directory = self.root / experiment / f"{backend}-{mode}"
+            doc = self.doc(directory / "results.json")
+            if doc is not None:
+                return Run(experiment, backend, mode, directory, doc)
+        return None
+
+    def runs(self) -> list[Run]:
+        return [r for e in EXPERIMENTS for b in COMPARED if (r := self.run(e, b)) is not None]
+
+    def explorer(self) -> Run | None:
+        for mode in MODES:
+            directory = self.root / "explorer" / f"reference-{mode}"
+            doc = self.doc(directory / "results.json")
+            if doc is not None:
+                return Run("explorer", "reference", mode, directory, doc)
+        return None
+
+    def optional(self, name: str) -> tuple[str, Any] | None:
+        path = self.root / name
+        doc = self.doc(path)
+        return (logical(path), doc) if doc is not None else None
+
+
+def lookup(doc: Any, key: Sequence[Any]) -> Any:
+    """The value at a key path (dict keys and list indexes); None when the path does not exist."""
+    node = doc
+    for part in key:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+            node = node[part]
+        else:
+            return None
+    return node
+
+
+# ----------------------------------------------------------------- values
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+DERIVATIONS: dict[str, Callable[[list[Any]], Any]] = {
+    "value": lambda xs: xs[0],
+    "neg": lambda xs: -xs[0] if _num(xs[0]) is not None else None,
+    "ratio": lambda xs: xs[0] / xs[1] if _num(xs[0]) is not None and _num(xs[1]) else None,
+    "change": lambda xs: xs[0] / xs[1] - 1.0 if _num(xs[0]) is not None and _num(xs[1]) else None,
+    "diff": lambda xs: xs[0] - xs[1] if _num(xs[0]) is not None and _num(xs[1]) is not None else None,
+    "sum": lambda xs: sum(xs) if all(_num(x) is not None for x in xs) else None,
+    "len": lambda xs: len(xs[0]) if isinstance(xs[0], (list, dict)) else None,
+    "range": lambda xs: (xs[0], xs[1]),
+    "max": lambda xs: max((x for x in xs if _num(x) is not None), default=None),
+    "min": lambda xs: min((x for x in xs if _num(x) is not None), default=None),
+    "yesno": lambda xs: xs[0],
+    "backlogged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(xs[1], r)),
+    "judged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(xs[1], r) is not None),
+    "caught": lambda xs: sum(1 for e in xs[0] or [] if e.get("caught_by")),
+}
+
+
+def backlogged(rule: dict[str, Any], record: dict[str, Any]) -> bool | None:
+    """Whether a rate-source latency point fell behind its input (analysis.json's rule); None: cannot tell.
+
+    Behind: it processed less than ``min_processed_fraction`` of the input
+    rate, or its median record waited more than
+    ``max_p50_fraction_of_duration`` of the run's duration.
+    """
+    metrics, point = record.get("metrics") or {}, record.get("point") or {}
+    source = (point.get("scenario") or {}).get("source") or {}
+    rate, duration = source.get("rows_per_second"), source.get("duration_s")
+    processed, p50 = metrics.get("rows_per_s"), metrics.get("latency_p50")
+    if rate is None or (processed is None and p50 is None):
+        return None
+    behind = processed is not None and processed < rule["min_processed_fraction"] * rate
+    waited = bool(p50 is not None and duration and p50 > rule["max_p50_fraction_of_duration"] * duration * 1000.0)
+    return bool(behind or waited)
+
+
+def _signed(text: str) -> str:
+    return text.replace("-", MINUS)
+
+
+def _nonzero(value: float, digits: int) -> float:
+    """``value``, or 0.0 when it rounds to zero (so no "-0.0" is shown)."""
+    return 0.0 if round(value, digits) == 0 else value
+
+
+def _plain_number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def fmt(spec: str, value: Any) -> str:
+    """Display text of a value. ``spec`` names the unit and rounding."""
+    if value is None:
+        return "n/a"
+    if spec == "str":
+        return str(value)
+    if spec == "yesno":
+        return "yes" if value else "no"
+    if spec.startswith("claim:"):
+        unit = spec.split(":", 1)[1]
+        if isinstance(value, (list, tuple)):
+            text = f"{_plain_number(value[0])}{DASH}{_plain_number(value[1])}"
+        else:
+            text = _plain_number(value)
+        if unit == "batches" and not isinstance(value, (list, tuple)) and value == 1:
+            unit = "batch"
+        suffix = {"%": "%", "x": TIMES, "": ""}.get(unit, f" {unit}")
+        return text + suffix
+    if spec.startswith("claimcut"):
+        if isinstance(value, (list, tuple)):
+            return f"{MINUS}{_plain_number(value[0])} to {MINUS}{_plain_number(value[1])}%"
+        return f"{MINUS}{_plain_number(value)}%"
+    v = float(value)
+    if spec == "ms":
+        return f"{v:,.0f} ms"
+    if spec == "ms1":
+        return f"{v:,.1f} ms"
+    if spec == "s":
+        return f"{v:,.0f} s" if v >= 10 else f"{v:,.1f} s"
+    if spec == "min":
+        return f"{v / 60:,.1f} min"
+    if spec == "pct":
+        return _signed(f"{_nonzero(v * 100, 0):,.0f}%")
+    if spec == "pct1":
+        return _signed(f"{_nonzero(v * 100, 1):,.1f}%")
+    if spec == "cut":        # a reduction (0.4 = 40% less) shown as a signed change
+        return _signed(f"{-v * 100:+.0f}%")
+    if spec == "change":     # a relative change (0.3 = 30% more)
+        return _signed(f"{v * 100:+.0f}%")
+    if spec == "x":
+        return f"{v:.2f}{TIMES}"
+    if spec == "int":
+        return f"{v:,.0f}"
+    if spec == "num1":
+        return f"{v:,.1f}"
+    if spec == "num2":
+        return f"{v:,.2f}"
+    if spec == "krows":
+        return f"{v / 1000:,.0f}k rows/s"
+    if spec == "rows":
+        return f"{v:,.0f} rows/s"
+    if spec == "mb":
+        return f"{v / 1e6:,.2f} MB"
+    if spec == "rate":
+        return _rate(v)
+    if spec == "keys":
+        return _rate(v)
+    raise ValueError(f"unknown format {spec!r}")
+
+
+def _rate(v: float) -> str:
+    if v >= 1_000_000 and v % 1_000_000 == 0:
+        return f"{v / 1_000_000:.0f}M"
+    if v >= 1000 and v % 1000 == 0:
+        return f"{v / 1000:.0f}K"
+    return f"{v:,.0f}"
+
+
+def recorded(raw: Any) -> Any:
+    """What provenance keeps of a source value: a number or string as it is, a list or object by its digest
+    (a count of points need not copy the points)."""
+    if isinstance(raw, (list, dict)):
+        canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return {"canonical_json_sha256": hashlib.sha256(canonical.encode()).hexdigest()}
+    return raw
+
+
+class Values:
+    """Every number the paper shows, by name, with where it was read from."""
+
+    def __init__(self, results: Results):
+        self.results = results
+        self.entries: dict[str, dict[str, Any]] = {}
+
+    def add(self, name: str, sources: Sequence[tuple[str, Sequence[Any]]], spec: str,
+            derivation: str = "value") -> str:
+        if name in self.entries:
+            raise ValueError(f"value {name!r} defined twice")
+        if not name.replace("_", "").isalnum() or not name[0].isalpha():
+            raise ValueError(f"value name {name!r}: letters, digits and underscores only")
+        raws = [lookup(self.results.at(file), list(key)) for file, key in sources]
+        value = DERIVATIONS[derivation](raws)
+        text = fmt(spec, value)
+        self.entries[name] = {"text": text, "format": spec, "derivation": derivation,
+                              "sources": [{"file": file, "key": list(key), "value": recorded(raw)}
+                                          for (file, key), raw in zip(sources, raws)]}
+        return text
+
+    def of(self, run: Run | None, name: str, key: Sequence[Any], spec: str, derivation: str = "value") -> str:
+        """A value of one run; when the run is absent, 'n/a' with no source."""
+        if run is None:
+            return self.absent(name)
+        return self.add(name, [(run.file, key)], spec, derivation)
+
+    def absent(self, name: str) -> str:
+        self.entries[name] = {"text": "n/a", "format": "str", "derivation": "absent", "sources": []}
+        return "n/a"
+
+    def claim(self, name: str, claim: str, spec: str | None = None) -> str:
+        """A published claim of published.json (``claim:<unit>`` unless ``spec`` is ``claimcut``)."""
+        file = logical(self.results.root / "published.json")
+        entry = lookup(self.results.at(file), ["claims", claim])
+        if entry is None:
+            raise ValueError(f"published.json has no claim {claim!r}")
+        unit = entry.get("unit", "")
+        if "low" in entry:
+            sources = [(file, ["claims", claim, "low"]), (file, ["claims", claim, "high"])]
+            return self.add(name, sources, spec or f"claim:{unit}", "range")
+        return self.add(name, [(file, ["claims", claim, "value"])], spec or f"claim:{unit}")
+
+
+# --------------------------------------------------------------- Typst text
+
+
+def esc(text: str) -> str:
+    """Text for a Typst content block: markup characters escaped."""
+    out = "".join("\\" + ch if ch in "\\#*_`$@<>[]~/" else ch for ch in str(text))
+    return out.replace("--", "-\\-").replace("...", ".\\..")   # no en dash, no ellipsis: literal text
+
+
+def tstr(text: str) -> str:
+    """A Typst string literal."""
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def code(text: str) -> str:
+    """Inline raw text (a path, a command) in a content block."""
+    return "#raw(" + tstr(text) + ")"
+
+
+@dataclass
+class Table:
+    """A table whose every cell is display text (already escaped content)."""
+
+    header: list[str]
+    rows: list[list[str]]
+    aligns: list[str] | None = None     # default: the first column left, the others (numbers) right
+    widths: list[str] | None = None
+
+    def typst(self) -> str:
+        n = len(self.header)
+        widths = self.widths or ["auto"] * n
+        aligns = self.aligns or ["left"] + ["right"] * (n - 1)
+        lines = [f"table(columns: ({', '.join(widths)},),",
+                 "  align: (" + ", ".join(aligns) + ",),",
+                 "  table.header(" + ", ".join(f"[*{esc(h)}*]" for h in self.header) + "),"]
+        for row in self.rows:
+            if len(row) == 1:
+                lines.append(f"  table.cell(colspan: {n}, align: left)[{row[0]}],")
+            else:
+                lines.append("  " + ", ".join(f"[{c}]" for c in row) + ",")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+class Paper:
+    """Everything generated: values, sentences, tables and figures."""
+
+    def __init__(self, results: Results):
+        self.results = results
+        self.v = Values(results)
+        self.t: dict[str, str] = {}          # name -> Typst content (escaped)
+        self.tables: dict[str, Table] = {}
+        # name -> per backend: (caption suffix, [(source PNG, width)])
+        self.figures: dict[str, list[tuple[str, list[tuple[Path, str]]]]] = {}
+
+    # -- helpers
+    def text(self, name: str, content: str) -> None:
+        if name in self.t:
+            raise ValueError(f"text {name!r} defined twice")
+        self.t[name] = content
+
+    def run(self, experiment: str, backend: str) -> Run | None:
+        return self.results.run(experiment, backend)
+
+    def describe_run(self, run: Run) -> str:
+        seeds = run.doc.get("seeds") or []
+        return (f"{BACKEND_NAME[run.backend]}: {run.mode} mode, "
+                f"{self.v.add(f'seeds_{key(run.experiment)}_{key(run.backend)}', [(run.file, ['seeds'])], 'int', 'len')}"
+                f" seed{'s' if len(seeds) != 1 else ''}")
+
+    def availability(self, experiment: str, backends: Iterable[str] = COMPARED) -> str:
+        """A sentence per backend: which run the numbers come from, or why there are none."""
+        parts = []
+        for backend in backends:
+            run = self.run(experiment, backend)
+            if run is not None:
+                parts.append(esc(self.describe_run(run)) + " (" + code(run.file) + ")")
+                continue
+            reason = NOT_APPLICABLE.get((experiment, backend))
+            if reason:
+                parts.append(f"{esc(BACKEND_NAME[backend])}: not applicable, {esc(reason)}")
+            else:
+                parts.append(f"{esc(BACKEND_NAME[backend])}: *no results yet*; nothing under "
+                             + code(f"paper/results/{experiment}/{backend}-*/") +
+                             ", so its cells read n/a")
+        return "; ".join(parts) + "."
+
+    def add_figures(self, experiment: str) -> None:
+        """One figure per backend with results: that backend's figures of the experiment, stacked."""
+        per_backend = []
+        for backend in COMPARED:
+            run = self.run(experiment, backend)
+            if run is None:
+                continue
+            images = [(run.directory / f"{stem}.png", width) for stem, width in FIGURE_STEMS[experiment]
+                      if (run.directory / f"{stem}.png").exists()]
+            if images:
+                per_backend.append((esc(f"{THE[backend].capitalize()}, {run.mode} mode."), images))
+        self.figures[key(experiment)] = per_backend
+
+
+def key(text: str) -> str:
+    return text.replace("-", "_").replace("/", "_").replace(".", "_")
+
+
+def pct_cut_claim(v: Values, name: str, claim: str) -> str:
+    return v.claim(name, claim, "claimcut")
+
+
+# ------------------------------------------------------------- sections
+
+
+def section_published(p: Paper) -> None:
+    v = p.v
+    for name, spec in (("om_before_ms", None), ("om_after_ms", None), ("om_improvement", None),
+                       ("om_rate_low", "rate"), ("om_rate_high", "rate"), ("om_workers", None), ("om_cores", None),
+                       ("om_cut_purge", None), ("om_cut_progress", None), ("om_cut_both", None),
+                       ("om_both_below_ms", None), ("om_kafka_cut", None), ("om_saved_per_feature_ms", None),
+                       ("om_saved_both_ms", None), ("om_purge_saving_update_ms", None), ("pipe_speedup", None),
+                       ("state_commit_share", None), ("asc_pending", None), ("asc_rerun", None),
+                       ("asc_mean_cut", None), ("flink_ckpt_p50_changelog_ms", None),
+                       ("flink_ckpt_p50_full_ms", None), ("flink_ckpt_p999_changelog_ms", None),
+                       ("flink_ckpt_p999_full_ms", None), ("flink_space_overhead", None),
+                       ("flink_recovery_full_s", None), ("flink_recovery_changelog_s", None),
+                       ("flink_recovery_slowdown", None), ("flink_parallelism", None), ("flink_input_rate", "rate"),
+                       ("doppio_error", None), ("ernest_error", None)):
+        if spec == "rate":
+            file = logical(p.results.root / "published.json")
+            v.add(f"pub_{name}", [(file, ["claims", name, "value"])], "rate")
+        else:
+            v.claim(f"pub_{name}", name, spec)
+    for name in ("om_cut_purge", "om_cut_progress", "om_cut_both", "asc_mean_cut"):
+        v.claim(f"pubcut_{name}", name, "claimcut")
+    file = logical(p.results.root / "published.json")
+    # the largest share of the published baseline that one feature's published saving can be
+    v.add("pub_om_saving_share", [(file, ["claims", "om_saved_per_feature_ms", "high"]),
+                                  (file, ["claims", "om_before_ms", "low"])], "pct", "ratio")
+    # the table of every claim with its source and place
+    doc = p.results.doc(p.results.root / "published.json")
+    rows = []
+    file = logical(p.results.root / "published.json")
+    for name, claim in doc["claims"].items():
+        source = doc["sources"][claim["source"]]
+        where = esc(claim["where"])
+        if claim.get("line"):
+            where += ", line " + v.add(f"publine_{name}", [(file, ["claims", name, "line"])], "int") + \
+                " of the archived text"
+        rows.append([esc(claim["what"]), v.entries[f"pub_{name}"]["text"] if f"pub_{name}" in v.entries else
+                     v.claim(f"pub_{name}", name),
+                     f"#cite(<{source['bib']}>)", where])
+    p.tables["published"] = Table(["Claim", "Published", "Source", "Where"], rows,
+                                  aligns=["left", "right", "center", "left"],
+                                  widths=["2.2fr", "auto", "auto", "2.4fr"])
+    p.text("published_file", code(file))
+
+
+def backlog_summary(p: Paper) -> None:
+    """Which latency points of which runs did not keep up: the methodology's rule, applied to every run."""
+    v = p.v
+    file = logical(p.results.root / "analysis.json")
+    v.add("backlog_min_processed", [(file, ["backlog", "min_processed_fraction"])], "pct")
+    v.add("backlog_max_p50", [(file, ["backlog", "max_p50_fraction_of_duration"])], "pct")
+    rule = lookup(p.results.doc(p.results.root / "analysis.json"), ["backlog"])
+    lines = []
+    for run in p.results.runs():
+        points = run.doc.get("points", [])
+        judged = [backlogged(rule, r) for r in points]
+        if not any(j is not None for j in judged):
+            continue
+        name = f"{key(run.experiment)}_{key(run.backend)}"
+        sources = [(run.file, ["points"]), (file, ["backlog"])]
+        n_judged = v.add(f"judged_{name}", sources, "int", "judged")
+        n_behind = v.add(f"backlogged_{name}", sources, "int", "backlogged")
+        behind = [r["id"] for r, j in zip(points, judged) if j]
+        where = f"{esc(run.experiment)} on {esc(THE[run.backend])} ({esc(run.mode)})"
+        if behind:
+            lines.append(f"{where}: {n_behind} of {n_judged} rate-source points backlogged (" +
+                         ", ".join(code(b) for b in behind[:3]) + (", ..." if len(behind) > 3 else "") + ")")
+        else:
+            lines.append(f"{where}: all {n_judged} rate-source points kept up")
+    p.text("backlog", "; ".join(lines) + "." if lines else "No run has rate-source points to judge.")
+
+
+# -- 6.1 offset management
+
+OM_CONFIGS = ("baseline", "async-purge", "async-progress", "both")
+
+
+def section_offset_management(p: Paper) -> None:
+    v = p.v
+    exp = "offset-management"
+    rows = [["published (rate source)", v.entries["pub_om_before_ms"]["text"],
+             v.entries["pubcut_om_cut_purge"]["text"], v.entries["pubcut_om_cut_progress"]["text"],
+             v.entries["pubcut_om_cut_both"]["text"], v.entries["pub_om_after_ms"]["text"]]]
+    for backend in COMPARED:
+        run = p.run(exp, backend)
+        if run is None:
+            rows.append([f"{esc(BACKEND_NAME[backend])}: " + _absent_cell(exp, backend)])
+            continue
+        for rate in sorted(run.doc["summary"]["rates"], key=float):
+            base = ["summary", "rates", rate]
+            n = f"om_{key(backend)}_{rate}"
+            label = f"{esc(BACKEND_NAME[backend])}, {fmt('rate', float(rate))}/s"
+            rule = lookup(p.results.doc(p.results.root / "analysis.json"), ["backlog"])
+            backlog = [backlogged(rule, r) for r in run.doc["points"]
+                       if str(r["point"]["params"].get("rate")) == rate]
+            if any(backlog):
+                label += " (backlogged)"
+            rows.append([label,
+                         v.of(run, f"{n}_baseline_p50", base + ["baseline", "p50", "median"], "ms"),
+                         v.of(run, f"{n}_purge_cut", base + ["async-purge", "cut_p50"], "cut"),
+                         v.of(run, f"{n}_progress_cut", base + ["async-progress", "cut_p50"], "cut"),
+                         v.of(run, f"{n}_both_cut", base + ["both", "cut_p50"], "cut"),
+                         v.of(run, f"{n}_both_p50", base + ["both", "p50", "median"], "ms")])
+    p.tables["offset_management"] = Table(
+        ["Source", "Baseline p50", "Async purge", "Async progress", "Both", "Both p50"], rows)
+    p.text("om_availability", p.availability(exp))
+    p.add_figures(exp)
+    # the decomposition behind the gap: how much of the baseline batch the log writes are
+    run = p.run(exp, "sim")
+    if run is not None:
+        lo = min(run.doc["summary"]["rates"], key=float)
+        points = run.doc["points"]
+        idx = {(r["point"]["config"], str(r["point"]["params"]["rate"])): i for i, r in enumerate(points)}
+        b, g = idx[("baseline", lo)], idx[("async-progress", lo)]
+        pu = idx[("async-purge", lo)]
+        v.of(run, "om_sim_rate_lo", ["points", b, "point", "params", "rate"], "rate")
+        v.of(run, "om_sim_base_batch", ["points", b, "metrics", "trigger_ms_mean"], "ms")
+        v.of(run, "om_sim_base_logwrite", ["points", b, "metrics", "log_write_ms_mean"], "ms")
+        v.add("om_sim_logwrite_share", [(run.file, ["points", b, "metrics", "log_write_ms_mean"]),
+                                        (run.file, ["points", b, "metrics", "trigger_ms_mean"])], "pct", "ratio")
+        v.of(run, "om_sim_progress_batch", ["points", g, "metrics", "trigger_ms_mean"], "ms")
+        v.of(run, "om_sim_purge_batch", ["points", pu, "metrics", "trigger_ms_mean"], "ms")
+        v.add("om_sim_purge_saving", [(run.file, ["points", b, "metrics", "trigger_ms_mean"]),
+                                      (run.file, ["points", pu, "metrics", "trigger_ms_mean"])], "ms", "diff")
+        v.add("om_sim_progress_saving", [(run.file, ["points", b, "metrics", "trigger_ms_mean"]),
+                                         (run.file, ["points", g, "metrics", "trigger_ms_mean"])], "ms", "diff")
+        rates = list(run.doc["summary"]["rates"])
+        v.add("om_sim_both_cut_min", [(run.file, ["summary", "rates", r, "both", "cut_p50"]) for r in rates],
+              "pct", "min")
+        v.add("om_sim_both_cut_max", [(run.file, ["summary", "rates", r, "both", "cut_p50"]) for r in rates],
+              "pct", "max")
+        v.add("om_sim_progress_cut_max", [(run.file, ["summary", "rates", r, "async-progress", "cut_p50"])
+                                          for r in rates], "pct", "max")
+        v.add("om_sim_purge_cut_min", [(run.file, ["summary", "rates", r, "async-purge", "cut_p50"])
+                                       for r in rates], "pct", "min")
+        v.add("om_sim_purge_cut_max", [(run.file, ["summary", "rates", r, "async-purge", "cut_p50"])
+                                       for r in rates], "pct", "max")
+        v.add("om_sim_both_p50_min", [(run.file, ["summary", "rates", r, "both", "p50", "median"]) for r in rates],
+              "ms", "min")
+        v.add("om_sim_base_p50_min", [(run.file, ["summary", "rates", r, "baseline", "p50", "median"])
+                                      for r in rates], "ms", "min")
+        v.add("om_sim_base_p50_max", [(run.file, ["summary", "rates", r, "baseline", "p50", "median"])
+                                      for r in rates], "ms", "max")
+        prof = ["points", b, "point", "profile"]
+        for name in ("small_write_ms", "rename_ms", "list_ms", "delete_ms", "read_ms"):
+            v.of(run, f"cluster_{name}", prof + ["storage", name], "ms")
+        v.of(run, "cluster_executors", prof + ["executors"], "int")
+        v.of(run, "cluster_cores", prof + ["cores_per_executor"], "int")
+        v.of(run, "cluster_restart", prof + ["restart_ms"], "ms")
+        v.of(run, "cluster_jitter", prof + ["storage", "jitter_sigma"], "num1")
+    else:
+        for name in ("om_sim_rate_lo", "om_sim_base_batch", "om_sim_base_logwrite", "om_sim_logwrite_share",
+                     "om_sim_progress_batch", "om_sim_purge_batch", "om_sim_purge_saving", "om_sim_progress_saving",
+                     "om_sim_both_cut_min",
+                     "om_sim_both_cut_max", "om_sim_progress_cut_max", "om_sim_purge_cut_min",
+                     "om_sim_purge_cut_max", "om_sim_both_p50_min", "om_sim_base_p50_min", "om_sim_base_p50_max",
+                     "cluster_small_write_ms", "cluster_rename_ms", "cluster_list_ms", "cluster_delete_ms",
+                     "cluster_read_ms", "cluster_executors", "cluster_cores", "cluster_restart", "cluster_jitter"):
+            v.absent(name)
+
+
+def _absent_cell(experiment: str, backend: str) -> str:
+    reason = NOT_APPLICABLE.get((experiment, backend))
+    if reason:
+        return "not applicable (" + esc(reason) + ")"
+    return "no results yet (" + code(f"paper/results/{experiment}/{backend}-*/") + " is absent)"
+
+
+# -- 6.2 pipelining
+
+
+def section_pipelining(p: Paper) -> None:
+    v = p.v
+    exp = "pipelining"
+    rows = [["published", "", "", "", v.entries["pub_pipe_speedup"]["text"], "", ""]]
+    for backend in COMPARED:
+        run = p.run(exp, backend)
+        if run is None:
+            rows.append([f"{esc(BACKEND_NAME[backend])}: " + _absent_cell(exp, backend)])
+            continue
+        summary = run.doc["summary"]
+        order = {"none": 0, "mild": 1, "heavy": 2, "severe": 3, "extreme": 4}
+        keys = sorted(summary["rows"], key=lambda k: (summary["rows"][k]["operator"] != "map",
+                                                      order.get(summary["rows"][k]["stragglers"], 9)))
+        for k in keys:
+            base = ["summary", "rows", k]
+            n = f"pipe_{key(backend)}_{key(k)}"
+            rows.append([f"{esc(BACKEND_NAME[backend])}, {esc(k)}",
+                         v.of(run, f"{n}_seq", base + ["sequential", "rows_per_s", "median"], "krows"),
+                         v.of(run, f"{n}_pipe", base + ["pipelined", "rows_per_s", "median"], "krows"),
+                         v.of(run, f"{n}_deep", base + ["deep", "rows_per_s", "median"], "krows"),
+                         v.of(run, f"{n}_speedup", base + ["speedup"], "x"),
+                         v.of(run, f"{n}_speedup_deep", base + ["speedup_deep"], "x"),
+                         v.of(run, f"{n}_lat_ratio", base + ["latency_ratio_p50"], "num2")])
+    deep = next((v.of(r, "pipe_deep", ["summary", "deep"], "int") for r in
+                 (p.run(exp, b) for b in COMPARED) if r is not None), None) or v.absent("pipe_deep")
+    p.tables["pipelining"] = Table(["Source, operator/stragglers", "Sequential", "Pipelined", f"Depth {deep}",
+                                    "Speedup", f"Speedup depth {deep}", "p50 ratio"], rows)
+    p.text("pipe_availability", p.availability(exp))
+    p.add_figures(exp)
+    run = p.run(exp, "sim")
+    names = ("pipe_sim_speedup_min", "pipe_sim_speedup_max", "pipe_sim_deep_max", "pipe_sim_none_speedup",
+             "pipe_sim_heavy_lat_ratio", "pipe_sim_heavy_prob", "pipe_sim_heavy_slow")
+    if run is None:
+        for name in names:
+            v.absent(name)
+        return
+    rows_ = run.doc["summary"]["rows"]
+    v.add("pipe_sim_speedup_min", [(run.file, ["summary", "rows", k, "speedup"]) for k in rows_], "x", "min")
+    v.add("pipe_sim_speedup_max", [(run.file, ["summary", "rows", k, "speedup"]) for k in rows_], "x", "max")
+    v.add("pipe_sim_deep_max", [(run.file, ["summary", "rows", k, "speedup_deep"]) for k in rows_], "x", "max")
+    v.of(run, "pipe_sim_none_speedup", ["summary", "rows", "map/none", "speedup"], "x")
+    v.of(run, "pipe_sim_heavy_lat_ratio", ["summary", "rows", "map/heavy", "latency_ratio_p50"], "num2")
+    v.of(run, "pipe_sim_heavy_prob", ["summary", "rows", "map/heavy", "probability"], "pct")
+    v.of(run, "pipe_sim_heavy_slow", ["summary", "rows", "map/heavy", "slowdown"], "int")
+
+
+# -- 6.3 async state checkpointing
+
+
+def section_async_state(p: Paper) -> None:
+    v = p.v
+    exp = "async-state-checkpoint"
+    rows = [["published", "", "", v.entries["pubcut_asc_mean_cut"]["text"] + " (up to)", "larger than the mean",
+             v.entries["pub_asc_rerun"]["text"]]]
+    for backend in COMPARED:
+        run = p.run(exp, backend)
+        if run is None:
+            rows.append([f"{esc(BACKEND_NAME[backend])}: " + _absent_cell(exp, backend)])
+            continue
+        s = run.doc["summary"]
+        for keys_ in sorted(s["sizes"], key=float):
+            base = ["summary", "sizes", keys_]
+            n = f"asc_{key(backend)}_{keys_}"
+            rows.append([f"{esc(BACKEND_NAME[backend])}, {fmt('keys', float(keys_))} keys",
+                         v.of(run, f"{n}_sync", base + ["sync", "batch_mean", "median"], "ms"),
+                         v.of(run, f"{n}_async", base + ["async", "batch_mean", "median"], "ms"),
+                         v.of(run, f"{n}_mean_cut", base + ["mean_cut"], "cut"),
+                         v.of(run, f"{n}_peak_cut", base + ["peak_cut"], "cut"),
+                         v.of(run, f"{n}_rerun", ["summary", "price", "async", "rerun_batches_max", "max"], "int")])
+    p.tables["async_state"] = Table(["Source", "Mean batch, sync", "Mean batch, async", "Mean cut", "Peak cut",
+                                     "Worst re-run (batches)"], rows)
+    p.text("asc_availability", p.availability(exp))
+    p.add_figures(exp)
+    run = p.run(exp, "sim")
+    names = ("asc_sim_mean_cut_min", "asc_sim_mean_cut_max", "asc_sim_peak_cut_max", "asc_sim_sync_rerun",
+             "asc_sim_async_rerun", "asc_sim_async_rerun_mean", "asc_sim_keys_max", "asc_sim_sync_lost",
+             "asc_sim_async_lost", "asc_sim_sync_rows", "asc_sim_async_rows", "asc_sim_p50_cut_max")
+    if run is None:
+        for name in names:
+            v.absent(name)
+        return
+    sizes = list(run.doc["summary"]["sizes"])
+    v.add("asc_sim_mean_cut_min", [(run.file, ["summary", "sizes", k, "mean_cut"]) for k in sizes], "pct", "min")
+    v.add("asc_sim_mean_cut_max", [(run.file, ["summary", "sizes", k, "mean_cut"]) for k in sizes], "pct", "max")
+    v.add("asc_sim_peak_cut_max", [(run.file, ["summary", "sizes", k, "peak_cut"]) for k in sizes], "pct", "max")
+    v.add("asc_sim_p50_cut_max", [(run.file, ["summary", "sizes", k, "p50_cut"]) for k in sizes], "pct", "max")
+    v.add("asc_sim_keys_max", [(run.file, ["summary", "sizes", k, "sync", "state_rows", "median"]) for k in sizes],
+          "keys", "max")
+    price = ["summary", "price"]
+    v.of(run, "asc_sim_sync_rerun", price + ["sync", "rerun_batches_max", "max"], "int")
+    v.of(run, "asc_sim_async_rerun", price + ["async", "rerun_batches_max", "max"], "int")
+    v.of(run, "asc_sim_async_rerun_mean", price + ["async", "rerun_batches_mean", "median"], "num1")
+    v.of(run, "asc_sim_sync_lost", price + ["sync", "lost_ms_mean", "median"], "ms")
+    v.of(run, "asc_sim_async_lost", price + ["async", "lost_ms_mean", "median"], "ms")
+    v.of(run, "asc_sim_sync_rows", price + ["sync", "rerun_rows_mean", "median"], "int")
+    v.of(run, "asc_sim_async_rows", price + ["async", "rerun_rows_mean", "median"], "int")
+
+
+# -- 6.4 changelog checkpointing
+
+
+def section_changelog(p: Paper) -> None:
+    v = p.v
+    exp = "changelog-checkpointing"
+    run = p.run(exp, "sim")
+    p.text("cl_availability", p.availability(exp))
+    p.add_figures(exp)
+    rows = []
+    names = ("cl_state_keys", "cl_keys", "cl_cmp_deltas", "cl_cmp_commit_changelog", "cl_cmp_commit_snapshot",
+             "cl_cmp_commit_ratio", "cl_cmp_storage", "cl_cmp_written", "cl_cmp_recovery", "cl_cmp_recovery_pct",
+             "cl_cmp_storage_less")
+    if run is None:
+        rows.append([_absent_cell(exp, "sim")])
+        for name in names:
+            v.absent(name)
+    else:
+        s = run.doc["summary"]
+        for k in s["rows"]:
+            base = ["summary", "rows", k]
+            n = f"cl_{key(k)}"
+            rows.append([esc(k),
+                         v.of(run, f"{n}_commit_p50", base + ["commit_ms_p50", "median"], "ms"),
+                         v.of(run, f"{n}_commit_p99", base + ["commit_ms_p99", "median"], "ms"),
+                         v.of(run, f"{n}_snapshots", base + ["snapshot_uploads", "median"], "int"),
+                         v.of(run, f"{n}_written", base + ["bytes_written", "median"], "mb"),
+                         v.of(run, f"{n}_kept", base + ["state_bytes_retained", "median"], "mb"),
+                         v.of(run, f"{n}_recovery", base + ["recovery_load_ms_mean", "median"], "ms")])
+        v.of(run, "cl_state_keys", ["summary", "state_keys"], "keys")
+        v.of(run, "cl_keys", ["summary", "keys"], "int")
+        c = ["summary", "comparison"]
+        v.of(run, "cl_cmp_deltas", c + ["changelog_min_deltas"], "int")
+        v.of(run, "cl_cmp_commit_changelog", c + ["commit_p50_changelog_ms"], "ms")
+        v.of(run, "cl_cmp_commit_snapshot", c + ["commit_p50_snapshot_ms"], "ms")
+        v.add("cl_cmp_commit_ratio", [(run.file, c + ["commit_p50_snapshot_ms"]),
+                                      (run.file, c + ["commit_p50_changelog_ms"])], "x", "ratio")
+        v.of(run, "cl_cmp_storage", c + ["storage_overhead"], "change")
+        v.of(run, "cl_cmp_written", c + ["bytes_written_ratio"], "change")
+        v.of(run, "cl_cmp_recovery", c + ["recovery_slowdown"], "change")
+        v.of(run, "cl_cmp_recovery_pct", c + ["recovery_slowdown"], "pct")
+        v.of(run, "cl_cmp_storage_less", c + ["storage_overhead"], "pct", "neg")
+    p.tables["changelog"] = Table(["Provider / min deltas", "Commit p50", "Commit p99", "Snapshots",
+                                   "Bytes written", "State kept", "Recovery load"], rows)
+    # side by side with Flink
+    pub = v.entries
+    flink_ratio = v.add("pub_flink_ckpt_ratio", [(logical(p.results.root / "published.json"),
+                                                  ["claims", "flink_ckpt_p50_full_ms", "value"]),
+                                                 (logical(p.results.root / "published.json"),
+                                                  ["claims", "flink_ckpt_p50_changelog_ms", "value"])], "x", "ratio")
+    p.tables["changelog_flink"] = Table(
+        ["Measure", "Flink, published", "Simulator"],
+        [["checkpoint (commit) p50, changelog vs full", pub["pub_flink_ckpt_p50_changelog_ms"]["text"] + " vs " +
+          pub["pub_flink_ckpt_p50_full_ms"]["text"], pub["cl_cmp_commit_changelog"]["text"] + " vs " +
+          pub["cl_cmp_commit_snapshot"]["text"]],
+         ["full over changelog", flink_ratio, pub["cl_cmp_commit_ratio"]["text"]],
+         ["storage kept, changelog vs full", "+" + pub["pub_flink_space_overhead"]["text"],
+          pub["cl_cmp_storage"]["text"]],
+         ["recovery, changelog vs full", "+" + pub["pub_flink_recovery_slowdown"]["text"],
+          pub["cl_cmp_recovery"]["text"]]])
+
+
+# -- 6.5 checkpoint interval
+
+
+def section_interval(p: Paper) -> None:
+    v = p.v
+    exp = "checkpoint-interval"
+    run = p.run(exp, "sim")
+    p.text("ci_availability", p.availability(exp))
+    p.add_figures(exp)
+    names = ("ci_mtbf", "ci_c_ms", "ci_free", "ci_young_ms", "ci_best_ms", "ci_snap_c", "ci_batch",
+             "ci_young_batches", "ci_best_batches", "ci_grid_max_ms", "ci_grid_max_deltas", "ci_grid_min_ms",
+             "ci_grid_min_deltas", "ci_restart")
+    if run is None:
+        for name in names:
+            v.absent(name)
+        p.tables["interval"] = Table(["Interval", "Value"], [[_absent_cell(exp, "sim")]])
+        return
+    s = ["summary"]
+    v.of(run, "ci_mtbf", s + ["mtbf_s"], "s")
+    v.of(run, "ci_c_ms", s + ["progress", "checkpoint_cost_ms"], "ms")
+    v.of(run, "ci_free", s + ["progress", "free_cadence_ms"], "ms")
+    v.of(run, "ci_young_ms", s + ["progress", "young_ms"], "ms")
+    v.of(run, "ci_best_ms", s + ["progress", "simulated_best_ms"], "ms")
+    v.of(run, "ci_snap_c", s + ["snapshot", "snapshot_cost_ms"], "ms")
+    v.of(run, "ci_batch", s + ["snapshot", "batch_ms"], "ms")
+    v.of(run, "ci_young_batches", s + ["snapshot", "young_batches"], "num1")
+    v.of(run, "ci_best_batches", s + ["snapshot", "simulated_best_batches"], "int")
+    curve = run.doc["summary"]["progress"]["curve"]
+    snap = run.doc["summary"]["snapshot"]["curve"]
+    v.add("ci_grid_min_ms", [(run.file, s + ["progress", "curve", i, "interval_ms"]) for i in range(len(curve))],
+          "ms", "min")
+    v.add("ci_grid_max_ms", [(run.file, s + ["progress", "curve", i, "interval_ms"]) for i in range(len(curve))],
+          "ms", "max")
+    v.add("ci_grid_min_deltas", [(run.file, s + ["snapshot", "curve", i, "min_deltas"]) for i in range(len(snap))],
+          "int", "min")
+    v.add("ci_grid_max_deltas", [(run.file, s + ["snapshot", "curve", i, "min_deltas"]) for i in range(len(snap))],
+          "int", "max")
+    first = next((i for i, r in enumerate(run.doc["points"]) if r["point"]["task"] == "progress"), 0)
+    v.of(run, "ci_restart", ["points", first, "point", "profile", "restart_ms"], "ms")
+    rows = []
+    for i, r in enumerate(sorted(range(len(curve)), key=lambda j: curve[j]["interval_ms"])):
+        base = s + ["progress", "curve", r]
+        rows.append([f"progress, {v.of(run, f'ci_p_{i}_interval', base + ['interval_ms'], 'ms')}",
+                     v.of(run, f"ci_p_{i}_overhead", base + ["overhead"], "pct1"),
+                     v.of(run, f"ci_p_{i}_redo", base + ["redo_ms"], "ms"),
+                     v.of(run, f"ci_p_{i}_lost", base + ["lost"], "pct1")])
+    for i, r in enumerate(sorted(range(len(snap)), key=lambda j: snap[j]["min_deltas"])):
+        base = s + ["snapshot", "curve", r]
+        rows.append([f"snapshot, every {v.of(run, f'ci_s_{i}_deltas', base + ['min_deltas'], 'int')} versions",
+                     v.of(run, f"ci_s_{i}_overhead", base + ["overhead"], "pct1"),
+                     v.of(run, f"ci_s_{i}_load", base + ["load_ms"], "ms"),
+                     v.of(run, f"ci_s_{i}_lost", base + ["lost"], "pct1")])
+    p.tables["interval"] = Table(["Interval", "Overhead", "Redo / state load", "Time lost"], rows)
+
+
+# -- 6.6 calibration
+
+
+def section_calibration(p: Paper) -> None:
+    v = p.v
+    exp = "calibration"
+    p.text("cal_availability", p.availability(exp, ("spark", "spark-native")))
+    p.add_figures(exp)
+    rows = []
+    for backend in ("spark", "spark-native"):
+        run = p.run(exp, backend)
+        if run is None:
+            rows.append([f"{esc(BACKEND_NAME[backend])}: " + _absent_cell(exp, backend)])
+            v.absent(f"cal_{key(backend)}_validation")
+            continue
+        s = run.doc["summary"]
+        for k, row in s.get("rows", {}).items():
+            base = ["summary", "rows", k]
+            n = f"cal_{key(backend)}_{key(k)}"
+            rows.append([f"{esc(BACKEND_NAME[backend])}, {esc(k)} ({esc(row['role'])})",
+                         v.of(run, f"{n}_measured", base + ["measured_p50"], "ms"),
+                         v.of(run, f"{n}_shipped", base + ["predicted_p50_shipped"], "ms"),
+                         v.of(run, f"{n}_err_shipped", base + ["error_shipped"], "change"),
+                         v.of(run, f"{n}_fitted", base + ["predicted_p50_fitted"], "ms"),
+                         v.of(run, f"{n}_err_fitted", base + ["error_fitted"], "change")])
+        v.of(run, f"cal_{key(backend)}_validation", ["summary", "validation_mean_abs_error"], "pct")
+    p.tables["calibration"] = Table(["Source, workload/config", "Measured p50", "Sim, shipped", "Error",
+                                     "Sim, fitted", "Error"], rows)
+    measured = [b for b in ("spark", "spark-native") if p.run(exp, b) is not None]
+    if measured:
+        p.text("cal_status", "The calibration was measured on " + " and ".join(esc(THE[b]) for b in measured) + "; its validation error is in the table.")
+    else:
+        p.text("cal_status", "*The calibration has not been measured yet*: it needs a Spark backend, and no "
+                             "calibration results are under " + code("paper/results/calibration/") +
+                             ". The simulator's profiles are therefore the shipped ones, not fitted ones, and "
+                             "no prediction error can be reported.")
+
+
+# -- 7 correctness
+
+
+def section_fault_matrix(p: Paper) -> None:
+    v = p.v
+    exp = "fault-matrix"
+    p.text("fm_availability", p.availability(exp))
+    p.add_figures(exp)
+    rows = []
+    shown = []
+    for backend in ("reference", "sim", "spark", "spark-native"):
+        run = p.run(exp, "sim" if backend in ("reference", "sim") else backend)
+        if run is None or backend not in run.doc["summary"].get("counts", {}):
+            rows.append([f"{esc(BACKEND_NAME[backend])}: " + _absent_cell(exp, backend)])
+            for s in ("pass", "loud", "fail", "unsupported"):
+                v.absent(f"fm_{key(backend)}_{s}")
+            continue
+        base = ["summary", "counts", backend]
+        shown.append(backend)
+        rows.append([f"{esc(BACKEND_NAME[backend])} ({run.mode} mode)"] +
+                    [v.of(run, f"fm_{key(backend)}_{s}", base + [s], "int")
+                     for s in ("pass", "loud", "fail", "unsupported")])
+    p.tables["fault_matrix"] = Table(["Backend", "Pass", "Loud", "Fail", "Unsupported"], rows)
+    run = p.run(exp, "sim")
+    if run is None:
+        for name in ("fm_operators", "fm_modes", "fm_faults", "fm_points"):
+            v.absent(name)
+        return
+    v.of(run, "fm_operators", ["summary", "operators"], "int", "len")
+    v.of(run, "fm_modes", ["summary", "modes"], "int", "len")
+    v.of(run, "fm_faults", ["summary", "faults"], "int", "len")
+    v.of(run, "fm_points", ["points"], "int", "len")
+
+
+def section_explorer(p: Paper) -> None:
+    v = p.v
+    run = p.results.explorer()
+    if run is None:
+        p.tables["explorer"] = Table(["Scenario and mode", "Crash cuts"],
+                                     [["no explorer results (" + code("paper/results/explorer/") + " is absent)"]])
+        for name in ("ex_total_schedules", "ex_total_violations", "ex_depth", "ex_max_cuts", "ex_total_seconds"):
+            v.absent(name)
+        p.text("ex_status", "No explorer results are in this build.")
+        return
+    entries = run.doc["entries"]
+    rows = []
+    for i, e in enumerate(entries):
+        base = ["entries", i]
+        rows.append([esc(e["label"]) + f" ({esc(e['operator'])})",
+                     v.of(run, f"ex_{i}_cuts", base + ["crash_cuts"], "int"),
+                     v.of(run, f"ex_{i}_distinct", base + ["distinct_checkpoints"], "int"),
+                     v.of(run, f"ex_{i}_schedules", base + ["schedules"], "int"),
+                     v.of(run, f"ex_{i}_seconds", base + ["seconds"], "s"),
+                     v.of(run, f"ex_{i}_violations", base + ["violations"], "int")])
+    p.tables["explorer"] = Table(["Scenario and mode (operator)", "Crash cuts", "Distinct checkpoints",
+                                  "Schedules", "Time", "Violations"], rows)
+    v.add("ex_total_schedules", [(run.file, ["entries", i, "schedules"]) for i in range(len(entries))], "int", "sum")
+    v.add("ex_total_violations", [(run.file, ["entries", i, "violations"]) for i in range(len(entries))], "int",
+          "sum")
+    v.add("ex_total_seconds", [(run.file, ["entries", i, "seconds"]) for i in range(len(entries))], "s", "sum")
+    v.add("ex_max_cuts", [(run.file, ["entries", i, "crash_cuts"]) for i in range(len(entries))], "int", "max")
+    v.of(run, "ex_depth", ["depth"], "int")
+    v.of(run, "ex_batches", ["entries", 0, "batches"], "int")
+    v.of(run, "ex_partitions", ["entries", 0, "state_partitions"], "int")
+    p.text("ex_status", f"The explorer results are from its {esc(run.mode)} mode (" + code(run.file) + ").")
+
+
+def section_mutation_and_zoo(p: Paper) -> None:
+    v = p.v
+    found = p.results.optional("mutation.json")
+    if found is None:
+        p.text("mutation", "*The mutation score has not been measured yet*: there is no " +
+               code("paper/results/mutation.json") + " (it is written by " + code("make mutation") + ").")
+    else:
+        file, doc = found
+        score = v.add("mut_score", [(file, ["score_percent"])], "num1")
+        total = v.add("mut_total", [(file, ["total"])], "int")
+        killed = v.add("mut_killed", [(file, ["killed"])], "int")
+        survived = v.add("mut_survived", [(file, ["survived"])], "int")
+        equivalent = v.add("mut_equivalent", [(file, ["equivalent"])], "int", "len")
+        p.text("mutation", f"{esc(str(doc.get('tool')))} ({esc(str(doc.get('date')))}) made {total} mutants of "
+               + ", ".join(code(s) for s in doc.get("scope", [])) +
+               f": {killed} killed, {survived} survived, {equivalent} judged equivalent; a mutation score of "
+               f"{score}% (" + code(file) + ").")
+    found = p.results.optional("zoo.json")
+    if found is None:
+        p.text("zoo", "*The bug zoo has not been run yet*: there is no " + code("paper/results/zoo.json") +
+               ", so this version cannot say which oracle catches each planted bug, or how fast.")
+        p.tables["zoo"] = Table(["JIRA", "Planted mistake", "Caught by", "Time", "Unplanted passes"],
+                                aligns=["left", "left", "left", "right", "left"], rows=
+                                [["no results yet (" + code("paper/results/zoo.json") + " is absent)"]])
+    else:
+        file, doc = found
+        rows = []
+        for i, entry in enumerate(doc):
+            rows.append([esc(entry["jira"]), esc(entry["planted"]), esc(entry["caught_by"]),
+                         v.add(f"zoo_{i}_seconds", [(file, [i, "seconds"])], "s"),
+                         v.add(f"zoo_{i}_unplanted", [(file, [i, "unplanted_passes"])], "yesno", "yesno")])
+        p.tables["zoo"] = Table(["JIRA", "Planted mistake", "Caught by", "Time", "Unplanted passes"], rows,
+                                aligns=["left", "left", "left", "right", "left"])
+        total = v.add("zoo_total", [(file, [])], "int", "len")
+        caught = v.add("zoo_caught", [(file, [])], "int", "caught")
+        p.text("zoo", f"The bug zoo planted {total} bugs; {caught} were caught (" + code(file) + ").")
+
+
+# -- methodology and reproducibility
+
+
+def section_environment(p: Paper) -> None:
+    v = p.v
+    runs = p.results.runs()
+    explorer = p.results.explorer()
+    first = runs[0] if runs else None
+    env = ["environment"]
+    if first is None:
+        for name in ("env_python", "env_platform", "env_cpus", "env_java", "pkg_simpy", "pkg_numpy", "pkg_pyspark",
+                     "pkg_rocksdict", "pkg_matplotlib", "env_commit"):
+            v.absent(name)
+    else:
+        v.of(first, "env_python", env + ["python"], "str")
+        v.of(first, "env_platform", env + ["platform"], "str")
+        v.of(first, "env_cpus", env + ["cpu_count"], "int")
+        v.of(first, "env_java", env + ["java"], "str")
+        for pkg in ("simpy", "numpy", "pyspark", "rocksdict", "matplotlib"):
+            v.of(first, f"pkg_{pkg}", env + ["packages", pkg], "str")
+        v.of(first, "env_commit", env + ["git", "commit"], "str")
+    # do all runs share one environment?
+    def fingerprint(run: Run) -> tuple:
+        e = run.doc.get("environment", {})
+        return (e.get("python"), e.get("platform"), e.get("cpu_count"), json.dumps(e.get("packages"), sort_keys=True))
+    prints = {fingerprint(r) for r in runs + ([explorer] if explorer else [])}
+    commits = sorted({(lookup(r.doc, ["environment", "git", "commit"]) or "?")[:10]
+                      for r in runs + ([explorer] if explorer else [])})
+    dirty = any(lookup(r.doc, ["environment", "git", "dirty"]) for r in runs)
+    p.text("env_same", ("All runs recorded the same interpreter, platform, core count and package versions."
+                        if len(prints) <= 1 else
+                        "*The runs do not share one environment*: interpreters, platforms or package versions "
+                        "differ between them (each run's are in its results file).") +
+           " Source revisions: " + ", ".join(code(c) for c in commits) +
+           (" (some with uncommitted changes in the working tree)" if dirty else "") + ".")
+    # reproducibility table: every run, its mode, seeds, points and time
+    rows = []
+    for run in runs:
+        n = f"{key(run.experiment)}_{key(run.backend)}"
+        rows.append([esc(run.experiment), esc(BACKEND_NAME[run.backend]), esc(run.mode),
+                     v.of(run, f"repro_{n}_seeds", ["seeds"], "int", "len"),
+                     v.of(run, f"repro_{n}_points", ["points"], "int", "len"),
+                     v.of(run, f"repro_{n}_wall", ["wall_s"], "s"),
+                     esc(str(lookup(run.doc, ["started_at"]) or "")[:10])])
+    if explorer is not None:
+        rows.append(["explorer", "reference model", esc(explorer.mode), "",
+                     v.of(explorer, "repro_explorer_points", ["entries"], "int", "len"),
+                     v.of(explorer, "repro_explorer_wall", ["wall_s"], "s"),
+                     esc(str(lookup(explorer.doc, ["started_at"]) or "")[:10])])
+    p.tables["reproducibility"] = Table(["Experiment", "Backend", "Mode", "Seeds", "Points", "Wall time", "Date"],
+                                        rows, aligns=["left", "left", "left", "right", "right", "right", "left"])
+    v.add("repro_total_wall", [(r.file, ["wall_s"]) for r in runs] +
+          ([(explorer.file, ["wall_s"])] if explorer else []), "s", "sum")
+    # which results are in this build, in one sentence for the abstract and the introduction
+    present = sorted({r.backend for r in runs})
+    modes = sorted({r.mode for r in runs})
+    missing = [b for b in COMPARED if b not in present]
+    p.text("results_status",
+           "The numbers in this version come from " +
+           ", ".join(esc(THE[b]) for b in present) +
+           f" ({' and '.join(esc(m) for m in modes)} mode" + ("s" if len(modes) > 1 else "") + ")" +
+           ("; " + " and ".join(esc(THE[b]) for b in missing) +
+            " have no results in this build yet, and their cells read n/a" if missing else "") + ".")
+    p.text("quick_warning",
+           ("*Every run in this build is a quick run* (short inputs, one seed): the numbers show the pipeline and "
+            "the direction of each effect, not final magnitudes, which the full runs will give." if modes == ["quick"]
+            else
+            "Quick runs, where a table row says so, are short inputs with one seed." if "quick" in modes else
+            "All runs are full runs."))
+
+
+def verdict(measured: Sequence[float | None], low: float, high: float, *, up_to: bool = False) -> str:
+    """How measured values compare with a published value or range (fractions or ratios, all positive claims).
+
+    ``up_to``: the claim is a ceiling ("up to 25%"), so anything above zero and at most ``high`` reproduces it.
+    """
+    values = [m for m in measured if m is not None]
+    if not values:
+        return "not measured"
+    if min(values) <= 0:
+        return "not reproduced (no gain)"
+    if up_to:
+        return "reproduced" if max(values) <= high else "direction; larger than published"
+    if min(values) >= low and max(values) <= high:
+        return "reproduced"
+    if max(values) < low:
+        return "direction; smaller"
+    if min(values) > high:
+        return "direction; larger"
+    return "partly within"
+
+
+def section_summary(p: Paper) -> None:
+    """One row per published claim: the published value, each backend's measurement, and how they compare."""
+    v = p.v
+    pub = logical(p.results.root / "published.json")
+    claims = p.results.at(pub)["claims"]
+
+    def frac(claim: str) -> tuple[float, float]:
+        c = claims[claim]
+        lo, hi = (c["low"], c["high"]) if "low" in c else (c["value"], c["value"])
+        return (lo / 100.0, hi / 100.0) if c["unit"] == "%" else (lo, hi)
+
+    def span(name: str, run: Run | None, keys: list[list[Any]], spec: str) -> tuple[str, list[float | None]]:
+        if run is None or not keys:
+            return "n/a", []
+        raws = [lookup(run.doc, k) for k in keys]
+        lo = v.add(f"{name}_min", [(run.file, k) for k in keys], spec, "min")
+        hi = v.add(f"{name}_max", [(run.file, k) for k in keys], spec, "max")
+        return (lo if lo == hi else f"{lo} to {hi}"), [_num(r) for r in raws]
+
+    rows = []
+
+    def missing(experiment: str, backend: str) -> str:
+        return "not applicable" if NOT_APPLICABLE.get((experiment, backend)) else "no results yet"
+
+    def row(label: str, claim_text: str, claim: str, cells: dict[str, tuple[str, list[float | None]]],
+            experiment: str, up_to: bool = False) -> None:
+        lo, hi = frac(claim)
+        out = [esc(label), claim_text]
+        verdicts = []
+        for backend in COMPARED:
+            text, values = cells.get(backend, (missing(experiment, backend), []))
+            out.append(text)
+            if values:
+                verdicts.append(f"{BACKEND_NAME[backend]}: {verdict(values, lo, hi, up_to=up_to)}")
+        out.append(esc("; ".join(verdicts)) if verdicts else "not measured yet")
+        rows.append(out)
+
+    def om(config: str) -> dict[str, tuple[str, list[float | None]]]:
+        out = {}
+        for backend in COMPARED:
+            run = p.run("offset-management", backend)
+            if run is not None:
+                keys = [["summary", "rates", r, config, "cut_p50"] for r in run.doc["summary"]["rates"]]
+                out[backend] = span(f"sum_om_{key(config)}_{key(backend)}", run, keys, "pct")
+        return out
+
+    row("async log purge: p50 cut", v.entries["pub_om_cut_purge"]["text"], "om_cut_purge", om("async-purge"),
+        "offset-management")
+    row("async progress: p50 cut", v.entries["pub_om_cut_progress"]["text"], "om_cut_progress",
+        om("async-progress"), "offset-management")
+    row("both: p50 cut", v.entries["pub_om_cut_both"]["text"], "om_cut_both", om("both"), "offset-management")
+
+    def pipe(field: str) -> dict[str, tuple[str, list[float | None]]]:
+        out = {}
+        for backend in COMPARED:
+            run = p.run("pipelining", backend)
+            if run is not None:
+                keys = [["summary", "rows", k, field] for k in run.doc["summary"]["rows"]]
+                out[backend] = span(f"sum_pipe_{field}_{key(backend)}", run, keys, "x")
+        return out
+
+    row("pipelining: throughput, default depth", v.entries["pub_pipe_speedup"]["text"], "pipe_speedup",
+        pipe("speedup"), "pipelining")
+    row("pipelining: throughput, deeper pipeline", v.entries["pub_pipe_speedup"]["text"], "pipe_speedup",
+        pipe("speedup_deep"), "pipelining")
+
+    def asc(field: str, spec: str) -> dict[str, tuple[str, list[float | None]]]:
+        out = {}
+        for backend in COMPARED:
+            run = p.run("async-state-checkpoint", backend)
+            if run is not None:
+                if field == "rerun":
+                    keys = [["summary", "price", "async", "rerun_batches_max", "max"]]
+                else:
+                    keys = [["summary", "sizes", k, field] for k in run.doc["summary"]["sizes"]]
+                out[backend] = span(f"sum_asc_{field}_{key(backend)}", run, keys, spec)
+        return out
+
+    row("async state checkpointing: mean batch cut", "up to " + v.entries["pub_asc_mean_cut"]["text"],
+        "asc_mean_cut", asc("mean_cut", "pct"), "async-state-checkpoint", up_to=True)
+    row("async state checkpointing: batches re-run", v.entries["pub_asc_rerun"]["text"], "asc_rerun",
+        asc("rerun", "int"), "async-state-checkpoint")
+    run = p.run("changelog-checkpointing", "sim")
+    cells = {}
+    if run is not None:
+        c = ["summary", "comparison"]
+        ratio = v.add("sum_cl_ratio_sim", [(run.file, c + ["commit_p50_snapshot_ms"]),
+                                           (run.file, c + ["commit_p50_changelog_ms"])], "x", "ratio")
+        raw = DERIVATIONS["ratio"]([lookup(run.doc, c + ["commit_p50_snapshot_ms"]),
+                                    lookup(run.doc, c + ["commit_p50_changelog_ms"])])
+        cells["sim"] = (ratio, [raw])
+    flink = claims["flink_ckpt_p50_full_ms"]["value"] / claims["flink_ckpt_p50_changelog_ms"]["value"]
+    out = [esc("changelog: full over changelog commit (Flink)"), v.entries["pub_flink_ckpt_ratio"]["text"]]
+    for backend in COMPARED:
+        out.append(cells.get(backend, (missing("changelog-checkpointing", backend), []))[0])
+    out.append(esc(f"simulator: {verdict(cells['sim'][1], flink, flink)}") if "sim" in cells else "not measured yet")
+    rows.append(out)
+    p.tables["summary"] = Table(["Claim", "Published", "Simulator", "PySpark engine", "Native Spark", "Verdict"],
+                                rows, aligns=["left", "right", "right", "right", "right", "left"],
+                                widths=["auto", "auto", "auto", "auto", "auto", "1fr"])
+
+
+def section_profiles(p: Paper) -> None:
+    """The storage latencies of the two shipped cost profiles, as the results files recorded them."""
+    v = p.v
+    sources = {"lightspeed_cluster": p.run("offset-management", "sim"), "local_spark": p.run("fault-matrix", "sim")}
+    rows = []
+    for parameter, spec, label in (("small_write_ms", "ms1", "small write"), ("rename_ms", "ms1", "rename"),
+                                   ("list_ms", "ms1", "listing"), ("delete_ms", "ms1", "delete"),
+                                   ("read_ms", "ms1", "read"), ("bandwidth_mb_per_s", "int", "bandwidth (MB/s)"),
+                                   ("jitter_sigma", "num1", "jitter (log-normal shape)")):
+        row = [esc(label)]
+        for profile, run in sources.items():
+            index = None if run is None else next(
+                (i for i, r in enumerate(run.doc["points"])
+                 if (r["point"].get("profile") or {}).get("name") == profile), None)
+            name = f"profile_{profile}_{parameter}"
+            row.append(v.absent(name) if index is None else
+                       v.of(run, name, ["points", index, "point", "profile", "storage", parameter], spec))
+        rows.append(row)
+    p.tables["profiles"] = Table(["Storage operation", "lightspeed_cluster", "local_spark"], rows)
+
+
+def section_commands(p: Paper) -> None:
+    """The commands of the reproducibility appendix, from collect_results.py's table of runs."""
+    sys.path.insert(0, str(PAPER))
+    import collect_results  # noqa: E402 - paper/ is not a package
+    rows = []
+    for run in collect_results.RUNS:
+        rows.append([esc(run.experiment), esc(BACKEND_NAME[run.backend]),
+                     code(f"lightspeed experiment {run.experiment} --backend {run.backend} --no-spark")])
+    p.tables["commands"] = Table(["Experiment", "Backend", "Command (full mode; add --quick for the quick one)"],
+                                 rows, aligns=["left", "left", "left"], widths=["auto", "auto", "1fr"])
+
+
+# ---------------------------------------------------------------- output
+
+
+def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Path]]:
+    """Every generated file's text by name, and the figures to copy (target name -> source PNG)."""
+    p = Paper(Results(results_root))
+    section_published(p)
+    section_environment(p)
+    backlog_summary(p)
+    section_offset_management(p)
+    section_pipelining(p)
+    section_async_state(p)
+    section_changelog(p)
+    section_interval(p)
+    section_calibration(p)
+    section_fault_matrix(p)
+    section_explorer(p)
+    section_mutation_and_zoo(p)
+    section_commands(p)
+    section_summary(p)
+    section_profiles(p)
+
+    header = "// Generated by paper/build.py from paper/results/. Do not edit: run `make paper`.\n"
+    numbers = [header, "#let v = ("]
+    for name in sorted(p.v.entries):
+        numbers.append(f"  {name}: {tstr(p.v.entries[name]['text'])},")
+    numbers.append(")\n")
+    numbers.append("#let t = (")
+    for name in sorted(p.t):
+        numbers.append(f"  {name}: [{p.t[name]}],")
+    numbers.append(")\n")
+    tables = [header]
+    for name in sorted(p.tables):
+        tables.append(f"#let table_{name} = {p.tables[name].typst()}\n")
+    figures_typ = [header]
+    copies: dict[str, Path] = {}
+    manifest = {}
+    for name in sorted(p.figures):
+        # figs_NAME(caption, name): one floating figure per backend; the first carries the label
+        figures = []
+        for i, (suffix, images) in enumerate(p.figures[name]):
+            stack = []
+            for png, width in images:
+                target = f"{png.parent.parent.name}__{png.parent.name}__{png.name}"
+                copies[target] = png
+                manifest[target] = {"source": logical(png), "sha256": hashlib.sha256(png.read_bytes()).hexdigest()}
+                stack.append(f"image(\"../figures/{target}\", width: {width})")
+            body = f"stack(spacing: 6pt, {', '.join(stack)})"
+            figure = f"figure({body}, placement: auto, caption: [#caption {suffix}])"
+            figures.append(f"  [#{figure} #label(name)]" if i == 0 else f"  {figure}")
+        if not figures:
+            figures.append("  [#figure(block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: no results of this "
+                           "experiment are in this build._], caption: caption) #label(name)]")
+        figures_typ.append(f"#let figs_{name}(caption, name) = {{\n" + "\n".join(figures) + "\n}\n")
+    provenance = {name: p.v.entries[name] for name in sorted(p.v.entries)}
+    files = {
+        "numbers.typ": "\n".join(numbers),
+        "tables.typ": "\n".join(tables),
+        "figures.typ": "\n".join(figures_typ),
+        "provenance.json": json.dumps(provenance, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+        "figures.json": json.dumps(manifest, indent=1, sort_keys=True) + "\n",
+    }
+    return files, copies
+
+
+def write(files: dict[str, str], copies: dict[str, Path], paper_dir: Path = PAPER) -> None:
+    """Write the generated files and the figure copies under ``paper_dir`` (``generated/``, ``figures/``)."""
+    generated, figures = paper_dir / "generated", paper_dir / "figures"
+    generated.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (generated / name).write_text(text)
+    figures.mkdir(exist_ok=True)
+    for old in figures.glob("*.png"):
+        if old.name not in copies:
+            old.unlink()
+    for target, source in copies.items():
+        shutil.copyfile(source, figures / target)
+
+
+def check(results_root: Path = RESULTS, generated: Path = GENERATED) -> list[str]:
+    """What differs between the committed generated files and what the results give now (empty: up to date)."""
+    files, copies = generate(results_root)
+    problems = []
+    for name, text in files.items():
+        path = generated / name
+        if not path.exists():
+            problems.append(f"{rel(path) if path.is_relative_to(ROOT) else path}: missing")
+        elif path.read_text() != text:
+            problems.append(f"{name}: differs from what paper/build.py generates from {results_root}")
+    for target, source in copies.items():
+        copy = FIGURES / target
+        if not copy.exists() or copy.read_bytes() != source.read_bytes():
+            problems.append(f"figures/{target}: not a byte copy of {logical(source)}")
+    return problems
+
+
+def compile_pdf(paper_dir: Path = PAPER, output: Path = PDF) -> float:
+    """Compile the paper with Typst (its embedded fonts only, so every machine sets the same text)."""
+    import typst
+    started = time.perf_counter()
+    typst.compile(str(paper_dir / MAIN.name), output=str(output), root=str(paper_dir), ignore_system_fonts=True)
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pdf", action="store_true", help="also compile paper/lightspeed-ref.pdf with Typst")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if the committed generated files are not what the results give now")
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = check()
+        for line in problems:
+            print(line)
+        print("generated files are up to date" if not problems else "run `make paper` and commit paper/generated/")
+        return 1 if problems else 0
+    started = time.perf_counter()
+    files, copies = generate()
+    write(files, copies)
+    values = json.loads(files["provenance.json"])
+    print(f"paper/generated: {len(values)} values, {len(copies)} figures "
+          f"({time.perf_counter() - started:.1f} s)")
+    if args.pdf:
+        seconds = compile_pdf()
+        print(f"{rel(PDF)} written ({seconds:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""Regenerate the results files the paper reads (``make paper-results``).
+
+Every number and figure in the paper comes from a file under
+``paper/results/``; this script makes those files. It runs each experiment
+of ``RUNS`` (the single table of what the paper reports: experiment, backend,
+mode) through the project's own command line, and copies the run's
+``results.json``, figures and artifacts into
+``paper/results/<experiment>/<backend>-<mode>/``. It also runs the
+exhaustive explorer on the example scenarios (``EXPLORER_RUNS``) and writes
+``paper/results/explorer/<mode>/results.json``.
+
+A run that fails its sanity checks is still copied (the paper reports what
+was measured, checks included); a run whose backend is not available here
+(exit status 3) or that crashed leaves the previous results in place and is
+reported at the end.
+
+The paper's settings are the experiments' full modes on every backend the
+paper compares: hours on a small machine, most of it on Spark. ``--quick``
+runs the quick modes instead (minutes, what CI-sized checks use), and
+``--backends sim`` keeps to the simulator (and the reference model, which
+the fault matrix and the explorer always include). Spark results added by
+hand in the same layout are picked up by ``paper/build.py`` as they are.
+
+Usage::
+
+    python paper/collect_results.py [--quick] [--backends sim,spark,spark-native] [--only NAME ...]
+                                    [--seeds N] [--dry-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "paper" / "results"
+SCENARIOS = ROOT / "experiments" / "scenarios"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One experiment run the paper reports: ``lightspeed experiment NAME --backend BACKEND [--quick]``."""
+
+    experiment: str
+    backend: str
+    # the rough wall-clock time of the full mode on a 2-core machine, for the warning printed up front
+    full_minutes: float
+    quick_minutes: float
+
+    def out_dir(self, quick: bool) -> Path:
+        return RESULTS / self.experiment / f"{self.backend}-{'quick' if quick else 'full'}"
+
+
+# The single table of the runs behind the paper (section numbers are the paper's).
+# Times: the earlier sessions' measurements where there are some (fault-matrix spark full: 14 min;
+# offset-management spark full, one seed: 12 min), otherwise estimates from the points' durations.
+RUNS: tuple[Run, ...] = (
+    Run("offset-management", "sim", 10, 0.5),            # 6.1 offset management
+    Run("offset-management", "spark", 40, 3),
+    Run("offset-management", "spark-native", 40, 3),
+    Run("pipelining", "sim", 15, 1),                     # 6.2 pipelining
+    Run("pipelining", "spark", 30, 4),
+    Run("async-state-checkpoint", "sim", 20, 1),         # 6.3 async state checkpointing
+    Run("async-state-checkpoint", "spark", 30, 4),
+    Run("changelog-checkpointing", "sim", 20, 1),        # 6.4 changelog vs snapshot/delta
+    Run("checkpoint-interval", "sim", 60, 3),            # 6.5 checkpoint interval vs Young
+    Run("calibration", "spark", 60, 5),                  # 6.6 calibration error
+    Run("calibration", "spark-native", 60, 5),
+    Run("fault-matrix", "sim", 10, 1),                   # 7 correctness: reference and simulator
+    Run("fault-matrix", "spark", 15, 3),                 # ... plus the PySpark engine
+    Run("fault-matrix", "spark-native", 15, 3),          # ... plus Spark's own Structured Streaming
+)
+
+
+@dataclass(frozen=True)
+class ExplorerRun:
+    """The explorer on one example scenario, optionally with the engine modes changed (section 3)."""
+
+    label: str
+    scenario: str                       # a file in experiments/scenarios
+    engine: dict[str, Any]              # merged over the scenario's engine section
+    operator: dict[str, Any] | None = None
+
+
+_RUNNING_COUNT = "running-count-crash-after-wal.json"
+EXPLORER_RUNS: tuple[ExplorerRun, ...] = (
+    ExplorerRun("sync, async purge (example)", _RUNNING_COUNT, {}),
+    ExplorerRun("sync, inline purge", _RUNNING_COUNT, {"log_purge": {"mode": "inline", "min_batches_to_retain": 3}}),
+    ExplorerRun("async state checkpointing", _RUNNING_COUNT, {"state_checkpoint": "async"}),
+    ExplorerRun("pipelining, depth 2", _RUNNING_COUNT, {"pipelining": True}),
+    ExplorerRun("pipelining, depth 3", _RUNNING_COUNT, {"pipelining": True, "pipeline_depth": 3}),
+    ExplorerRun("delta provider", _RUNNING_COUNT, {"state_store": {"provider": "delta", "min_deltas_for_snapshot": 2,
+                                                                    "maintenance_interval_ms": 200}}),
+    ExplorerRun("snapshot provider", _RUNNING_COUNT, {"state_store": {"provider": "snapshot",
+                                                                       "min_deltas_for_snapshot": 2,
+                                                                       "maintenance_interval_ms": 200}}),
+    ExplorerRun("async progress, stateless (example)", "stateless-async-progress.json", {}),
+    ExplorerRun("window, async state (example)", "window-async-state-crash.json", {}),
+)
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def run_experiment(run: Run, quick: bool, seeds: int | None, dry_run: bool) -> dict[str, Any]:
+    """Run one experiment into a scratch directory, then copy its files into paper/results."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"paper-{run.experiment}-{run.backend}-"))
+    cmd = [sys.executable, "-m", "experiments.cli", "experiment", run.experiment, "--backend", run.backend,
+           "--no-spark", "--out", str(scratch)]
+    if quick:
+        cmd.append("--quick")
+    if seeds is not None:
+        cmd += ["--seeds", str(seeds)]
+    _say("   $ " + " ".join(cmd[1:]))
+    if dry_run:
+        return {"status": "dry-run", "seconds": 0.0}
+    started = time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env)
+    seconds = time.perf_counter() - started
+    status = {0: "ok", 1: "checks failed (copied)", 2: "bad input", 3: "backend not available"}.get(
+        proc.returncode, f"exit {proc.returncode}")
+    results = scratch / "results.json"
+    if proc.returncode in (0, 1) and results.exists():
+        target = run.out_dir(quick)
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        for path in sorted(scratch.iterdir()):
+            if path.is_file():
+                shutil.copy2(path, target / path.name)
+        _say(f"   -> {target.relative_to(ROOT)}")
+    else:
+        status += "; previous results kept"
+    shutil.rmtree(scratch, ignore_errors=True)
+    return {"status": status, "seconds": seconds}
+
+
+def run_explorer(quick: bool, dry_run: bool) -> dict[str, Any]:
+    """The explorer on every ``EXPLORER_RUNS`` entry: crash cuts, schedules, distinct checkpoints, time."""
+    sys.path.insert(0, str(ROOT))
+    from reference.explorer import explore, first_graph, writing_cuts, Model
+    from reference.scenario import Scenario
+    depth = 1 if quick else 2
+    entries = []
+    started = time.perf_counter()
+    for item in EXPLORER_RUNS:
+        raw = json.loads((SCENARIOS / item.scenario).read_text())
+        raw["engine"] = _merge(raw.get("engine", {}), item.engine)
+        if item.operator:
+            raw["query"]["operator"] = item.operator
+        raw["faults"] = []
+        scenario = Scenario.from_dict(raw)
+        _say(f"   explore {item.label} ({item.scenario}, depth {depth})")
+        if dry_run:
+            continue
+        cuts = sum(1 for _ in writing_cuts(first_graph(scenario, Model())))
+        report = explore(scenario, depth=depth)
+        entries.append({
+            "label": item.label, "scenario": item.scenario, "engine": raw["engine"],
+            "operator": raw["query"]["operator"]["kind"], "depth": depth,
+            "batches": raw["source"]["batches"], "partitions": raw["source"]["partitions"],
+            "state_partitions": raw["query"]["state_partitions"],
+            "crash_cuts": cuts, "schedules": report.schedules, "distinct_checkpoints": report.distinct_checkpoints,
+            "violations": len(report.violations), "truncated": report.truncated,
+            "seconds": round(report.seconds, 3),
+            "schedules_per_s": round(report.schedules / report.seconds, 3) if report.seconds else None})
+        _say(f"     {report.summary()}; {cuts} crash cuts")
+    seconds = time.perf_counter() - started
+    if dry_run:
+        return {"status": "dry-run", "seconds": 0.0}
+    sys.path.insert(0, str(ROOT))
+    from experiments.runner import RunContext, environment
+    document = {"experiment": "explorer", "mode": "quick" if quick else "full", "depth": depth,
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": round(seconds, 3),
+                "environment": environment(RunContext(executor="inline")), "entries": entries}
+    target = RESULTS / "explorer" / f"reference-{'quick' if quick else 'full'}"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "results.json").write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    _say(f"   -> {(target / 'results.json').relative_to(ROOT)}")
+    return {"status": "ok" if not any(e["violations"] for e in entries) else "violations found", "seconds": seconds}
+
+
+def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(base))
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the experiments' quick modes (minutes, not hours)")
+    parser.add_argument("--backends", default="sim,spark,spark-native",
+                        help="comma-separated backends to run (default: every backend the paper compares)")
+    parser.add_argument("--only", action="append", default=None, metavar="NAME",
+                        help="only this experiment (repeatable; 'explorer' for the explorer)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per point (default: the experiment's)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    args = parser.parse_args(argv)
+    backends = {b.strip() for b in args.backends.split(",") if b.strip()}
+    known = {r.backend for r in RUNS}
+    if backends - known:
+        parser.error(f"--backends: unknown {', '.join(sorted(backends - known))}; known: {', '.join(sorted(known))}")
+    runs = [r for r in RUNS if r.backend in backends and (not args.only or r.experiment in args.only)]
+    with_explorer = not args.only or "explorer" in args.only
+    minutes = sum(r.quick_minutes if args.quick else r.full_minutes for r in runs) + (1 if args.quick else 10) * \
+        with_explorer
+    mode = "quick" if args.quick else "full (the paper's settings)"
+    _say(f"paper results: {len(runs)} experiment runs{' and the explorer' if with_explorer else ''}, {mode} mode, "
+         f"backends {', '.join(sorted(backends))}.")
+    _say(f"This takes long: roughly {minutes:.0f} minutes on a 2-core machine"
+         + ("" if args.quick else " (most of it on Spark)") + ". Results go to paper/results/.")
+    log = []
+    started = time.perf_counter()
+    for i, run in enumerate(runs, 1):
+        elapsed = time.perf_counter() - started
+        _say(f"[{i}/{len(runs)}] {run.experiment} on {run.backend} ({elapsed / 60:.1f} min elapsed)")
+        outcome = run_experiment(run, args.quick, args.seeds, args.dry_run)
+        _say(f"   {outcome['status']} in {outcome['seconds']:.0f} s")
+        log.append({"run": f"{run.experiment} {run.backend}", **outcome})
+    if with_explorer:
+        _say("[explorer] every crash cut and single fault of the example scenarios")
+        outcome = run_explorer(args.quick, args.dry_run)
+        _say(f"   {outcome['status']} in {outcome['seconds']:.0f} s")
+        log.append({"run": "explorer", **outcome})
+    total = time.perf_counter() - started
+    _say(f"done in {total / 60:.1f} min:")
+    for entry in log:
+        _say(f"   {entry['run']:<40} {entry['status']:<40} {entry['seconds']:>7.0f} s")
+    _say("now run `make paper` to rebuild the paper from paper/results/")
+    bad = [e for e in log if not (e["status"].startswith("ok") or e["status"].startswith("checks")
+                                  or e["status"] == "dry-run")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
