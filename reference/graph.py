@@ -9,7 +9,8 @@ exactly the freedom the graph leaves:
 - sync: batch b+1 plans after ``source_commit`` of b;
 - async progress: offset and commit log writes are background steps, tasks do
   not wait for the offset log;
-- async purge: purge rounds run in the background, at most one outstanding;
+- async purge: purge rounds run in the background, in order; a timed backend
+  skips a round while the previous one still runs (Spark's ``AsyncLogPurge``);
 - async state checkpointing: ``changelog_write``/``state_commit`` of b are
   background steps; b+1 may start, b+2 may not until b's state is durable;
 - pipelining: partition p of b+1 starts when partition p of b finished; batch
@@ -96,11 +97,14 @@ class GraphShape:
             plan_deps += [n("source_commit", prev)]
         if self.async_progress:
             plan_deps += [n("offset_log_write", b - lag), n("commit_log_write", b - lag)]
-        if self.async_purge:
-            plan_deps.append(n("purge", prev2))
+        # purge follows the offset log write (Spark: markMicroBatchStart, then purge); under async progress
+        # that write is only queued, so purge does not wait for it to land. Rounds stay in order; a timed
+        # backend skips an async round while the previous one still runs (AsyncLogPurge), so planning never
+        # waits for purge.
+        purge_after = n("plan", b) if self.async_progress else n("offset_log_write", b)
         out = [Node(n("plan", b), tuple(plan_deps)),
                Node(n("offset_log_write", b), (n("plan", b), n("offset_log_write", prev)), self.async_progress),
-               Node(n("purge", b), (n("offset_log_write", b), n("purge", prev)), self.async_purge)]
+               Node(n("purge", b), (purge_after, n("purge", prev)), self.async_purge)]
         gate = [n("plan", b)] if self.async_progress else [n("offset_log_write", b)]
         if not self.async_purge:
             gate.append(n("purge", b))

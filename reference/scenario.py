@@ -275,7 +275,7 @@ class OperatorSpec:
 class EngineConfig:
     progress_mode: str = "sync"
     checkpoint_interval_ms: int = 1000
-    log_purge_mode: str = "inline"
+    log_purge_mode: str = "async"   # Spark's default since 3.4 (spark.sql.streaming.asyncLogPurge.enabled)
     min_batches_to_retain: int = 100
     provider: str = "changelog"
     min_deltas_for_snapshot: int = 10
@@ -293,7 +293,7 @@ class EngineConfig:
         progress, purge, store = o.obj("progress", {}), o.obj("log_purge", {}), o.obj("state_store", {})
         cfg = EngineConfig(
             progress.choice("mode", ("sync", "async"), "sync"), progress.int("checkpoint_interval_ms", 1000),
-            purge.choice("mode", ("inline", "async"), "inline"), purge.int("min_batches_to_retain", 100, minimum=1),
+            purge.choice("mode", ("inline", "async"), "async"), purge.int("min_batches_to_retain", 100, minimum=1),
             store.choice("provider", PROVIDERS, "changelog"), store.int("min_deltas_for_snapshot", 10, minimum=1),
             store.int("maintenance_interval_ms", 60000, minimum=1),
             o.choice("state_checkpoint", ("sync", "async"), "sync"), o.bool("pipelining", False),
