@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from . import layout
 from .faults import SealedVersion, sealed_versions
@@ -94,8 +94,9 @@ class Incarnation:
     snapshot_format: str | None = None   # a backend whose stores write another snapshot format names it
 
     def __init__(self, scenario: Scenario, data: SourceData, storage: Storage, restart: RestartPlan,
-                 number: int, observer: Observer):
+                 number: int, observer: Observer, *, recorded_cuts: Mapping[int, tuple[int, ...]] | None = None):
         self.sc, self.data, self.storage, self.number = scenario, data, storage, number
+        self.recorded_cuts = dict(recorded_cuts or {})   # batch -> end offsets another backend chose
         self.cfg = scenario.engine
         self.obs = observer
         self.ops = scenario.operator.flatten()
@@ -130,7 +131,8 @@ class Incarnation:
         self.plan_batches(restart)
 
     def plan_batches(self, restart: RestartPlan) -> None:
-        """Every batch this incarnation will run: the logged ones to re-run, then the input's own cuts."""
+        """Every batch this incarnation will run: the logged ones to re-run, then the cuts another backend
+        recorded (``recorded_cuts``, to replay its boundaries), then the untimed clock's own cuts."""
         start, b = restart.start_offsets, restart.first_batch
         totals = tuple(self.data.totals)
         while True:
@@ -138,7 +140,8 @@ class Incarnation:
                 s, e = restart.fixed_offsets[b]
                 plan = BatchPlan(b, tuple(s), tuple(e), rerun=True)
             else:
-                end = tuple(max(x, y) for x, y in zip(self.data.planned_end_offsets(b), start))
+                cut = self.recorded_cuts.get(b) or tuple(self.data.planned_end_offsets(b))
+                end = tuple(max(x, y) for x, y in zip(cut, start))
                 plan = BatchPlan(b, tuple(start), end)
             self.plans[b] = plan
             start = plan.end

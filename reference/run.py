@@ -14,7 +14,7 @@ step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Mapping, NoReturn
 
 from .engine import DriverCrash, Incarnation, QueryFailure
 from .faults import FaultBook, apply_fault, zombie_landings
@@ -165,8 +165,10 @@ class Run:
 
     def __init__(self, scenario: Scenario, *, schedule: Schedule | None = None,
                  incarnation_class: type[Incarnation] = Incarnation,
-                 plan_restart_fn: PlanRestart = plan_restart, storage: DurableStorage | None = None):
+                 plan_restart_fn: PlanRestart = plan_restart, storage: DurableStorage | None = None,
+                 recorded_cuts: Mapping[int, tuple[int, ...]] | None = None):
         self.scenario, self.schedule = scenario, schedule
+        self.recorded_cuts = recorded_cuts
         self.incarnation_class = incarnation_class
         self.data = SourceData.of(scenario)
         self.storage = storage if storage is not None else DurableStorage()
@@ -182,7 +184,8 @@ class Run:
         return self.supervisor.finished
 
     def new_incarnation(self, number: int, restart: RestartPlan) -> Incarnation:
-        return self.incarnation_class(self.scenario, self.data, self.storage, restart, number, self.observer)
+        return self.incarnation_class(self.scenario, self.data, self.storage, restart, number, self.observer,
+                                      recorded_cuts=self.recorded_cuts)
 
     def life(self) -> None:
         """Run one incarnation to the end of input, a crash, or a fatal error."""
@@ -212,7 +215,17 @@ class Run:
 def run_scenario(scenario: Scenario, *, schedule: Schedule | None = None,
                  incarnation_class: type[Incarnation] = Incarnation,
                  plan_restart_fn: PlanRestart = plan_restart,
-                 storage: DurableStorage | None = None) -> FinishedRun:
-    """Run to the end of input through every fault and restart. Never raises for a fault."""
+                 storage: DurableStorage | None = None,
+                 recorded_cuts: Mapping[int, tuple[int, ...]] | None = None) -> FinishedRun:
+    """Run to the end of input through every fault and restart. Never raises for a fault.
+
+    ``recorded_cuts`` (batch -> end offsets) replays the boundaries a timed backend chose, so the
+    reference can be compared with it batch for batch.
+    """
     return Run(scenario, schedule=schedule, incarnation_class=incarnation_class,
-               plan_restart_fn=plan_restart_fn, storage=storage).finish()
+               plan_restart_fn=plan_restart_fn, storage=storage, recorded_cuts=recorded_cuts).finish()
+
+
+def recorded_cuts_of(outcome: Outcome) -> dict[int, tuple[int, ...]]:
+    """The boundaries an outcome records, as ``recorded_cuts`` for ``run_scenario``."""
+    return {b.id: b.end_offsets for b in outcome.batches}

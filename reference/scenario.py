@@ -287,6 +287,11 @@ class EngineConfig:
     # once batch b - pipeline_depth has committed. An extension of SPEC section 2, which leaves the
     # depth open; 2 (the default) is the protocol the SPEC's examples assume.
     pipeline_depth: int = 2
+    # Where timed backends cut explicit and rate sources (SPEC section 1, triggers): "trigger" plans each
+    # batch by Spark's trigger on the backend's own clock, with everything that has arrived by then;
+    # "fixed" cuts every batch_ms of arrival time on every backend, for deterministic differential tests.
+    # Generated sources always have fixed-size batches; the untimed reference always cuts on its clock.
+    batch_cuts: str = "trigger"
 
     @staticmethod
     def parse(o: _Obj) -> "EngineConfig":
@@ -297,7 +302,8 @@ class EngineConfig:
             store.choice("provider", PROVIDERS, "changelog"), store.int("min_deltas_for_snapshot", 10, minimum=1),
             store.int("maintenance_interval_ms", 60000, minimum=1),
             o.choice("state_checkpoint", ("sync", "async"), "sync"), o.bool("pipelining", False),
-            o.int("trigger_interval_ms", 0), o.int("pipeline_depth", 2, minimum=2))
+            o.int("trigger_interval_ms", 0), o.int("pipeline_depth", 2, minimum=2),
+            o.choice("batch_cuts", ("trigger", "fixed"), "trigger"))
         for part in (progress, purge, store, o):
             part.done()
         if cfg.pipeline_depth != 2 and not cfg.pipelining:
@@ -311,7 +317,8 @@ class EngineConfig:
                                 "maintenance_interval_ms": self.maintenance_interval_ms},
                 "state_checkpoint": self.state_checkpoint, "pipelining": self.pipelining,
                 "trigger_interval_ms": self.trigger_interval_ms,
-                **({"pipeline_depth": self.pipeline_depth} if self.pipeline_depth != 2 else {})}
+                **({"pipeline_depth": self.pipeline_depth} if self.pipeline_depth != 2 else {}),
+                **({"batch_cuts": self.batch_cuts} if self.batch_cuts != "trigger" else {})}
 
 
 # ----------------------------------------------------------------- faults
