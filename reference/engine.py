@@ -393,17 +393,27 @@ class Incarnation:
         record = self.obs.batches.setdefault(b, {})
         record["task_retries"] = record.get("task_retries", 0) + 1
 
-    def lose_executor(self, p: int) -> None:
-        """Every store cached on p's executor is gone; a pending async commit there fails the query."""
+    def lose_executor(self, p: int, failing: tuple[int, int] | None = None) -> None:
+        """Every store cached on p's executor is gone, with every version sealed there but not yet durable.
+
+        The failing task (``failing``: its batch and partition) is retried as any failed attempt. Another
+        task whose sealed version was lost: under async state checkpointing its commit was already handed to
+        the background and the query fails, as Spark fails it; under sync state checkpointing the task had
+        not finished, so Spark retries it too (the reference redoes its steps up to where it stood).
+        """
         executor = self.executor_of(p)
-        for (sid, q) in list(self.stores):
-            if self.executor_of(q) == executor:
-                store = self.stores.pop((sid, q))
-                pending = [t for (bb, qq), t in self.tasks.items()
-                           if qq == q and t.sealed and sid in t.sealed
-                           and t.sealed[sid].version not in store.durable_versions]
-                if pending:
-                    raise QueryFailure(f"executor {executor} lost with a pending state commit of partition {q}")
+        lost = [(sid, q) for (sid, q) in self.stores if self.executor_of(q) == executor]
+        durable = {key: self.stores.pop(key).durable_versions for key in lost}
+        stranded = sorted({(bb, qq) for (bb, qq), t in self.tasks.items() for (sid, q) in lost
+                           if qq == q and (bb, qq) != failing and sid in t.sealed
+                           and t.sealed[sid].version not in durable[(sid, q)]})
+        if stranded and self.cfg.state_checkpoint == "async":
+            raise QueryFailure(f"executor {executor} lost with a pending state commit of partition {stranded[0][1]}")
+        for bb, qq in stranded:
+            task = self.tasks[(bb, qq)]
+            reached = "changelog_write" if all(sid in task.written for sid in task.sealed) else "task_apply"
+            self.fail_task(bb, qq, f"executor {executor} lost")
+            self.retry_task_steps(bb, qq, reached)
 
     def retry_task_steps(self, b: int, p: int, upto: str) -> None:
         """Re-run the task's foreground steps from state_load through ``upto`` for the new attempt."""

@@ -151,7 +151,7 @@ class SequentialScheduler:
         self.inc.clock_skew_ms += ms
 
     def lose_executor(self, node: NodeId) -> None:
-        self.inc.lose_executor(node.partition)
+        self.inc.lose_executor(node.partition, (node.batch, node.partition))
 
     def plant_zombie(self, node: NodeId) -> None:
         self.in_place.plant_zombie(node)

@@ -87,7 +87,7 @@ class ClusterSubstrate:
         self.inc.clock_skew_ms += ms
 
     def lose_executor(self, node: NodeId) -> None:
-        self.inc.lose_executor(node.partition)
+        self.inc.lose_executor(node.partition, (node.batch, node.partition))
         self.extra_ms += self.inc.profile.executor_replacement_ms   # the retry waits for a new executor
 
     def plant_zombie(self, node: NodeId) -> None:
