@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
+import tempfile
+from pathlib import Path
 from typing import Any
 
 
@@ -30,3 +33,15 @@ def apply_writes(store: Any, state: dict[str, Any], writes: dict[str, Any]) -> d
             store.put(key, value)
             expected[key] = value
     return expected
+
+
+def scratch_directory(prefix: str) -> Path:
+    """A fresh temporary directory, in memory (``/dev/shm``) where the machine has it.
+
+    The state machines open and drop thousands of RocksDB instances; on a busy
+    shared disk each costs ~100 ms, in tmpfs ~3 ms. What they check is the
+    store's logic, not the disk's durability, so either place is valid.
+    """
+    in_memory = Path("/dev/shm")
+    parent = in_memory if in_memory.is_dir() and os.access(in_memory, os.W_OK) else None
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
