@@ -45,10 +45,10 @@ from .local_db import DEFAULT_LOCAL_ROOT, LocalWorkspace
 from .maintenance import MaintenancePool, default_pool
 from .manifest_index import ManifestIndex
 from .memory import MemoryBudget, MemoryUsage, shared_memory
-from .version_loader import LoadReport, VersionLoader
 from .snapshots import Snapshots
 from .sst_files import decode_manifest
 from .transaction import Transaction
+from .version_loader import LoadReport, VersionLoader
 
 PROVIDERS = ("changelog", "delta", "snapshot")
 
