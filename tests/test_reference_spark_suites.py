@@ -5,18 +5,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reference import layout
-from reference.logs import CommitEntry, OffsetEntry, log_batches, write_metadata
+from reference.catalogue import make
+from reference.faults import ZOMBIE_KEY
+from reference.logs import CommitEntry, OffsetEntry, log_batches, purge_logs, write_metadata
 from reference.oracles import check_outcome, failures
-from reference.outcome import build_outcome
 from reference.query import BatchBounds, run_sequential
 from reference.recovery import plan_restart
 from reference.retained import committed_chain, latest_lineage
-from reference.runner import ZOMBIE_KEY, Run, run_scenario
+from reference.run import Run, run_scenario
 from reference.scenario import EngineConfig
 from reference.sources import SourceData
 from reference.state_store import StateStore, load_version
 from reference.storage import DurableStorage
-from reference.catalogue import make
 
 
 def state_files(storage: DurableStorage, kind: str) -> list[int]:
@@ -119,7 +119,7 @@ def test_async_progress_offsets_0_2_5_commits_0_2_reruns_3_to_5_and_commits_0_2_
     assert plan.first_batch == 5 and plan.fixed_offsets == {5: (ends[2], ends[5])}
     result = run_scenario(sc, storage=storage)
     assert result.error is None
-    assert result.observer.recoveries[0]["rerun_batches"] == [3, 4, 5]
+    assert result.observer.recoveries[0].rerun_batches == (3, 4, 5)
     assert log_batches(result.storage, layout.COMMITS) == [0, 2, 5]
 
 
@@ -129,9 +129,9 @@ def test_a_zombie_write_from_a_failed_attempt_is_never_read_as_committed():
     result = run_scenario(sc)
     zombie = [p for p in result.storage.list("state/0/1/") if p.startswith("state/0/1/3_") and "a0" in p]
     assert zombie, "the zombie's file must have landed beside the retry's"
-    outcome = build_outcome(result)
+    outcome = result.outcome()
     assert failures(check_outcome(sc, outcome, result.storage)) == []
-    for per_part in outcome["state"].values():
+    for per_part in outcome.state.values():
         for versions in per_part.values():
             for pairs in versions.values():
                 assert ZOMBIE_KEY not in dict(map(tuple, pairs))
@@ -147,9 +147,6 @@ def test_engine_config_defaults_match_spark():
 def test_purge_before_any_commit_keeps_every_offset_entry():
     """With retention 1 and two batches in flight, purging before batch 0 commits must not drop offsets/0:
     a restart then re-runs from the first offset entry, and batch 0's input would be lost without it."""
-    from reference import layout
-    from reference.logs import OffsetEntry, log_batches, purge_logs
-    from reference.storage import DurableStorage
     storage = DurableStorage()
     for b in range(2):
         storage.write(layout.offset_path(b), OffsetEntry(b, (3 * b,), (3 * b + 3,)).encode())

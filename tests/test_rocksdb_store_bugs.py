@@ -19,6 +19,7 @@ from store_workloads import apply_writes
 
 from reference import layout
 from reference.changelog import decode_state_file
+from reference.state_store import StateStore as ReferenceStateStore
 from reference.state_store import load_version
 from reference.storage import CheckpointFormatError, DurableStorage, LocalStorage, StorageError
 from spark_impl.state_store import RocksDBStateStore
@@ -406,11 +407,99 @@ def test_spark_21696_corrupt_snapshot_falls_back_to_changelogs(stores, tmp_path,
         stores(storage).load(5, "u5")
 
 
+# SPARK-21696 on both stores. Each test below fails for a different broken fallback; the
+# history they share: versions 1..7 of lineage u1..u7, snapshots of 2, 4 and 6, and a
+# failed attempt's valid snapshot 5_z5 (another lineage) beside the committed version 5.
+@pytest.fixture(params=["rocksdb", "reference"])
+def open_store(request, stores):
+    """A store of either implementation over a given storage (the RocksDB ones are closed at the end)."""
+    def make(storage, min_deltas: int = 2) -> Any:
+        if request.param == "reference":
+            return ReferenceStateStore(storage, OP, PART, "changelog", min_deltas)
+        return stores(storage, min_deltas=min_deltas)
+    make.impl = request.param  # type: ignore[attr-defined]
+    return make
+
+
+def seven_versions_with_a_zombie_snapshot(open_store, storage) -> dict[int, dict]:
+    """Commit u1..u7 (snapshots of 2, 4, 6), then a failed attempt z5 snapshots its own version 5."""
+    store = open_store(storage)
+    truth: dict[int, dict] = {0: {}}
+    for v in range(1, 8):
+        truth[v] = apply(store, truth[v - 1], {f"k{v}": v, "k0": v, f"k{v - 2}": None})
+        store.commit(f"u{v}")
+        store.do_maintenance()
+    zombie = open_store(storage, min_deltas=1)
+    zombie.load(4, "u4")
+    apply(zombie, truth[4], {"zombie": 1})
+    zombie.commit("z5")
+    zombie.do_maintenance()
+    assert {f"{v}_u{v}.snapshot" for v in (2, 4, 6)} | {"5_z5.snapshot"} == \
+        {p.rsplit("/", 1)[-1] for p in snapshots(storage)}
+    return truth
+
+
+def corrupt(storage, path: str) -> None:
+    storage.write(path, storage.read(path)[:-5], overwrite=True)
+
+
+@pytest.mark.parametrize("damaged, base", [((6,), 4), ((6, 4), 2)])
+def test_spark_21696_falls_back_to_the_next_snapshot_down_its_own_lineage(open_store, tmp_path, damaged, base):
+    """Caught: a fallback that takes the newest snapshot below by version alone (5_z5, another
+    lineage: its zombie key shows), that goes below the next usable snapshot (the changelogs
+    there are gone), or that falls back only once."""
+    storage = LocalStorage(tmp_path / "ck")
+    truth = seven_versions_with_a_zombie_snapshot(open_store, storage)
+    for v in damaged:
+        corrupt(storage, f"state/agg/0/{v}_u{v}.snapshot")
+    for v in range(1, base + 1):
+        storage.delete(f"state/agg/0/{v}_u{v}.changelog")
+    fresh = open_store(storage)
+    fresh.load(7, "u7")
+    assert sorted(fresh.items()) == sorted(truth[7].items())
+    if open_store.impl == "rocksdb":
+        report = fresh.last_load
+        assert report.base_file == f"state/agg/0/{base}_u{base}.snapshot"
+        assert report.skipped_snapshots == tuple(f"state/agg/0/{v}_u{v}.snapshot" for v in damaged)
+        assert report.replayed == tuple(f"state/agg/0/{v}_u{v}.changelog" for v in range(base + 1, 8))
+
+
+def test_spark_21696_loading_the_damaged_version_itself_replays_its_own_changelog(open_store, tmp_path):
+    """Caught: a fallback that only works when the damaged snapshot lies below the version being
+    loaded (here it is that version: nothing is replayed yet when its snapshot fails)."""
+    storage = LocalStorage(tmp_path / "ck")
+    truth = seven_versions_with_a_zombie_snapshot(open_store, storage)
+    corrupt(storage, "state/agg/0/6_u6.snapshot")
+    for v in range(1, 5):
+        storage.delete(f"state/agg/0/{v}_u{v}.changelog")
+    fresh = open_store(storage)
+    fresh.load(6, "u6")
+    assert sorted(fresh.items()) == sorted(truth[6].items())
+    if open_store.impl == "rocksdb":
+        assert fresh.last_load.base_version == 4
+        assert fresh.last_load.replayed == ("state/agg/0/5_u5.changelog", "state/agg/0/6_u6.changelog")
+
+
+def test_spark_21696_another_attempts_changelog_is_no_fallback(open_store, tmp_path):
+    """Caught: a fallback that checks for a changelog of the damaged snapshot's version by version
+    alone. Only a failed attempt's 6_z6.changelog is there; reading it would build version 7 on
+    that attempt's state. The load must fail, naming the snapshot and the missing changelog."""
+    storage = LocalStorage(tmp_path / "ck")
+    seven_versions_with_a_zombie_snapshot(open_store, storage)
+    other = open_store(storage, min_deltas=100)
+    other.load(5, "u5")
+    apply(other, {}, {"k6": "zombie"})
+    other.commit("z6")
+    storage.delete("state/agg/0/6_u6.changelog")
+    corrupt(storage, "state/agg/0/6_u6.snapshot")
+    with pytest.raises(CheckpointFormatError, match=r"6_u6\.snapshot.*no changelog of version 6 to fall back on"):
+        open_store(storage).load(7, "u7")
+
+
 @pytest.mark.parametrize("impl", ["rocksdb", "reference"])
 def test_a_corrupt_snapshot_whose_older_changelogs_are_cleaned_up_is_named_in_the_error(stores, tmp_path, impl):
     """The fallback of SPARK-21696 needs the changelogs below the snapshot; cleanup may have deleted them.
     The load then fails, and the error names the corrupt snapshot (the cause), not only the missing file."""
-    from reference.state_store import StateStore as ReferenceStateStore
     storage = LocalStorage(tmp_path / "ck")
     make = (lambda: stores(storage, min_deltas=1)) if impl == "rocksdb" else \
         (lambda: ReferenceStateStore(storage, "agg", 0, "changelog", 1))

@@ -9,14 +9,15 @@ changelogs; and 32 stores in one process stay within the configured memory.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
-from store_workloads import random_changes
+from store_workloads import manifest_snapshot_readers, random_changes
 
 from reference.changelog import StateFileHeader, encode_state_file
-from reference.state_store import StateStore, load_version
-from reference.storage import DurableStorage, LocalStorage
+from reference.state_store import StateStore, apply_plan, load_version, plan_load
+from reference.storage import CheckpointFormatError, DurableStorage, LocalStorage
 from spark_impl.state_store import MemoryBudget, RocksDBStateStore, memory_usage, read_snapshot_records
 from spark_impl.state_store.changelog_codec import decode_raw, encode_state_file_raw
 
@@ -81,6 +82,26 @@ def test_recovery_uses_the_newest_snapshot_and_reference_reads_our_changelogs(tm
     snap = [p for p in storage.list() if p.endswith("8_" + p.rsplit("8_", 1)[-1]) and p.endswith(".snapshot")]
     assert read_snapshot_records(storage, OP, PART, snap[0], tmp_path / "verify") == live[8]
     fresh.close()
+
+
+def test_reference_loads_read_our_manifests_only_through_the_storage_readers(tmp_path: Path):
+    """SPEC section 5 (``reconstruction``) on a RocksDB checkpoint: the reference's loader decodes
+    our snapshot manifests when, and only when, the storage carries the manifest reader. Nothing
+    is registered process-wide: a storage without it fails, naming the manifest, even after the
+    reader was imported (and used) in this process."""
+    store = RocksDBStateStore(LocalStorage(tmp_path / "ck"), OP, PART, "changelog", 3, local_root=tmp_path / "live")
+    live = workload(store, random.Random(4), 9, 100)
+    store.do_maintenance()
+    store.close()
+    with_readers = LocalStorage(tmp_path / "ck", snapshot_readers=manifest_snapshot_readers())
+    plans = [plan_load(with_readers, OP, PART, v, None) for v in range(1, 10)]
+    based = [plan for plan in plans if plan.base_file is not None]
+    assert based, "precondition: some version loads from an uploaded manifest"
+    for plan in plans:  # apply_plan never falls back: a snapshot it cannot decode is an error
+        assert sorted(apply_plan(with_readers, plan).items()) == live[plan.version], plan.version
+    without_readers = LocalStorage(tmp_path / "ck")
+    with pytest.raises(CheckpointFormatError, match=re.escape(based[0].base_file)):
+        apply_plan(without_readers, based[0])
 
 
 def test_changelog_bytes_identical_to_reference(tmp_path: Path):

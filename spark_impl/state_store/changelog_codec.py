@@ -31,7 +31,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections import deque
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from reference.changelog import DELETE, END, FORMAT_VERSION, MAGIC, PUT, StateFileHeader, decode_header
 from reference.storage import CheckpointFormatError
@@ -58,7 +58,7 @@ _WHOLE_RECORD: dict[tuple[int, int, int], struct.Struct] = {}
 _WHOLE_RECORD_CACHE_LIMIT = 4096
 _BLOCK_RECORDS = 32        # records per Struct call in a long run of equal lengths
 _RUN_BEFORE_BLOCKS = 32    # records read whole in a row before blocks are tried
-_CONSUME = deque(maxlen=0).extend  # runs an iterator of sink calls at C speed
+_CONSUME: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator of sink calls at C speed
 
 
 def put_record(key: bytes, value: bytes) -> bytes:
@@ -146,7 +146,8 @@ class ChangelogBuffer:
         """The records of the changelog, in order (the buffer itself when no key was written twice)."""
         if not self.latest:
             return self.log
-        log, parts, pos = self.log, [], 0
+        log, pos = self.log, 0
+        parts: list[bytes | bytearray] = []
         for start, key in sorted((self.first[key], key) for key in self.latest):
             parts.append(log[pos:start])
             parts.append(self.latest[key])
@@ -157,7 +158,7 @@ class ChangelogBuffer:
     def changes(self) -> Iterator[RawChange]:
         """(key, value or None for a delete) in first-touch order, last write winning."""
         for key, start in self.first.items():
-            record = self.latest.get(key)
+            record: bytes | bytearray | None = self.latest.get(key)
             if record is None:
                 record = self.log[start:self._end_of(start, key)]
             yield key, None if record[0] == DELETE else bytes(record[9 + len(key):])
@@ -235,7 +236,7 @@ def _walk(data: bytes, pos: int, count: int, put: Callable[[bytes, bytes], objec
             raise _Malformed
         delete(key)
 
-    by_kind = [_bad_record] * 256
+    by_kind: list[Callable[[bytes, bytes], object]] = [_bad_record] * 256
     by_kind[PUT], by_kind[DELETE] = put, delete_empty
     key_head, whole, unpack_rec, unpack_u32 = _KEY_HEAD, _WHOLE_RECORD, _REC.unpack_from, _U32.unpack_from
     consume, block_records = _CONSUME, _BLOCK_RECORDS

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference import layout
-from reference.storage import CheckpointFormatError, Storage, StorageError
+from reference.storage import CheckpointFormatError, SnapshotReader, Storage, StorageError
 
 SST_FOLDER = "SSTs"
 
@@ -91,8 +91,9 @@ class FsspecStorage:
     is installed).
     """
 
-    def __init__(self, fs: Any, root: str):
+    def __init__(self, fs: Any, root: str, snapshot_readers: tuple[SnapshotReader, ...] = ()):
         self.fs, self.root = fs, root.rstrip("/")
+        self.snapshot_readers = snapshot_readers  # decoders of foreign snapshots, for the reference's loads
 
     def _full(self, path: str) -> str:
         if not path or path.startswith("/") or ".." in path.split("/"):

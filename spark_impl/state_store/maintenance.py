@@ -9,6 +9,7 @@ executor so a maintenance round that cleans up never waits on its own pool.
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Iterable, Protocol
@@ -43,7 +44,7 @@ class MaintenancePool:
             self._running[id(store)] = future
         # outside the lock: a round that already finished runs its callback right here, and the
         # callback takes the lock (inside it, a fast round deadlocked the submitting task)
-        future.add_done_callback(lambda f, key=id(store): self._forget(key, f))
+        future.add_done_callback(functools.partial(self._forget, id(store)))
         return future
 
     def _forget(self, key: int, future: Future) -> None:

@@ -194,27 +194,12 @@ def upload_checkpoint(storage: Storage, store: StoreId, checkpoint: LocalCheckpo
         full = root / name
         if not full.is_file():
             continue
-        size = full.stat().st_size
         if name.endswith(".sst"):
-            digest = checkpoint.hash_cache.get((name, size))
-            data: bytes | None = None
-            if digest is None:
-                data = full.read_bytes()
-                digest = content_hash(data)
-                checkpoint.hash_cache[(name, size)] = digest
-            identity = sst_identity(name, digest)
-            dfs_name = reusable.get(identity)
-            if dfs_name is None:
-                dfs_name = dfs_sst_name(name, digest, checkpoint.version)
-                storage.write(store.sst_path(dfs_name), data if data is not None else full.read_bytes(),
-                              overwrite=True)
-                reusable[identity] = dfs_name
-            ssts.append(SstEntry(name, dfs_name, size, digest))
-            local_files[dfs_name] = full
+            entry = _upload_sst(storage, store, checkpoint, full, reusable)
+            ssts.append(entry)
+            local_files[entry.dfs_name] = full
         else:
-            if size > MAX_INLINE_FILE_BYTES:
-                raise ValueError(f"{full}: {size} bytes is too large to inline in a snapshot manifest")
-            others.append(InlineFile(name, size, full.read_bytes()))
+            others.append(_inline_file(full))
     manifest = SnapshotManifest(checkpoint.version, checkpoint.uid, checkpoint.parent_uid,
                                 tuple(ssts), tuple(others))
     storage.write(manifest_path, manifest.encode(), overwrite=True)
@@ -224,6 +209,33 @@ def upload_checkpoint(storage: Storage, store: StoreId, checkpoint: LocalCheckpo
     for dfs_name in sorted(missing):
         storage.write(store.sst_path(dfs_name), local_files[dfs_name].read_bytes(), overwrite=True)
     return manifest
+
+
+def _upload_sst(storage: Storage, store: StoreId, checkpoint: LocalCheckpoint, full: Path,
+                reusable: dict[str, str]) -> SstEntry:
+    """Upload one local SST unless an identical one is reusable; ``reusable`` learns what was uploaded."""
+    name, size = full.name, full.stat().st_size
+    digest = checkpoint.hash_cache.get((name, size))
+    data: bytes | None = None
+    if digest is None:
+        data = full.read_bytes()
+        digest = content_hash(data)
+        checkpoint.hash_cache[(name, size)] = digest
+    identity = sst_identity(name, digest)
+    dfs_name = reusable.get(identity)
+    if dfs_name is None:
+        dfs_name = dfs_sst_name(name, digest, checkpoint.version)
+        storage.write(store.sst_path(dfs_name), data if data is not None else full.read_bytes(), overwrite=True)
+        reusable[identity] = dfs_name
+    return SstEntry(name, dfs_name, size, digest)
+
+
+def _inline_file(full: Path) -> InlineFile:
+    """A small non-SST file of the checkpoint (CURRENT, MANIFEST-*, OPTIONS-*), carried in the manifest."""
+    size = full.stat().st_size
+    if size > MAX_INLINE_FILE_BYTES:
+        raise ValueError(f"{full}: {size} bytes is too large to inline in a snapshot manifest")
+    return InlineFile(full.name, size, full.read_bytes())
 
 
 def restore_snapshot(storage: Storage, store: StoreId, manifest_path: str, expected_version: int,
