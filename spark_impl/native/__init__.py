@@ -36,7 +36,8 @@ How a scenario becomes a Spark query
   never duplicates it. At-least-once: every delivery is its own visible file.
 - Triggers: ``availableNow`` by default (untimed: all of the input is there, one
   file per batch, and the latency summary is empty). ``realtime=True`` feeds
-  batch b's file when its last record has arrived on the scenario's clock, uses a
+  batch b's file when its input has arrived on the scenario's clock
+  (``SourceData.input_ready_ms``, the rule of every timed backend), uses a
   processing-time trigger of ``trigger_interval_ms``, and reports end-to-end
   latency per record (creation to its batch's first sink commit) in the
   outcome's ``timing`` and batch durations as

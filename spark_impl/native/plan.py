@@ -81,12 +81,9 @@ class InputFiles:
         return [r for r in self.data.slice(self.start(batch), self.ends[batch]) if r.side == side]
 
     def ready_ms(self, batch: int) -> int:
-        """When batch ``batch`` is complete on the scenario's clock: its last record's arrival (ms)."""
-        times = [r.arrival_ms for r in self.data.slice(self.start(batch), self.ends[batch])]
-        kinds = {src.kind for src in self.scenario.sources.values()}
-        if kinds <= {"generated"}:
-            return max(times, default=0)
-        return (batch + 1) * max(src.batch_ms for src in self.scenario.sources.values())
+        """When batch ``batch`` is complete on the scenario's clock: the one rule of every timed backend
+        (``SourceData.input_ready_ms``, its last record's arrival)."""
+        return self.data.input_ready_ms(self.start(batch), self.ends[batch])
 
     def write(self, upto: int) -> None:
         """Make the files of batches ``< upto`` visible to Spark (each side's file, in batch order)."""
