@@ -130,10 +130,9 @@ class LocalCluster:
 
 def run_suite(scenario_paths: list[str], workers: int = 2) -> dict[str, Any]:
     """Run scenarios on the engine on a fresh standalone cluster; judge each and compare with the reference."""
-    from experiments.cli import first_difference
+    from reference.compare import first_difference
     from reference.oracles import check_outcome, failures
-    from reference.outcome import build_outcome
-    from reference.runner import run_scenario
+    from reference.run import run_scenario
     from reference.scenario import load_scenario
     from spark_impl.engine import run_spark
     from spark_impl.session import session, stop
@@ -149,16 +148,17 @@ def run_suite(scenario_paths: list[str], workers: int = 2) -> dict[str, Any]:
                 scenario = load_scenario(path)
                 work = Path(tempfile.mkdtemp(prefix="lightspeed-cluster-run-", dir=cluster.dir))
                 started = time.time()
-                outcome, storage = run_spark(scenario, spark=spark, workdir=work, pace=False)
-                bad = failures(check_outcome(scenario, outcome, storage))
-                reference = build_outcome(run_scenario(scenario))
+                result = run_spark(scenario, master=cluster.url, workdir=work, pace=False)
+                outcome, spark_details = result.outcome, result.outcome.details["spark"]
+                bad = failures(check_outcome(scenario, outcome, result.checkpoint))
+                reference = run_scenario(scenario).outcome()
                 report["cases"].append({
-                    "scenario": scenario.name, "error": outcome["error"],
+                    "scenario": scenario.name, "error": outcome.error,
                     "failed_oracles": [v.describe() for v in bad],
                     "difference": first_difference(reference, outcome, scenario.sink_mode),
-                    "wall_s": round(time.time() - started, 2), "tasks": outcome["spark"]["tasks"],
-                    "cache_hits": outcome["spark"]["cache_hits"], "executors": outcome["spark"].get("executors"),
-                    "recoveries": outcome["recoveries"]})
+                    "wall_s": round(time.time() - started, 2), "tasks": spark_details["tasks"],
+                    "cache_hits": spark_details["cache_hits"], "executors": spark_details.get("executors"),
+                    "recoveries": [r.to_dict() for r in outcome.recoveries]})
             report["executors_after"] = cluster.executor_pids()
         finally:
             stop()

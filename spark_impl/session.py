@@ -2,16 +2,21 @@
 
 Starting Spark costs about 10 s here, so the engine, the native adapter and the
 test suite all share the session this module makes. ``session()`` fails loudly
-when there is no Java: every Spark backend needs a JVM.
+when there is no Java: every Spark backend needs a JVM. ``missing()`` says
+what is missing without starting anything; ``backend_session`` turns a Spark
+that cannot start into the backend interface's ``BackendUnavailable``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
 import threading
 from typing import Any
+
+from reference.backend import BackendUnavailable
 
 DEFAULT_MASTER = "local[2]"
 _lock = threading.Lock()
@@ -23,13 +28,36 @@ class SparkUnavailable(RuntimeError):
     """There is no JVM (or no pyspark) to run Spark with."""
 
 
-def check_java() -> str:
+def _java() -> str | None:
     java = shutil.which("java") or (os.path.join(os.environ["JAVA_HOME"], "bin", "java")
                                     if os.environ.get("JAVA_HOME") else None)
-    if not java or not os.path.exists(java):
+    return java if java and os.path.exists(java) else None
+
+
+def check_java() -> str:
+    java = _java()
+    if java is None:
         raise SparkUnavailable("Java is not installed (no `java` on PATH and no JAVA_HOME): the spark and "
                                "spark-native backends need Java 17")
     return java
+
+
+def missing(*modules: str) -> str | None:
+    """What a Spark backend lacks here (Java, pyspark, or one of ``modules``), without starting Spark."""
+    if _java() is None:
+        return "Java (no `java` on PATH and no JAVA_HOME); the Spark backends need Java 17"
+    for name in ("pyspark", *modules):
+        if importlib.util.find_spec(name) is None:
+            return f"the Python package {name} (not importable)"
+    return None
+
+
+def backend_session(backend: str, master: str | None = None) -> Any:
+    """``session(master)`` for a backend: a Spark that cannot start here is ``BackendUnavailable``."""
+    try:
+        return session(master)
+    except SparkUnavailable as exc:
+        raise BackendUnavailable(backend, str(exc)) from exc
 
 
 def session(master: str | None = None, extra_conf: dict[str, str] | None = None) -> Any:
@@ -69,7 +97,11 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None)
             builder = builder.master(f"local[{_threads(wanted)},4]")
         for key, value in (extra_conf or {}).items():
             builder = builder.config(key, value)
-        _session = builder.getOrCreate()
+        try:
+            _session = builder.getOrCreate()
+        except Exception as exc:  # noqa: BLE001 - py4j and PySpark raise their own types when the JVM fails
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise SparkUnavailable(f"Spark did not start on {wanted}: {first}") from exc
         # task failures are part of the protocol (faults, retries); the engine reports what matters itself
         _session.sparkContext.setLogLevel("FATAL")
         _master = wanted

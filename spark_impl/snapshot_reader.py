@@ -1,25 +1,30 @@
-"""Lets the reference's loads and oracles read the RocksDB store's snapshots (SST manifests).
+"""The reader of the RocksDB store's snapshots (SST manifests), for the reference's loads and oracles.
 
 The reference reads its own binary snapshots only. A checkpoint written by the
 Spark engine holds ``<v>_<uid>.snapshot`` files that are JSON manifests of
-shared SST files (``spark_impl.state_store.sst_files``); ``install()``
-registers a reader for them with ``reference.state_store``, so
-``retained_states``, the ``reconstruction`` and ``lineage`` oracles and
-``lightspeed check --checkpoint`` judge a Spark checkpoint from its files.
+shared SST files (``spark_impl.state_store.sst_files``), and its ``metadata``
+names their format, ``SNAPSHOT_FORMAT``. A storage that carries
+``read_manifest_snapshot`` among its ``snapshot_readers`` (``checkpoint_storage``
+makes one) lets ``retained_states``, the ``reconstruction`` and ``lineage``
+oracles and ``lightspeed check --checkpoint`` judge a Spark checkpoint from
+its files. Nothing is registered process-wide.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from reference import layout
 from reference.changelog import StateFileHeader
-from reference.state_store import register_snapshot_reader
-from reference.storage import CheckpointFormatError, Storage
+from reference.storage import CheckpointFormatError, LocalStorage, Storage
+
+SNAPSHOT_FORMAT = "rocksdb-sst-manifest"
 
 
 def read_manifest_snapshot(storage: Storage, path: str, data: bytes) -> tuple[StateFileHeader, tuple[Any, ...]] | None:
+    """Decode a snapshot manifest and the SST files it names; None when ``data`` is not a manifest."""
     if not data.lstrip().startswith(b"{"):
         return None
     from spark_impl.state_store import read_snapshot_records
@@ -34,5 +39,6 @@ def read_manifest_snapshot(storage: Storage, path: str, data: bytes) -> tuple[St
     return header, tuple((k, json.loads(json.dumps(v))) for k, v in records)
 
 
-def install() -> None:
-    register_snapshot_reader(read_manifest_snapshot)
+def checkpoint_storage(root: str | os.PathLike[str]) -> LocalStorage:
+    """The engine's checkpoint directory as a storage that reads the engine's snapshots."""
+    return LocalStorage(root, snapshot_readers=(read_manifest_snapshot,))

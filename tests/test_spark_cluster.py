@@ -12,7 +12,8 @@ import subprocess
 import sys
 
 import pytest
-from scenarios import scenario_dict
+
+from reference.catalogue import scenario_dict
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -18,13 +18,17 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scenarios import MODES, OPERATORS, scenario_dict, supported_pairs
 
-from experiments.cli import first_difference
+from reference.backend import RunOptions, RunResult, ScenarioRefused
+from reference.catalogue import MODES, OPERATORS, scenario_dict, supported_pairs
+from reference.compare import first_difference
 from reference.oracles import check_outcome, failures
-from reference.outcome import build_outcome
-from reference.runner import run_scenario
+from reference.outcome import Outcome
+from reference.run import run_scenario
 from reference.scenario import Scenario
+from reference.sources import SourceData
+from reference.storage import Storage
+from reference.timing import first_visible_ms, summarize_latency
 
 pytestmark = pytest.mark.spark
 
@@ -68,13 +72,19 @@ def _scenario(op: str, mode: str, fault: str, batches: int = 4) -> Scenario:
     return Scenario.from_dict(d)
 
 
-def _judge(scenario: Scenario, outcome: dict[str, Any], storage: Any) -> None:
-    assert outcome["error"] is None, outcome["error"]
+def _run(scenario: Scenario, workdir: Any, **options: Any) -> RunResult:
+    """The engine through the backend interface, unpaced unless asked (the tests judge, they do not time)."""
+    from spark_impl.engine.backend import SparkEngineBackend
+    return SparkEngineBackend().run(scenario, RunOptions(workdir=str(workdir), **{"pace": False, **options}))
+
+
+def _judge(scenario: Scenario, outcome: Outcome, storage: Storage | None) -> None:
+    assert outcome.error is None, outcome.error
     bad = failures(check_outcome(scenario, outcome, storage))
     assert not bad, "\n".join(v.describe() for v in bad)
 
 
-def _agree(scenario: Scenario, outcome: dict[str, Any]) -> None:
+def _agree(scenario: Scenario, outcome: Outcome) -> None:
     """Agree with the reference, and with the simulator wherever the protocol fixes the outcome.
 
     Under async progress an offset entry is persisted once ``checkpoint_interval_ms`` has passed on
@@ -82,25 +92,24 @@ def _agree(scenario: Scenario, outcome: dict[str, Any]) -> None:
     simulator reads its simulated clock, which includes processing time. After a restart the
     unpersisted batches are folded, so there the simulator's batch boundaries may legitimately differ.
     """
-    import sim
-    others = [("reference", build_outcome(run_scenario(scenario)))]
-    if not (scenario.engine.progress_mode == "async" and outcome["recoveries"]):
-        others.append(("sim", sim.run_sim(scenario)))
-    for name, other in others:
-        difference = first_difference(other, outcome, scenario.sink_mode)
-        assert difference is None, f"{name} and spark differ at {difference}"
+    difference = first_difference(run_scenario(scenario).outcome(), outcome, scenario.sink_mode)
+    assert difference is None, f"reference and spark differ at {difference}"
+    if scenario.engine.progress_mode == "async" and outcome.recoveries:
+        return
+    from sim.backend import SimBackend
+    difference = first_difference(SimBackend().run(scenario).outcome, outcome, scenario.sink_mode)
+    assert difference is None, f"sim and spark differ at {difference}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("op,mode,fault", _matrix(), ids=lambda x: str(x))
 def test_engine_matrix_passes_oracles_and_agrees_with_reference_and_sim(spark, tmp_path, op, mode, fault):
-    from spark_impl.engine import run_spark
     scenario = _scenario(op, mode, fault)
-    outcome, storage = run_spark(scenario, spark=spark, workdir=tmp_path, pace=False)
-    _judge(scenario, outcome, storage)
-    _agree(scenario, outcome)
+    result = _run(scenario, tmp_path)
+    _judge(scenario, result.outcome, result.checkpoint)
     if fault.startswith("driver_crash"):
-        assert outcome["recoveries"], "a driver crash must show up as a recovery"
+        assert result.outcome.recoveries, "a driver crash must show up as a recovery"
+    _agree(scenario, result.outcome)
 
 
 def _group_matrix() -> list[tuple[str, str, str]]:
@@ -118,13 +127,12 @@ def _group_matrix() -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize("op,mode,fault", _group_matrix(), ids=lambda x: str(x))
 def test_group_scheduled_engine_passes_oracles_and_agrees(spark, tmp_path, op, mode, fault):
     """Group scheduling (three batches per Spark job) changes execution only: same oracles, same outcome."""
-    from spark_impl.engine import run_spark
     scenario = _scenario(op, mode, fault, batches=6)
-    outcome, storage = run_spark(scenario, spark=spark, workdir=tmp_path, pace=False, group=3)
-    _judge(scenario, outcome, storage)
-    _agree(scenario, outcome)
+    result = _run(scenario, tmp_path, group=3)
+    _judge(scenario, result.outcome, result.checkpoint)
     if fault == "none":
-        assert outcome["spark"]["jobs"] == 2, "six batches in groups of three are two Spark jobs"
+        assert result.outcome.details["spark"]["jobs"] == 2, "six batches in groups of three are two Spark jobs"
+    _agree(scenario, result.outcome)
 
 
 @pytest.mark.slow
@@ -133,14 +141,13 @@ def test_group_scheduled_engine_passes_oracles_and_agrees(spark, tmp_path, op, m
                                             ("join", 3, "driver_crash@task_apply")], ids=str)
 def test_a_deeper_pipeline_passes_oracles_and_agrees(spark, tmp_path, op, group, fault):
     """pipeline_depth 4: up to four batches in flight, with a job per batch and with group scheduling."""
-    from spark_impl.engine import run_spark
     d = scenario_dict(op, "pipelining", faults=json.loads(json.dumps(dict(FAULTS)[fault])), batches=6,
                       pipeline_depth=4)
     d["name"] = f"{op}-depth4-{fault}"
     scenario = Scenario.from_dict(d)
-    outcome, storage = run_spark(scenario, spark=spark, workdir=tmp_path, pace=False, group=group)
-    _judge(scenario, outcome, storage)
-    _agree(scenario, outcome)
+    result = _run(scenario, tmp_path, group=group)
+    _judge(scenario, result.outcome, result.checkpoint)
+    _agree(scenario, result.outcome)
 
 
 def test_group_matrix_covers_every_mode_and_engine_fault_kind():
@@ -151,12 +158,12 @@ def test_group_matrix_covers_every_mode_and_engine_fault_kind():
 
 
 def test_group_scheduling_needs_a_slot_per_partition(spark, tmp_path):
-    from spark_impl.engine import run_spark
     from spark_impl.session import task_slots
     d = scenario_dict("aggregate", "sync", batches=3)
     d["query"]["state_partitions"] = task_slots(spark) + 1
-    with pytest.raises(ValueError, match=r"state partitions.*slots"):
-        run_spark(Scenario.from_dict(d), spark=spark, workdir=tmp_path, pace=False, group=2)
+    with pytest.raises(ScenarioRefused, match=r"state partitions.*slots") as refused:
+        _run(Scenario.from_dict(d), tmp_path, group=2)
+    assert refused.value.field == "query.state_partitions"
 
 
 def test_matrix_covers_every_operator_mode_and_fault_kind():
@@ -175,10 +182,9 @@ def test_matrix_covers_every_operator_mode_and_fault_kind():
 @given(pair=st.sampled_from(supported_pairs()), fault=st.sampled_from([name for name, _f in FAULTS]),
        batches=st.integers(3, 5))
 def test_generated_scenarios_pass_the_oracles(spark, tmp_path_factory, pair, fault, batches):
-    from spark_impl.engine import run_spark
     scenario = _scenario(*pair, fault, batches=batches)
-    outcome, storage = run_spark(scenario, spark=spark, workdir=tmp_path_factory.mktemp("gen"), pace=False)
-    _judge(scenario, outcome, storage)
+    result = _run(scenario, tmp_path_factory.mktemp("gen"))
+    _judge(scenario, result.outcome, result.checkpoint)
 
 
 def test_state_stays_on_executors_between_batches(spark, tmp_path):
@@ -191,38 +197,74 @@ def test_state_stays_on_executors_between_batches(spark, tmp_path):
     so a hit is possible but not guaranteed; a hit must never exceed the
     tasks that could have one.
     """
-    from spark_impl.engine import run_spark
     scenario = _scenario("aggregate", "sync", "none", batches=6)
-    grouped, _storage = run_spark(scenario, spark=spark, workdir=tmp_path / "grouped", pace=False, group=3)
+    grouped = _run(scenario, tmp_path / "grouped", group=3).outcome.details["spark"]
     within_groups = scenario.state_partitions * 2 * (3 - 1)  # two groups of three batches
-    assert grouped["spark"]["cache_hits"] >= within_groups
-    single, _storage = run_spark(scenario, spark=spark, workdir=tmp_path / "single", pace=False)
-    assert single["spark"]["cache_hits"] <= single["spark"]["tasks"] - scenario.state_partitions
+    assert grouped["cache_hits"] >= within_groups
+    single = _run(scenario, tmp_path / "single").outcome.details["spark"]
+    assert single["cache_hits"] <= single["tasks"] - scenario.state_partitions
 
 
 def test_progress_events_reach_listeners_and_latency_is_per_record(spark, tmp_path):
-    from spark_impl.engine import run_spark
-    from spark_impl.engine.progress import CollectingListener
+    from spark_impl.engine import CollectingListener, run_spark
     listener = CollectingListener()
     scenario = _scenario("aggregate", "async_purge", "none")
-    outcome, _storage = run_spark(scenario, spark=spark, workdir=tmp_path, listeners=[listener])
-    assert [e["batchId"] for e in listener.events] == [b["id"] for b in outcome["batches"]]
+    outcome = run_spark(scenario, workdir=tmp_path, listeners=[listener]).outcome
+    assert [e.batch_id for e in listener.events] == [b.id for b in outcome.batches]
+    assert list(outcome.progress) == listener.events
     first = listener.events[0]
-    assert {"batchId", "numInputRows", "durationMs", "stateOperators"} <= set(first)
-    assert first["durationMs"]["triggerExecution"] > 0
-    total_input = sum(e["numInputRows"] for e in listener.events)
-    assert outcome["latency_ms"]["records"] == total_input
-    assert 0 < outcome["latency_ms"]["p50"] <= outcome["latency_ms"]["p99"] <= outcome["latency_ms"]["max"]
+    assert first.num_input_rows > 0 and first.state_operators
+    assert first.duration_ms["triggerExecution"] > 0
+    total_input = sum(e.num_input_rows for e in listener.events)
+    latency = outcome.latency()
+    assert latency.count == total_input
+    assert latency.p50 is not None and latency.p99 is not None and latency.max is not None
+    assert 0 < latency.p50 <= latency.p99 <= latency.max
+    assert Outcome.from_json(outcome.to_json()) == outcome   # the typed outcome round-trips
+
+
+def test_latency_ends_at_first_visibility_when_a_crash_redelivers_a_batch(spark, tmp_path):
+    """A driver crash after batch 1's sink commit, before ``commits/1``: the restart re-runs batch 1 and
+    delivers it again. Its records' latency ends at the first delivery, when their output was readable."""
+    crash = [{"kind": "driver_crash", "at": {"step": "commit_log_write", "batch": 1, "when": "before"}}]
+    scenario = Scenario.from_dict(scenario_dict("aggregate", "sync", faults=crash, batches=4))
+    outcome = _run(scenario, tmp_path, pace=True).outcome
+    assert outcome.error is None and outcome.recoveries
+    assert outcome.sink_by_batch()[1].deliveries == 2
+    deliveries = outcome.details["spark"]["sink_deliveries"]   # [batch, start, end, seen ms since time 0]
+    assert [d[0] for d in deliveries].count(1) == 2
+    data = SourceData.of(scenario)
+
+    def latencies(chosen: list[list[Any]]) -> list[float]:
+        seen = first_visible_ms(((r.source_partition, r.offset), ms) for _b, start, end, ms in chosen
+                                for r in data.slice(start, end))
+        return sorted(ms - data.partitions[sp][off].arrival_ms for (sp, off), ms in seen.items())
+
+    first_of_batch_1 = next(i for i, d in enumerate(deliveries) if d[0] == 1)
+    redelivery_only = deliveries[:first_of_batch_1] + deliveries[first_of_batch_1 + 1:]
+    assert summarize_latency(latencies(deliveries)) == outcome.latency()
+    assert outcome.latency().count == sum(data.totals), "every record counts once, re-delivered or not"
+    assert latencies(redelivery_only) != latencies(deliveries), "the re-delivery came later than the first"
+
+
+def test_a_record_delivered_twice_keeps_the_latency_of_its_first_delivery():
+    from spark_impl.latency import SinkDelivery, record_latencies_ms
+    data = SourceData.of(Scenario.from_dict(scenario_dict("aggregate", "sync", batches=2)))
+    batch_0 = ((0, 0), tuple(data.planned_end_offsets(0)))
+    t0 = 100.0
+    once = record_latencies_ms(data, [SinkDelivery(0, *batch_0, t0 + 1.0)], t0)
+    twice = record_latencies_ms(data, [SinkDelivery(0, *batch_0, t0 + 5.0), SinkDelivery(0, *batch_0, t0 + 1.0)], t0)
+    assert sorted(once) == sorted(twice) and len(once) == sum(batch_0[1])
+    assert max(once) <= 1000.0
 
 
 def test_a_checkpoint_of_another_scenario_is_refused_by_name(spark, tmp_path):
-    from spark_impl.engine import run_spark
     first = _scenario("aggregate", "sync", "none", batches=3)
-    run_spark(first, spark=spark, workdir=tmp_path, pace=False)
+    _run(first, tmp_path)
     other = Scenario.from_dict({**scenario_dict("dedup_within_watermark", "sync", batches=3), "name": "other-query"})
-    outcome, _storage = run_spark(other, spark=spark, workdir=tmp_path, pace=False)
-    assert outcome["error"] is not None
-    assert "different query" in outcome["error"] and repr(first.name) in outcome["error"]
+    outcome = _run(other, tmp_path).outcome
+    assert outcome.error is not None
+    assert "different query" in outcome.error and repr(first.name) in outcome.error
 
 
 def test_a_second_query_on_a_live_checkpoint_fails_clearly(tmp_path):
@@ -243,36 +285,55 @@ def test_a_second_query_on_a_live_checkpoint_fails_clearly(tmp_path):
     assert lock.exists()
 
 
+CHECK_IN_A_FRESH_PROCESS = """
+import sys
+from experiments.backends import snapshot_readers_for
+from reference.oracles import check_outcome, failures
+from reference.outcome import Outcome
+from reference.scenario import load_scenario
+from reference.storage import LocalStorage
+outcome_path, scenario_path, checkpoint = sys.argv[1:]
+found = LocalStorage(checkpoint)
+storage = LocalStorage(checkpoint, snapshot_readers=snapshot_readers_for(found))
+with open(outcome_path) as fh:
+    outcome = Outcome.from_json(fh.read())
+bad = failures(check_outcome(load_scenario(scenario_path), outcome, storage))
+print("\\n".join(v.describe() for v in bad))
+sys.exit(1 if bad else 0)
+"""
+
+
 @pytest.mark.slow
 def test_driver_crash_kills_the_driver_process_and_a_new_one_recovers(tmp_path):
-    """The driver is SIGKILLed at the step; a supervisor starts a new driver process (a second Spark)."""
+    """The driver is SIGKILLed at the step; a new driver process (a second Spark) recovers from the checkpoint.
+    The outcome passes every oracle on its checkpoint in a fresh process, which finds the RocksDB snapshot
+    reader from the checkpoint's metadata."""
+    from reference.scenario import load_scenario
     scenario_path = Path(__file__).parent.parent / "experiments" / "scenarios" / "running-count-crash-after-wal.json"
+    result = _run(load_scenario(str(scenario_path)), tmp_path / "work", crash="process", pace=True)
+    outcome = result.outcome
+    assert outcome.error is None, outcome.error
+    ended = [p["ended"] for p in outcome.details["spark"]["driver_processes"]]
+    assert ended == ["killed (SIGKILL)", "finished"], ended
     out = tmp_path / "outcome.json"
-    proc = subprocess.run([sys.executable, "-m", "experiments.cli", "run", str(scenario_path), "--backend", "spark",
-                           "--crash", "process", "--workdir", str(tmp_path / "work"), "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "killed (SIGKILL)" in proc.stderr
-    check = subprocess.run([sys.executable, "-m", "experiments.cli", "check", str(out), "--scenario",
-                            str(scenario_path), "--checkpoint", str(tmp_path / "work" / "checkpoint")],
-                           capture_output=True, text=True, timeout=300)
-    assert check.returncode == 0, check.stdout
-    outcome = json.loads(out.read_text())
-    assert outcome["recoveries"] and outcome["recoveries"][0]["rerun_batches"] == [3]
+    out.write_text(outcome.to_json())
+    check = subprocess.run([sys.executable, "-c", CHECK_IN_A_FRESH_PROCESS, str(out), str(scenario_path),
+                            str(tmp_path / "work" / "checkpoint")], capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr[-3000:]
+    assert outcome.recoveries and outcome.recoveries[0].rerun_batches == (3,)
 
 
 def test_a_damaged_snapshot_stops_the_query_naming_it_instead_of_restarting(spark, tmp_path):
     """A task that finds a corrupt state file (and no older snapshot plus changelogs to fall back on:
     async purge kept too little) stops the query with that error, as the reference does; retrying or
     restarting cannot make the file readable."""
-    from spark_impl.engine import run_spark
     target = "state/0/0/2_r0b1p0a0.snapshot"
     d = scenario_dict("aggregate", "async_purge", batches=4, retain=2, faults=[
         {"at": {"batch": 3, "step": "plan", "when": "before"}, "kind": "corrupt_file", "path": target},
         {"at": {"batch": 3, "step": "plan", "when": "after"}, "kind": "driver_crash"}])
     scenario = Scenario.from_dict(d)
-    outcome, _ = run_spark(scenario, spark=spark, workdir=tmp_path, pace=False)
-    reference = build_outcome(run_scenario(scenario))
-    assert reference["error"] and target in reference["error"]
-    assert outcome["error"] and target in outcome["error"], outcome["error"]
-    assert len(outcome["recoveries"]) == len(reference["recoveries"])
+    outcome = _run(scenario, tmp_path).outcome
+    reference = run_scenario(scenario).outcome()
+    assert reference.error and target in reference.error
+    assert outcome.error and target in outcome.error, outcome.error
+    assert len(outcome.recoveries) == len(reference.recoveries)

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reference.outcome import Outcome
 from reference.scenario import Scenario
 
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -57,11 +58,11 @@ def running_count(name: str, rate: int, seconds: float, engine: dict[str, Any], 
     return Scenario.from_dict(body)
 
 
-def _summary(outcome: dict[str, Any]) -> dict[str, Any]:
-    durations = [p["durationMs"]["triggerExecution"] for p in outcome["progress"]]
-    return {"latency_ms": outcome["latency_ms"], "batches": len(outcome["batches"]),
+def _summary(outcome: Outcome) -> dict[str, Any]:
+    durations = [p.duration_ms["triggerExecution"] for p in outcome.progress]
+    return {"latency_ms": outcome.latency().to_dict(), "batches": len(outcome.batches),
             "mean_batch_ms": round(sum(durations) / max(len(durations), 1), 1),
-            "wall_s": outcome["spark"]["wall_s"], "error": outcome["error"]}
+            "wall_s": outcome.details["spark"]["wall_s"], "error": outcome.error}
 
 
 def _latency_line(name: str, summary: dict[str, Any]) -> str:
@@ -69,13 +70,12 @@ def _latency_line(name: str, summary: dict[str, Any]) -> str:
     return f"  {name:22s} p50 {latency['p50']} ms, p99 {latency['p99']} ms"
 
 
-def ablation(spark: Any, rate: int, seconds: float, batch_ms: int, progress: Any = print) -> dict[str, Any]:
+def ablation(rate: int, seconds: float, batch_ms: int, progress: Any = print) -> dict[str, Any]:
     from . import run_spark
     out = {}
     for name, engine in CONFIGS.items():
         scenario = running_count(f"ablation-{name}", rate, seconds, engine, batch_ms=batch_ms)
-        outcome, _ = run_spark(scenario, spark=spark)
-        out[name] = _summary(outcome)
+        out[name] = _summary(run_spark(scenario).outcome)
         progress(_latency_line(name, out[name]))
     base = out["baseline"]["latency_ms"]["p50"]
     for name in CONFIGS:
@@ -83,7 +83,7 @@ def ablation(spark: Any, rate: int, seconds: float, batch_ms: int, progress: Any
     return out
 
 
-def grouped(spark: Any, rate: int, seconds: float, batch_ms: int, group: int,
+def grouped(rate: int, seconds: float, batch_ms: int, group: int,
             progress: Any = print) -> dict[str, Any]:
     """Every feature on (async progress and purge, pipelining): a job per batch against group scheduling."""
     from . import run_spark
@@ -91,8 +91,8 @@ def grouped(spark: Any, rate: int, seconds: float, batch_ms: int, group: int,
     for size in (1, group):
         engine = {**CONFIGS["both"], "pipelining": True}
         scenario = running_count(f"group-{size}", rate, seconds, engine, batch_ms=batch_ms)
-        outcome, _ = run_spark(scenario, spark=spark, group=size)
-        out[f"group_{size}"] = {**_summary(outcome), "jobs": outcome["spark"]["jobs"]}
+        outcome = run_spark(scenario, group=size).outcome
+        out[f"group_{size}"] = {**_summary(outcome), "jobs": outcome.details["spark"]["jobs"]}
         progress(_latency_line(f"all features, G={size}", out[f"group_{size}"]))
     return out
 
@@ -122,7 +122,7 @@ def pipelining_bound(partitions: int, straggler: tuple[float, float, int], base_
     return round(sequential / batch_end[-1], 3)
 
 
-def pipelining(spark: Any, batches: int, straggler: tuple[float, float, int], groups: tuple[int, ...] = (1,),
+def pipelining(batches: int, straggler: tuple[float, float, int], groups: tuple[int, ...] = (1,),
                partitions: int = 8, depth: int = 8, batch_records: int = 200,
                progress: Any = print) -> dict[str, Any]:
     """Throughput with and without pipelining: input rows per second of the engine's run (from the first
@@ -138,12 +138,12 @@ def pipelining(spark: Any, batches: int, straggler: tuple[float, float, int], gr
             # 50 ms batches of batch_records rows, all there at the start (no pacing)
             scenario = running_count(f"pipelining-{on}", batch_records * 20, batches / 20, engine, batch_ms=50,
                                      partitions=partitions)
-            outcome, _ = run_spark(scenario, spark=spark, pace=False, straggler=straggler, group=size)
-            wall = outcome["spark"]["wall_s"]
-            rows = sum(p["numInputRows"] for p in outcome["progress"])
+            outcome = run_spark(scenario, pace=False, straggler=straggler, group=size).outcome
+            wall = outcome.details["spark"]["wall_s"]
+            rows = sum(p.num_input_rows for p in outcome.progress)
             key = "on" if on else "off"
             runs[key] = {"records_per_s": round(rows / wall, 1), "wall_s": wall,
-                         "batches": len(outcome["batches"]), "error": outcome["error"]}
+                         "batches": len(outcome.batches), "error": outcome.error}
             progress(f"  G={size} pipelining {key:3s}: {runs[key]['records_per_s']} records/s")
         runs["speedup"] = round(runs["on"]["records_per_s"] / runs["off"]["records_per_s"], 3)
         progress(f"  G={size} speedup {runs['speedup']}x")
@@ -154,17 +154,13 @@ def pipelining(spark: Any, batches: int, straggler: tuple[float, float, int], gr
     return out
 
 
-def native(spark: Any, rate: int, seconds: float, batch_ms: int, progress: Any = print) -> dict[str, Any] | None:
-    try:
-        from spark_impl.native import run_native
-    except ImportError:
-        progress("  native adapter not available")
-        return None
+def native(rate: int, seconds: float, batch_ms: int, progress: Any = print) -> dict[str, Any] | None:
+    from spark_impl.native import run_native
     scenario = running_count("native-running-count", rate, seconds, CONFIGS["baseline"], batch_ms=batch_ms)
-    outcome, _ = run_native(scenario, realtime=True)
-    latency = outcome.get("latency_ms") or {}
-    progress(f"  native Structured Streaming: p50 {latency.get('p50')} ms, p99 {latency.get('p99')} ms")
-    return {"latency_ms": latency, "error": outcome.get("error")}
+    outcome = run_native(scenario, realtime=True).outcome
+    latency = outcome.latency()
+    progress(f"  native Structured Streaming: p50 {latency.p50} ms, p99 {latency.p99} ms")
+    return {"latency_ms": latency.to_dict(), "error": outcome.error}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,15 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds, "master": spark.sparkContext.master}
     print(f"ablation: running count at {args.rate} records/s for {args.seconds} s per configuration")
     report["batch_ms"] = args.batch_ms
-    report["ablation"] = ablation(spark, args.rate, args.seconds, args.batch_ms)
+    report["ablation"] = ablation(args.rate, args.seconds, args.batch_ms)
     print(f"group scheduling: every feature on, {args.group_batch_ms} ms batches, G=1 against G={args.group}")
-    report["group"] = grouped(spark, args.rate, args.seconds, args.group_batch_ms, args.group)
+    report["group"] = grouped(args.rate, args.seconds, args.group_batch_ms, args.group)
     print(f"pipelining: {args.batches} batches, {args.partitions} partitions, depth {args.depth}, "
           f"stragglers {args.straggler}")
-    report["pipelining"] = pipelining(spark, args.batches, (float(prob), float(extra), int(seed)),
+    report["pipelining"] = pipelining(args.batches, (float(prob), float(extra), int(seed)),
                                       (1, args.pipeline_group), args.partitions, args.depth)
     print("native Structured Streaming, same running count")
-    report["native"] = native(spark, args.rate, args.seconds, args.batch_ms)
+    report["native"] = native(args.rate, args.seconds, args.batch_ms)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(f"written to {args.out}")

@@ -1,10 +1,19 @@
 """The spark-native backend: a scenario's query on Spark's own Structured Streaming.
 
+``backend.NativeBackend`` is the backend (``reference.backend.Backend``);
 ``run_native(scenario)`` runs the scenario's query with Spark's own operators,
-state store and restart logic, and fills the outcome JSON of SPEC section 4
+state store and restart logic, and returns the typed outcome of SPEC section 4
 (backend ``"spark-native"``), so the reference oracles
 (``reference.oracles.check_outcome``) judge Spark exactly as they judge the
 reference, the simulator and the PySpark engine.
+
+Modules: ``query_run.py`` (the incarnations, the faults, foreachBatch),
+``plan.py`` (input files and the query), ``sink.py`` (the sink files),
+``spark_checkpoint.py`` (reading Spark's logs), ``state.py`` (reading Spark's
+state), ``native_outcome.py`` (the outcome), ``session_confs.py`` (the
+scenario as Spark confs) and ``support.py`` (what is refused, and where a
+fault fires). Imports ``reference``, ``spark_impl.session``, pyspark, pandas
+and pyarrow; never ``sim`` or ``experiments``.
 
 How a scenario becomes a Spark query
 ------------------------------------
@@ -20,22 +29,25 @@ How a scenario becomes a Spark query
   ``delta`` selects the HDFS-backed provider), ``minDeltasForSnapshot``,
   ``maintenanceInterval``, ``minBatchesToRetain``, ``asyncLogPurge.enabled`` and
   ``shuffle.partitions = state_partitions`` from the scenario, set for the
-  run only and restored after (``runner.engine_confs``). No-data batches are
+  run only and restored after (``session_confs.engine_confs``). No-data batches are
   off: the reference has none, and one would shift every later batch id.
 - Sink: foreachBatch. Exactly-once: batch b's rows go to a temporary file that
   is renamed to ``sink/<b>.json``, so a re-run batch replaces its output and
   never duplicates it. At-least-once: every delivery is its own visible file.
 - Triggers: ``availableNow`` by default (untimed: all of the input is there, one
-  file per batch). ``realtime=True`` feeds batch b's file when its last record
-  has arrived on the scenario's clock, uses a processing-time trigger of
-  ``trigger_interval_ms``, and reports end-to-end latency per record (creation
-  to its batch's sink commit) as ``latency_ms`` and batch durations as
-  ``native.batch_duration_ms``.
+  file per batch, and the latency summary is empty). ``realtime=True`` feeds
+  batch b's file when its input has arrived on the scenario's clock
+  (``SourceData.input_ready_ms``, the rule of every timed backend), uses a
+  processing-time trigger of ``trigger_interval_ms``, and reports end-to-end
+  latency per record (creation to its batch's first sink commit) in the
+  outcome's ``timing`` and batch durations as
+  ``details["native"]["batch_duration_ms"]``.
 - State: read back with Spark's state data source and re-encoded and
   re-bucketed into the reference's partitions (``state.py`` explains why the
   partition functions differ and why re-bucketing is sound).
-- Progress: ``query.recentProgress`` (StreamingQueryProgress, trimmed), with the
-  incarnation of each entry.
+- Progress: ``query.recentProgress`` (StreamingQueryProgress, as the outcome's
+  progress events, ``getBatch`` among the durations); each entry's incarnation,
+  watermark and rows dropped by the watermark are in ``details["native"]["progress"]``.
 
 Faults
 ------
@@ -65,10 +77,12 @@ Supported (``support.SUPPORTED_FAULTS``):
   fire, and the outcome lists it under ``native.faults_not_fired``.
 - ``corrupt_file`` / ``delete_file``: between batches, with ``path`` relative to
   Spark's checkpoint (e.g. ``commits/2``, ``state/0/1/3.changelog``); the query
-  stops at the boundary, the file (and its ``.crc``) is damaged, and the query
-  restarts.
+  stops at the boundary, the file is damaged as on every backend
+  (``reference.faults.damage``: deleted, or truncated to half; a deleted file's
+  ``.crc`` goes with it), and the query restarts.
 
-Not supported, refused with ``NativeUnsupported`` naming the field:
+Not supported, refused with ``NativeUnsupported`` (a
+``reference.backend.ScenarioRefused``) naming the field:
 ``executor_loss``, ``storage_write_error``, ``storage_latency``,
 ``zombie_write``, ``clock_skew`` (reasons in ``support.UNSUPPORTED_FAULTS``),
 faults at ``at.time_ms``, asynchronous progress tracking, asynchronous state
@@ -138,51 +152,68 @@ the reference's file formats, say n/a: ``run_native`` returns no Storage.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
-from typing import Any
 
+from reference.backend import RunResult
+from reference.outcome import Outcome
 from reference.scenario import Scenario
 
-from .runner import BACKEND, NativeRun, engine_confs, session_confs
-from .support import SUPPORTED_FAULTS, SUPPORTED_OPERATORS, UNSUPPORTED_FAULTS, NativeUnsupported, check_supported
+from ..session import backend_session
+from .native_outcome import native_outcome
+from .query_run import NativeRun
+from .session_confs import engine_confs, session_confs
+from .support import (
+    BACKEND,
+    SUPPORTED_FAULTS,
+    SUPPORTED_OPERATORS,
+    UNSUPPORTED_FAULTS,
+    NativeUnsupported,
+    check_supported,
+)
 
 __all__ = ["BACKEND", "NativeUnsupported", "SUPPORTED_FAULTS", "SUPPORTED_OPERATORS", "UNSUPPORTED_FAULTS",
            "run_native"]
 
 
 def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | None = None,
-               realtime: bool = False) -> tuple[dict[str, Any], None]:
-    """Run ``scenario`` on Spark's own Structured Streaming; returns ``(outcome, None)``.
+               realtime: bool = False) -> RunResult:
+    """Run ``scenario`` on Spark's own Structured Streaming; the result has no checkpoint storage.
 
     ``workdir`` keeps the input files, Spark's checkpoint (``<workdir>/checkpoint``)
     and the sink (``<workdir>/sink``); without it a temporary directory is used
     and removed afterwards. It must not hold an earlier run's checkpoint.
     ``master`` is passed to ``spark_impl.session.session``. Raises
-    ``NativeUnsupported`` (a ``ScenarioError`` naming the field) for anything the
-    adapter cannot run; a failure of Spark itself is reported in the outcome's
+    ``NativeUnsupported`` (a ``ScenarioRefused`` naming the field) for anything
+    the adapter cannot run, before Spark starts; ``BackendUnavailable`` when
+    Spark cannot start; a failure of Spark itself is reported in the outcome's
     ``error``.
     """
-    from spark_impl.session import session
-
-    points = check_supported(scenario, realtime=realtime)
+    check_supported(scenario, realtime=realtime)
     if workdir is not None and os.path.exists(os.path.join(workdir, "checkpoint")):
         raise ValueError(f"{workdir}: already holds a checkpoint; the spark-native backend needs a fresh workdir "
                          "(Spark would resume the old query)")
-    spark = session(master)
-    if any(fp.point == "task" for fp in points) and not spark.sparkContext.master.startswith("local"):
+    spark = backend_session(BACKEND, master)
+    if any(f.kind == "task_failure" for f in scenario.faults) and not spark.sparkContext.master.startswith("local"):
         raise NativeUnsupported("faults", "task_failure on the spark-native backend needs a local master: the "
                                           "fault's fired-once mark is a system property of the executor's JVM")
     root = workdir or tempfile.mkdtemp(prefix="lightspeed-native-")
     try:
         with session_confs(spark, engine_confs(scenario)):
-            run = NativeRun(scenario, spark, root, points, realtime)
+            run = NativeRun(scenario, spark, root, realtime)
             run.execute()
-            outcome = run.outcome()
+            outcome = native_outcome(run)
         if workdir is None:
-            outcome["native"]["checkpoint"] = None
-        return outcome, None
+            outcome = _without_checkpoint_path(outcome)
+        return RunResult(outcome, None)
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _without_checkpoint_path(outcome: Outcome) -> Outcome:
+    """A temporary checkpoint is removed after the run: the outcome names none."""
+    native = {**outcome.details["native"], "checkpoint": None}
+    return dataclasses.replace(outcome, details={**outcome.details, "native": native})

@@ -30,10 +30,8 @@ import os
 import re
 from typing import Any, Iterable, Sequence
 
-from reference.scenario import OperatorSpec, Scenario
+from reference.scenario import Fault, OperatorSpec, Scenario
 from reference.sources import Record, SourceData
-
-from .support import FaultPoint
 
 _FILE = re.compile(r"/input/(main|left|right)/batch-(\d+)\.json$")
 
@@ -82,13 +80,10 @@ class InputFiles:
     def records(self, batch: int, side: str) -> list[Record]:
         return [r for r in self.data.slice(self.start(batch), self.ends[batch]) if r.side == side]
 
-    def cut_ms(self, batch: int) -> int:
-        """When batch ``batch`` is complete on the scenario's clock: its last record's arrival (ms)."""
-        times = [r.arrival_ms for r in self.data.slice(self.start(batch), self.ends[batch])]
-        kinds = {src.kind for src in self.scenario.sources.values()}
-        if kinds <= {"generated"}:
-            return max(times, default=0)
-        return (batch + 1) * max(src.batch_ms for src in self.scenario.sources.values())
+    def ready_ms(self, batch: int) -> int:
+        """When batch ``batch`` is complete on the scenario's clock: the one rule of every timed backend
+        (``SourceData.input_ready_ms``, its last record's arrival)."""
+        return self.data.input_ready_ms(self.start(batch), self.ends[batch])
 
     def write(self, upto: int) -> None:
         """Make the files of batches ``< upto`` visible to Spark (each side's file, in batch order)."""
@@ -152,7 +147,7 @@ def fault_property(run_id: str, index: int) -> str:
     return f"lightspeed.native.{run_id}.fault{index}"
 
 
-def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Sequence[FaultPoint],
+def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Sequence[tuple[int, Fault]],
                       run_id: str) -> Any:
     """Make a task of the stateful operator fail once per fault, with Spark SQL expressions only.
 
@@ -175,16 +170,17 @@ def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Seq
         return df
     from pyspark.sql import functions as F
     condition = None
-    for fp in faults:
-        where = f"pb = {fp.batch}"
-        if fp.fault.at.partition is not None:
-            where += f" AND spark_partition_id() = {fp.fault.at.partition}"
-        mark = (f"reflect('java.lang.System', 'setProperty', '{fault_property(run_id, fp.index)}', "
+    for index, fault in faults:
+        where = f"pb = {fault.at.batch}"
+        if fault.at.partition is not None:
+            where += f" AND spark_partition_id() = {fault.at.partition}"
+        mark = (f"reflect('java.lang.System', 'setProperty', '{fault_property(run_id, index)}', "
                 f"concat('batch ', pb, ' partition ', spark_partition_id(), ' key ', {keys[0]}))")
-        fail = (f"raise_error(concat('injected task_failure (faults[{fp.index}]) in batch ', pb, "
+        fail = (f"raise_error(concat('injected task_failure (faults[{index}]) in batch ', pb, "
                 f"', state partition ', spark_partition_id()))")
         clause = f"CASE WHEN {where} THEN (CASE WHEN {mark} IS NULL THEN {fail} ELSE true END) ELSE true END"
         condition = clause if condition is None else f"({condition}) AND ({clause})"
+    assert condition is not None, "at least one fault makes a condition"
     return df.repartition(partitions, *keys).filter(F.expr(condition))
 
 
@@ -216,7 +212,7 @@ def session_sum_function(timeout_ms: int) -> Any:
     return session_sum
 
 
-def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence[FaultPoint],
+def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence[tuple[int, Fault]],
                 run_id: str) -> Any:
     """The scenario's query as a streaming DataFrame with columns (key, a, b, c) per operator."""
     from pyspark.sql import functions as F

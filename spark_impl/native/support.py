@@ -1,17 +1,20 @@
 """What the spark-native backend can run, and where each supported fault lands in Spark.
 
-``check_supported`` refuses, with a ``NativeUnsupported`` naming the field, every
-part of a scenario that open-source Spark has no counterpart for (or that the
-adapter cannot inject from Python), and places each supported fault at the point
-of Spark's micro-batch where the adapter fires it (a ``FaultPoint``).
+``check_supported`` refuses, with a ``NativeUnsupported`` (the backend
+interface's ``ScenarioRefused``) naming the field, every part of a scenario
+that open-source Spark has no counterpart for (or that the adapter cannot
+inject from Python). ``fault_site`` places each supported fault at the point of
+Spark's micro-batch where the adapter fires it.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 
-from reference.scenario import Fault, Scenario, ScenarioError
+from reference.backend import ScenarioRefused
+from reference.scenario import Fault, Scenario
+
+BACKEND = "spark-native"
 
 # Operators the adapter maps to Spark's own operators.
 SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "join",
@@ -60,22 +63,15 @@ _DRIVER_POINTS = {
 }
 
 
-class NativeUnsupported(ScenarioError):
+FaultSite = tuple[str, int]   # (point, batch): where in Spark's micro-batch a fault fires, and in which batch
+POINTS = ("before_batch", "pre_state", "post_state", "sink_written", "post_sink", "task")
+
+
+class NativeUnsupported(ScenarioRefused):
     """The scenario asks for something the spark-native backend cannot run; ``field`` names it."""
 
-
-@dataclass(frozen=True)
-class FaultPoint:
-    """One scenario fault, placed in Spark's micro-batch."""
-
-    index: int          # position in scenario.faults
-    fault: Fault
-    point: str          # before_batch | pre_state | post_state | sink_written | post_sink | task
-    batch: int          # the batch it fires in (for before_batch: the batch it stops before)
-
-    @property
-    def restart(self) -> int | None:
-        return self.fault.at.restart
+    def __init__(self, field: str, reason: str):
+        super().__init__(BACKEND, field, reason)
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -98,8 +94,15 @@ def pandas_missing() -> str | None:
     return None
 
 
-def check_supported(scenario: Scenario, *, realtime: bool = False) -> list[FaultPoint]:
-    """Refuse what the adapter cannot run (naming the field); return the faults as FaultPoints."""
+def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
+    """Refuse, naming the field, what the adapter cannot run."""
+    _check_operator(scenario)
+    _check_modes(scenario)
+    for i, fault in enumerate(scenario.faults):
+        fault_site(fault, f"faults[{i}]", realtime=realtime)
+
+
+def _check_operator(scenario: Scenario) -> None:
     op = scenario.operator
     if op.kind in UNSUPPORTED_OPERATORS:
         raise NativeUnsupported("query.operator.kind",
@@ -111,6 +114,9 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> list[Fault
             raise NativeUnsupported("query.operator.kind",
                                     f"operator 'stateful_function' needs pandas and pyarrow on the spark-native "
                                     f"backend: {why}")
+
+
+def _check_modes(scenario: Scenario) -> None:
     e = scenario.engine
     if e.progress_mode == "async":
         raise NativeUnsupported("engine.progress.mode",
@@ -126,31 +132,29 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> list[Fault
         raise NativeUnsupported("engine.pipelining",
                                 "micro-batch pipelining is not in open-source Spark, so the spark-native "
                                 "backend cannot run it")
-    points = []
-    for i, fault in enumerate(scenario.faults):
-        where = f"faults[{i}]"
-        if fault.kind in UNSUPPORTED_FAULTS:
-            raise NativeUnsupported(f"{where}.kind", f"fault {fault.kind!r} is not supported by the spark-native "
-                                                     f"backend: {UNSUPPORTED_FAULTS[fault.kind]}")
-        if fault.at.step is None:
-            raise NativeUnsupported(f"{where}.at.time_ms",
-                                    f"fault {fault.kind!r} at a time is not supported by the spark-native backend: "
-                                    "it places faults at a step and batch (at.step, at.batch)")
-        assert fault.at.batch is not None
-        b = fault.at.batch
-        if fault.kind == "task_failure":
-            points.append(FaultPoint(i, fault, "task", b))
-            continue
-        point = _DRIVER_POINTS[(fault.at.step, fault.at.when)]
-        if fault.kind in ("corrupt_file", "delete_file"):
-            # damage is done between two batches, while no query runs
-            point = "before_batch" if point == "before_batch" else "after_batch"
-        if point == "after_batch":
-            point, b = "before_batch", b + 1
-        if realtime and point == "before_batch":
-            raise NativeUnsupported(f"{where}.at.step",
-                                    f"fault {fault.kind!r} between batches is not supported in a realtime "
-                                    "(paced) spark-native run: it needs the run to stop at a batch boundary; "
-                                    "run without realtime")
-        points.append(FaultPoint(i, fault, point, b))
-    return points
+
+
+def fault_site(fault: Fault, where: str, *, realtime: bool = False) -> FaultSite:
+    """Where ``fault`` (``where`` names it, e.g. ``faults[2]``) fires in Spark's micro-batch: (point, batch)."""
+    if fault.kind in UNSUPPORTED_FAULTS:
+        raise NativeUnsupported(f"{where}.kind", f"fault {fault.kind!r} is not supported by the spark-native "
+                                                 f"backend: {UNSUPPORTED_FAULTS[fault.kind]}")
+    if fault.at.step is None or fault.at.batch is None:
+        raise NativeUnsupported(f"{where}.at.time_ms",
+                                f"fault {fault.kind!r} at a time is not supported by the spark-native backend: "
+                                "it places faults at a step and batch (at.step, at.batch)")
+    b = fault.at.batch
+    if fault.kind == "task_failure":
+        return "task", b
+    point = _DRIVER_POINTS[(fault.at.step, fault.at.when)]
+    if fault.kind in ("corrupt_file", "delete_file"):
+        # damage is done between two batches, while no query runs
+        point = "before_batch" if point == "before_batch" else "after_batch"
+    if point == "after_batch":
+        point, b = "before_batch", b + 1
+    if realtime and point == "before_batch":
+        raise NativeUnsupported(f"{where}.at.step",
+                                f"fault {fault.kind!r} between batches is not supported in a realtime "
+                                "(paced) spark-native run: it needs the run to stop at a batch boundary; "
+                                "run without realtime")
+    return point, b

@@ -1,0 +1,44 @@
+"""The PySpark engine behind the backend interface of ``reference.backend`` (``--backend spark``)."""
+
+from __future__ import annotations
+
+import tempfile
+
+from reference.backend import RunOptions, RunResult, refuse_unknown_options
+from reference.scenario import Scenario
+from reference.storage import SnapshotReader
+
+from ..session import missing
+from ..snapshot_reader import SNAPSHOT_FORMAT, read_manifest_snapshot
+from .driver_process import run_spark_processes
+from .run import BACKEND, run_spark
+
+CRASH_MODES = ("in-process", "process")
+
+
+class SparkEngineBackend:
+    """The protocol's step graph executed on Spark: tasks on executors, state in RocksDB, timed.
+
+    ``crash="process"`` kills the driver process at a ``driver_crash`` and
+    restarts it (``driver_process.py``); the default drops the incarnation and
+    restarts in the same process and SparkSession.
+    """
+
+    name = BACKEND
+    options: frozenset[str] = frozenset({"master", "workdir", "crash", "group", "straggler", "pace"})
+    timed = True
+    snapshot_formats: dict[str, SnapshotReader] = {SNAPSHOT_FORMAT: read_manifest_snapshot}
+
+    def unavailable(self) -> str | None:
+        return missing("rocksdict")
+
+    def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
+        refuse_unknown_options(self, options)
+        if options.crash not in CRASH_MODES:
+            raise ValueError(f"crash mode {options.crash!r}: expected one of {', '.join(CRASH_MODES)}")
+        if options.crash == "process":
+            workdir = options.workdir or tempfile.mkdtemp(prefix="lightspeed-spark-")
+            return run_spark_processes(scenario, workdir, master=options.master, pace=options.pace,
+                                       group=options.group, straggler=options.straggler)
+        return run_spark(scenario, master=options.master, workdir=options.workdir, pace=options.pace,
+                         straggler=options.straggler, group=options.group)

@@ -1,0 +1,150 @@
+"""One driver lifetime on Spark: the reference's incarnation, with task-step effects done on executors.
+
+The protocol is the reference's (``reference.engine.Incarnation``): the same
+batch plans, logs, lineage, purge, sink manifests and recovery. What this
+class changes is where effects happen and what is measured:
+
+- task steps do their work in Spark tasks (``task.py``); on the driver their
+  nodes only record what the task reported (its lineage id, its sink file);
+- ``plan`` waits for the batch's input to arrive on the wall clock
+  (``SourceData.input_ready_ms``) when the run is paced;
+- driver steps mark wall-clock times, from which the batch's progress event
+  (``progress.py``) and its sink deliveries (``latency.py``) are made.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from typing import Any
+
+from reference.engine import Incarnation
+from reference.outcome import ProgressEvent
+from reference.query import PartitionResult, watermarks_of
+from reference.steps import TASK_STEPS
+
+from ..snapshot_reader import SNAPSHOT_FORMAT
+from .context import EngineContext
+from .coordination import Coordination, atomic_write
+from ..latency import SinkDelivery
+from .progress import measured_progress
+from .task import TaskResult
+from .task_spec import IndexedFault, TaskSpec
+
+ZOMBIE_WAIT_S = 30.0
+ZOMBIE_POLL_S = 0.005
+
+
+class SparkIncarnation(Incarnation):
+    """One driver lifetime on Spark; its task steps' effects happen on executors (see the module docstring)."""
+
+    snapshot_format = SNAPSHOT_FORMAT   # the RocksDB store writes its snapshots as SST manifests
+
+    def __init__(self, *args: Any, engine: EngineContext, **kwargs: Any):
+        self.engine = engine
+        self.epoch = f"{os.getpid()}-{time.time_ns()}"
+        self.coordination = Coordination(engine.coord, self.epoch)
+        self.results: dict[tuple[int, int], TaskResult] = {}
+        self.batch_timing: dict[int, dict[str, float]] = defaultdict(dict)   # batch -> step -> wall time (s)
+        super().__init__(*args, **kwargs)
+
+    # ------------------------------------------------ task steps: what the task reported
+    def step_state_load(self, b: int, p: int) -> None:
+        pass
+
+    def step_task_apply(self, b: int, p: int) -> None:
+        res = self.results[(b, p)]
+        task = self.task(b, p)
+        task.result = PartitionResult({}, [], res["max_event_ms"])
+        task.attempt = res["attempt"]
+
+    def step_changelog_write(self, b: int, p: int) -> None:
+        pass
+
+    def step_state_commit(self, b: int, p: int) -> None:
+        for sid, uid in self.results[(b, p)]["lineage_out"].items():
+            self.lineage[(sid, p, b + 1)] = uid
+
+    def step_snapshot_upload(self, b: int, p: int) -> None:
+        pass  # the executor's maintenance pool uploads snapshots in the background
+
+    def step_sink_write(self, b: int, p: int) -> None:
+        self.task(b, p).sink_file = self.results[(b, p)]["sink_file"]
+
+    def uid(self, b: int, p: int) -> str:
+        res = self.results.get((b, p))
+        return str(res["uid"]) if res else super().uid(b, p)
+
+    # ------------------------------------------------ driver steps, timed
+    def input_ready_s(self, b: int) -> float:
+        """Wall time at which the input of batch ``b`` has arrived."""
+        plan = self.plans[b]
+        return self.engine.t0 + self.data.input_ready_ms(plan.start, plan.end) / 1000.0
+
+    def step_plan(self, b: int) -> None:
+        if self.engine.pace:
+            delay = self.input_ready_s(b) - time.time()
+            if delay > 0:
+                time.sleep(delay)
+        self.batch_timing[b]["plan"] = time.time()
+        super().step_plan(b)
+
+    def step_offset_log_write(self, b: int) -> None:
+        super().step_offset_log_write(b)
+        self.batch_timing[b]["offsets_done"] = time.time()
+
+    def step_sink_commit(self, b: int) -> None:
+        super().step_sink_commit(b)
+        now = time.time()
+        self.batch_timing[b]["sink_commit"] = now
+        plan = self.plans[b]
+        self.engine.deliveries.append(SinkDelivery(b, plan.start, plan.end, now))
+
+    def step_commit_log_write(self, b: int) -> None:
+        super().step_commit_log_write(b)
+        atomic_write(self.coordination.committed(b), "")  # zombie writers land after this
+
+    def step_source_commit(self, b: int) -> None:
+        self.batch_timing[b]["source_commit"] = time.time()
+        super().step_source_commit(b)
+        event = self.obs.progress[-1]
+        for listener in self.engine.listeners:
+            listener.onQueryProgress(event)
+
+    def progress_event(self, b: int) -> ProgressEvent:
+        plan = self.plans[b]
+        rows = sum(e - s for s, e in zip(plan.start, plan.end))
+        results = [self.results[(b, p)] for p in range(self.parts) if (b, p) in self.results]
+        return measured_progress(b, rows, self.batch_timing[b], results, self.store_ids)
+
+    def wait_for_zombies(self, timeout_s: float = ZOMBIE_WAIT_S) -> None:
+        """Let every planted zombie write land before the incarnation is judged (they land late, not never)."""
+        folder = self.coordination.zombies()
+        deadline = time.monotonic() + timeout_s
+        while folder.exists() and time.monotonic() < deadline:
+            if all(f.read_text() == "landed" for f in folder.iterdir() if not f.name.startswith(".")):
+                return
+            time.sleep(ZOMBIE_POLL_S)
+
+    # ------------------------------------------------ what a batch's tasks get
+    def task_spec(self, b: int, faults: tuple[IndexedFault, ...]) -> TaskSpec:
+        plan = self.plans[b]
+        lineage_in = {(sid, p): self.lineage[(sid, p, b)] for sid in self.store_ids for p in range(self.parts)
+                      if (sid, p, b) in self.lineage}
+        return TaskSpec(self.sc, self.engine.root, self.engine.coord, self.engine.local_root, self.epoch,
+                        self.number, b, tuple(plan.start), tuple(plan.end),
+                        tuple(watermarks_of(self.trackers_for(b))), lineage_in, self.restart.first_batch,
+                        self.shape.is_maintenance_batch(b), faults, self.background_task_steps(b), os.getpid(),
+                        self.engine.kill_driver, self.engine.straggler)
+
+    def background_task_steps(self, b: int) -> frozenset[str]:
+        """The task steps of batch ``b`` that the graph runs in the background (async state commits)."""
+        nodes = (self.nodes.get(self.nid(step, b, 0)) for step in TASK_STEPS)
+        return frozenset(node.id.step for node in nodes if node is not None and node.background)
+
+    def group_spec(self, first: int) -> TaskSpec:
+        """What every batch of a group job shares; each batch's own fields come with its release."""
+        return TaskSpec(self.sc, self.engine.root, self.engine.coord, self.engine.local_root, self.epoch,
+                        self.number, first, (), (), (), first_batch=self.restart.first_batch,
+                        driver_pid=os.getpid(), kill_driver=self.engine.kill_driver, straggler=self.engine.straggler)

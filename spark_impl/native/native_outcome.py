@@ -1,0 +1,94 @@
+"""The typed outcome of a run on Spark's own Structured Streaming, from what the driver saw and the checkpoint.
+
+Batches and their boundaries come from Spark's ``offsets/<b>`` (``spark_checkpoint.py``),
+state from Spark's state data source (``state.py``), the sink from the adapter's
+sink directory (``sink.py``), recoveries from the supervisor, progress from
+``query.recentProgress``. End-to-end latency (realtime runs) ends at a record's
+first visibility at the sink, with the one percentile definition of
+``reference.timing``; what only this backend reports goes under
+``details["native"]``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from reference.outcome import BatchRecord, Outcome, Timing
+from reference.timing import LatencySummary, summarize_latency
+
+from ..latency import SinkDelivery, record_latencies_ms
+from .plan import fault_property
+from .query_run import NativeRun
+from .state import read_states
+from .support import BACKEND
+
+
+def native_outcome(run: NativeRun) -> Outcome:
+    started = time.time()
+    batches = committed_batches(run)
+    state: dict[str, Any] = {}
+    state_errors: list[str] = []
+    committed = run.checkpoint.latest_commit()
+    if run.sc.operator.stateful and committed >= 0:
+        latest = committed + 1
+        versions = list(range(max(1, latest - run.sc.engine.min_batches_to_retain + 1), latest + 1))
+        state, state_errors = read_states(run.spark, run.checkpoint.path, run.sc, versions)
+    run.timing["state_read_s"] = round(time.time() - started, 3)
+    # a run that is not realtime feeds all its input at once: its records have no arrival to measure from
+    latency = summarize_latency(record_latencies_ms(run.files.data, sink_deliveries(run, batches), run.t0)) \
+        if run.realtime else LatencySummary()
+    return Outcome(run.sc.name, BACKEND, tuple(batches), state, run.sink.entries(), tuple(run.observer.recoveries),
+                   tuple(run.progress), tuple(run.checkpoint.file_list(run.sink.dir)), run.sc.seed, run.error,
+                   tuple(state_errors), Timing(latency, run.timing.get("queries_s")), {"native": details(run)})
+
+
+def committed_batches(run: NativeRun) -> list[BatchRecord]:
+    """Every committed batch with the boundaries of the input files Spark logged for it."""
+    out = []
+    position = (0,) * len(run.files.data.partitions)
+    for b in range(run.checkpoint.latest_commit() + 1):
+        info = run.batch_info.get(b)
+        if info is None:
+            run.notes.append(f"batch {b} is committed but was never observed by foreachBatch")
+            continue
+        start = position
+        for side, planned in sorted(info.files.items()):
+            position = run.files.end_offsets_of(side, planned, position)
+        out.append(BatchRecord(b, position, start, info.watermark_ms, run.attempts.get(b, 1)))
+    return out
+
+
+def sink_deliveries(run: NativeRun, batches: list[BatchRecord]) -> list[SinkDelivery]:
+    """Every delivery of a committed batch (Spark re-runs a batch with its logged input files)."""
+    return [SinkDelivery(batch.id, batch.start_offsets or (), batch.end_offsets, sent.seen_s)
+            for batch in batches for sent in run.sink.deliveries.get(batch.id, [])]
+
+
+def details(run: NativeRun) -> dict[str, Any]:
+    """What only this backend reports: Spark's version, which faults fired where, notes, batch durations."""
+    fired, task_not_fired = task_faults_fired(run)
+    not_fired = [{"fault": run.faults.index_of(f), "kind": f.kind, "point": point, "batch": b}
+                 for f in run.faults.pending for point, b in [run.sites[run.faults.index_of(f)]] if point != "task"]
+    durations = [float(p.duration_ms["triggerExecution"]) for p in run.progress]
+    return {"spark_version": run.spark.version, "checkpoint": run.checkpoint.path, "realtime": run.realtime,
+            "faults_fired": run.fired + fired, "faults_not_fired": not_fired + task_not_fired, "notes": run.notes,
+            "batch_duration_ms": summarize_latency(durations).to_dict(), "timing_s": run.timing,
+            "progress": run.progress_extras}
+
+
+def task_faults_fired(run: NativeRun) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Which task failures fired (their JVM property names the task), and which did not; clears the marks."""
+    fired, not_fired = [], []
+    system = run.spark._jvm.java.lang.System
+    for fault in [f for f in run.faults.pending if run.sites[run.faults.index_of(f)][0] == "task"]:
+        index = run.faults.index_of(fault)
+        mark = system.getProperty(fault_property(run.run_id, index))
+        system.clearProperty(fault_property(run.run_id, index))
+        if mark is not None:  # "batch <b> partition <p> key <k>": the task that failed
+            words = str(mark).split()
+            fired.append({"fault": index, "kind": "task_failure", "point": "task", "batch": int(words[1]),
+                          "partition": int(words[3])})
+        else:
+            not_fired.append({"fault": index, "kind": fault.kind, "point": "task", "batch": fault.at.batch})
+    return fired, not_fired

@@ -1,0 +1,48 @@
+"""The Spark confs that configure one scenario's query, set on the shared session for the run only."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from reference.scenario import Scenario
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def engine_confs(scenario: Scenario) -> dict[str, str]:
+    """The session confs that configure one scenario's query (captured in its offset log at start)."""
+    e = scenario.engine
+    return {
+        "spark.sql.shuffle.partitions": str(scenario.state_partitions),
+        "spark.sql.streaming.stateStore.providerClass": HDFS if e.provider == "delta" else ROCKSDB,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled":
+            "true" if e.provider == "changelog" else "false",
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(e.min_deltas_for_snapshot),
+        "spark.sql.streaming.stateStore.maintenanceInterval": f"{e.maintenance_interval_ms}ms",
+        "spark.sql.streaming.minBatchesToRetain": str(e.min_batches_to_retain),
+        "spark.sql.streaming.asyncLogPurge.enabled": "true" if e.log_purge_mode == "async" else "false",
+        # the reference has no batches without input: a no-data batch would shift every batch id after it
+        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        "spark.sql.streaming.numRecentProgressUpdates": "100000",
+        # one split per input file, so a batch's rows reach each state partition in file order
+        "spark.sql.files.maxPartitionBytes": str(1 << 30),
+        "spark.sql.files.openCostInBytes": str(1 << 30),
+    }
+
+
+@contextlib.contextmanager
+def session_confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
+    """Set confs for the duration of a run, then put back what was there (the session is shared)."""
+    old = {key: spark.conf.get(key, None) for key in confs}
+    for key, value in confs.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

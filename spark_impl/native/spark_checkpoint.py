@@ -1,0 +1,97 @@
+"""Spark's own checkpoint of the query, read as Spark wrote it: its logs, and which input file each batch read.
+
+The adapter never assumes what Spark did: a batch's boundaries come from
+``offsets/<b>`` and the file source's log (``sources/<i>/<log offset>``, plain
+or compacted), where the restarted query resumes comes from the latest offset
+and commit entries (Spark re-runs a logged batch without a commit, as the
+reference does under sync progress).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from reference.recovery import RestartPlan
+
+from .plan import InputFiles, parse_batch_file
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """What ``offsets/<b>`` says of a batch: the planned batch of each side's input file, and the watermark."""
+
+    files: dict[str, int]
+    watermark_ms: int
+
+
+def _numbered(directory: str) -> list[int]:
+    if not os.path.isdir(directory):
+        return []
+    return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
+
+
+class SparkCheckpoint:
+    """The checkpoint directory of one query (``<workdir>/checkpoint``) and the input files it read."""
+
+    def __init__(self, path: str, files: InputFiles):
+        self.path, self.files = path, files
+
+    def latest_commit(self) -> int:
+        return max(_numbered(os.path.join(self.path, "commits")), default=-1)
+
+    def latest_offset(self) -> int:
+        return max(_numbered(os.path.join(self.path, "offsets")), default=-1)
+
+    def restart_plan(self) -> RestartPlan:
+        """Where Spark's restart begins: re-run the latest logged batch if it has no commit, else the next."""
+        logged, committed = self.latest_offset(), self.latest_commit()
+        if logged > committed:
+            start, end = self.files.start(logged), self.files.ends[logged]
+            return RestartPlan(logged, start, {logged: (start, end)}, None, kept_through=committed)
+        first = committed + 1
+        return RestartPlan(first, self.files.start(first), {}, None, kept_through=committed)
+
+    def source_file(self, source: int, log_offset: int) -> str | None:
+        """The input file the file source logged at ``log_offset`` (plain or compacted log entries)."""
+        directory = os.path.join(self.path, "sources", str(source))
+        plain = os.path.join(directory, str(log_offset))
+        candidates = [plain] if os.path.exists(plain) else sorted(
+            os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".compact"))
+        for path in candidates:
+            with open(path) as fh:
+                for line in fh.read().splitlines()[1:]:
+                    entry = json.loads(line)
+                    if entry.get("batchId") == log_offset:
+                        return str(entry["path"])
+        return None
+
+    def read_batch(self, b: int) -> BatchInfo:
+        """Read ``offsets/b`` as Spark wrote it: which input file of each side, and the watermark."""
+        with open(os.path.join(self.path, "offsets", str(b))) as fh:
+            lines = fh.read().splitlines()
+        metadata = json.loads(lines[1])
+        files: dict[str, int] = {}
+        for source, line in enumerate(lines[2:]):
+            try:
+                offset = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # "-": the source has no offset yet
+            path = self.source_file(source, int(offset["logOffset"]))
+            parsed = parse_batch_file(path) if path else None
+            if parsed is None:
+                raise RuntimeError(f"offsets/{b}: source {source} log offset {offset} names no input file")
+            files[parsed[0]] = parsed[1]
+        return BatchInfo(files, int(metadata.get("batchWatermarkMs", 0)))
+
+    def file_list(self, sink_dir: str) -> list[str]:
+        """Every file of the checkpoint, and the sink's under ``sink/`` (checksums and temporaries left out)."""
+        out = []
+        for base, prefix in ((self.path, ""), (sink_dir, "sink/")):
+            for directory, _dirs, names in os.walk(base):
+                for name in names:
+                    if name.endswith(".crc") or name.endswith(".tmp"):
+                        continue
+                    out.append(prefix + os.path.relpath(os.path.join(directory, name), base))
+        return sorted(out)
