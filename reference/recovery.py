@@ -49,7 +49,7 @@ def plan_restart(storage: Storage, progress_mode: str, source_partitions: int) -
         raise CheckpointFormatError(f"{layout.commit_path(committed)}: commit entry newer than the latest "
                                     f"offset entry {latest}")
     base = CommitEntry.read(storage, committed) if committed is not None else None
-    trackers = base.next_trackers if base else None
+    trackers = _restored_trackers(base.next_trackers) if base else None
     lineage = base.state_lineage if base else {}
     version = committed + 1 if committed is not None else 0
     if committed == latest:
@@ -69,3 +69,11 @@ def plan_restart(storage: Storage, progress_mode: str, source_partitions: int) -
     end = OffsetEntry.read(storage, latest).end
     kept = previous[-1] if previous else -1
     return RestartPlan(latest, start, {latest: (start, end)}, trackers, lineage, version, kept)
+
+
+def _restored_trackers(trackers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The watermark trackers a restarted query resumes with: the watermarks, but not each input's maximum
+    event time, which Spark keeps only in memory (``WatermarkTracker``: the checkpoint holds the combined
+    watermark, ``commits/<b>`` ``nextBatchWatermarkMs``). So after a restart a join's watermark moves again
+    only once both sides have new data."""
+    return [{**tracker, "max_event_ms": {}} for tracker in trackers]

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from reference.storage import SnapshotReader
 
@@ -54,16 +53,7 @@ def scratch_directory(prefix: str) -> Path:
 def manifest_snapshot_readers() -> tuple[SnapshotReader, ...]:
     """What a storage must carry for reference code to decode this store's snapshot manifests.
 
-    The reader is the Spark backend's (``spark_impl.snapshot_reader``); nothing
-    registers it process-wide. Until that module stops importing
-    ``reference.state_store.register_snapshot_reader``, which the seam removed,
-    the tests that need it are skipped, saying so; any other import error fails.
+    The reader is the Spark backend's (``spark_impl.snapshot_reader``); nothing registers it process-wide.
     """
-    try:
-        from spark_impl.snapshot_reader import read_manifest_snapshot
-    except ImportError as exc:
-        if "register_snapshot_reader" not in str(exc):
-            raise
-        pytest.skip("spark_impl.snapshot_reader still imports the removed "
-                    "reference.state_store.register_snapshot_reader")
+    from spark_impl.snapshot_reader import read_manifest_snapshot
     return (read_manifest_snapshot,)

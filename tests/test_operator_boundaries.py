@@ -192,3 +192,30 @@ def test_whole_queries_give_the_hand_derived_rows_and_watermarks(name):
     result = run_sequential(scenario, data, bounds)
     assert [result.outputs[b] for b in range(len(bounds))] == expected_rows
     assert [result.watermarks[b] for b in range(len(bounds))] == expected_watermarks
+
+
+def test_after_a_restart_a_join_s_watermark_waits_for_new_data_on_both_sides():
+    """Spark keeps only the combined watermark in the checkpoint (``WatermarkTracker``; ``commits/<b>``
+    ``nextBatchWatermarkMs``), not each input's maximum event time: after a restart, a join's watermark
+    moves again only once both sides have data.
+
+    Arrivals cut batches every second. Batch 0: both sides at 100, so batch 1 runs with watermark 100;
+    batch 1 is empty; batch 2: left at 300 (min(300, 100) = 100); batch 3: right at 400, so without a
+    restart batch 4 runs with min(300, 400) = 300. The driver crashes after commits/2: the restarted query
+    has forgotten that the left side reached 300, sees only the right side's 400 in batch 3, and batch 4
+    still runs with 100.
+    """
+    from reference.run import run_scenario
+    left = [[0, "k", 1, 100, 0], [0, "k", 2, 300, 2000], [0, "k", 3, 500, 4000]]
+    right = [[0, "k", 1, 100, 0], [0, "k", 2, 400, 3000]]
+
+    def join(faults: list[dict[str, Any]]) -> Scenario:
+        return Scenario.from_dict({"name": "join-restart", "seed": 1,
+                                   "sources": {"left": {"kind": "explicit", "batch_ms": 1000, "records": left},
+                                               "right": {"kind": "explicit", "batch_ms": 1000, "records": right}},
+                                   "query": {"operator": {"kind": "join", "time_bound_ms": 0,
+                                                          "watermark_delay_ms": 0}, "state_partitions": 1},
+                                   "faults": faults})
+    crash = [{"at": {"step": "commit_log_write", "batch": 2, "when": "after"}, "kind": "driver_crash"}]
+    assert [b.watermark_ms for b in run_scenario(join([])).outcome().batches] == [0, 100, 100, 100, 300]
+    assert [b.watermark_ms for b in run_scenario(join(crash)).outcome().batches] == [0, 100, 100, 100, 100]

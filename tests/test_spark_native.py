@@ -24,6 +24,8 @@ from reference.run import run_scenario
 from reference.scenario import Scenario
 from spark_impl.native import NativeUnsupported, run_native
 from spark_impl.native.backend import NativeBackend
+from tests.test_operator_boundaries import SCENARIOS as BOUNDARIES
+from tests.test_operator_boundaries import explicit as boundary_scenario
 
 
 def generated(batches: int = 3, per_batch: int = 3, keys: int = 4, disorder_ms: int = 0) -> dict[str, Any]:
@@ -242,47 +244,21 @@ def test_corrupt_changelog_fails_loudly(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_difference_late_rows_are_judged_by_the_previous_batch_watermark(spark, tmp_path):
-    """Spark filters late rows with the previous batch's watermark, the reference with the current one.
+@pytest.mark.parametrize("name", sorted(BOUNDARIES))
+def test_operator_boundaries_give_spark_s_own_rows_and_watermarks(spark, tmp_path, name):
+    """The hand-derived boundary queries of ``tests/test_operator_boundaries.py`` on Spark itself.
 
-    Batch 0 sees event time 105, so batch 1 runs with watermark 105. Its row at 55
-    is late for the reference (55 < 105) and dropped. Spark (3.4+) filters late
-    events with the watermark of the batch before (0), so it aggregates the row
-    into window [50, 60), then evicts that window with the eviction watermark 105
-    and emits it in the same batch. The state agrees (the window is gone either
-    way); only batch 1's output differs, and only that oracle fails.
+    Each puts records exactly at the late-events watermark, a window's end, a dedup expiry or a session's
+    timeout, including rows at the epoch in batch 0. Spark must emit the rows and run with the watermarks
+    written down there by hand from its rules, and the reference's oracles must hold on its outcome.
     """
-    records = [[0, "a", 1, 105, 0], [0, "a", 2, 55, 1000], [0, "b", 4, 120, 2000]]
-    scenario = explicit("window_aggregate", records, window_ms=10, watermark_delay_ms=0)
+    operator, records, expected_rows, expected_watermarks = BOUNDARIES[name]
+    scenario = boundary_scenario(operator, records, name)
     outcome = run(scenario, tmp_path)
     assert outcome.error is None
-    assert reference_sink(scenario)[1] == []
-    assert native_sink(outcome)[1] == [["a", [50, 60, 2]]]
-    verdicts = {v.check: v for v in check_outcome(scenario, outcome)}
-    assert verdicts["output_semantics"].status == FAIL and verdicts["output_semantics"].batch == 1
-    assert all(v.status != FAIL for name, v in verdicts.items() if name != "output_semantics")
-
-
-@pytest.mark.spark
-def test_difference_late_means_at_or_before_the_watermark(spark, tmp_path):
-    """Spark calls a row late when ``event_time <= watermark``; the reference when ``event_time < watermark``.
-
-    Batch 0 runs with watermark 0: Spark drops ``z`` at event time 0, the
-    reference keeps it. Batch 2 runs with watermark 100 (and so did batch 1, the
-    watermark Spark uses for late rows): ``c`` at exactly 100 is kept by the
-    reference and dropped by Spark. The dedup state is equal in both, since the
-    reference's entries for ``z`` and ``c`` expire at once.
-    """
-    records = [[0, "z", 9, 0, 0], [0, "a", 1, 100, 0], [0, "b", 2, 100, 1000], [0, "c", 3, 100, 2000]]
-    scenario = explicit("dedup_within_watermark", records, watermark_delay_ms=0)
-    outcome = run(scenario, tmp_path)
-    reference = reference_sink(scenario)
-    native = native_sink(outcome)
-    assert reference[0] == [["a", 1], ["z", 9]] and native[0] == [["a", 1]]
-    assert reference[1] == native[1] == [["b", 2]]
-    assert reference[2] == [["c", 3]] and native[2] == []
-    held = statuses(scenario, outcome)
-    assert held["state_equivalence"] == PASS and held["output_semantics"] == FAIL
+    assert [native_sink(outcome).get(b, []) for b in range(len(expected_rows))] == expected_rows
+    assert [b.watermark_ms for b in outcome.batches] == expected_watermarks
+    assert_oracles_hold(scenario, outcome)
 
 
 # ------------------------------------------------------- latency (timed)

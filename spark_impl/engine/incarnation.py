@@ -21,7 +21,7 @@ from typing import Any
 
 from reference.engine import Incarnation
 from reference.outcome import ProgressEvent
-from reference.query import PartitionResult, watermarks_of
+from reference.query import PartitionResult, operator_watermarks
 from reference.steps import TASK_STEPS
 
 from ..snapshot_reader import SNAPSHOT_FORMAT
@@ -134,7 +134,7 @@ class SparkIncarnation(Incarnation):
                       if (sid, p, b) in self.lineage}
         return TaskSpec(self.sc, self.engine.root, self.engine.coord, self.engine.local_root, self.epoch,
                         self.number, b, tuple(plan.start), tuple(plan.end),
-                        tuple(watermarks_of(self.trackers_for(b))), lineage_in, self.restart.first_batch,
+                        tuple(operator_watermarks(self.trackers_for(b))), lineage_in, self.restart.first_batch,
                         self.shape.is_maintenance_batch(b), faults, self.background_task_steps(b), os.getpid(),
                         self.engine.kill_driver, self.engine.straggler)
 

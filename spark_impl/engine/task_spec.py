@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from reference.operators import Watermark
 from reference.query import pipeline_store_ids
 from reference.scenario import Fault, Scenario
 
@@ -26,7 +27,7 @@ class TaskSpec:
     batch: int
     start: tuple[int, ...]
     end: tuple[int, ...]
-    watermarks: tuple[int, ...]
+    watermarks: tuple[Watermark, ...]   # each operator's late-events and eviction watermarks
     lineage_in: dict[tuple[str, int], str] = field(default_factory=dict)  # (store, p) -> uid of version b
     first_batch: int = 0      # first batch of the incarnation (its input lineage is always known)
     maintenance: bool = False

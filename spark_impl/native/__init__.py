@@ -89,59 +89,25 @@ faults at ``at.time_ms``, asynchronous progress tracking, asynchronous state
 checkpointing and pipelining (not in open-source Spark), and
 ``stateful_function`` when pandas or pyarrow is missing.
 
-Where Spark differs from the reference model
---------------------------------------------
-The reference states each operator "with Spark's semantics"; on Spark 4 the
-rule for late rows differs in two ways, and the adapter reproduces Spark, not
-the reference:
-
-1. Late rows are filtered with the *previous* batch's watermark. Since Spark
-   3.4 every stateful operator gets two watermarks per batch: one for late
-   events, the watermark of the batch before, and one for eviction, the
-   current batch's (``IncrementalExecution``:
-   ``prevOffsetSeqMetadata.batchWatermarkMs``).
-2. Late means at or before the watermark (``WatermarkSupport``:
-   ``LessThanOrEqual``), where the reference says strictly before. The first
-   batch's watermark is 0, so Spark drops every row at or before the epoch.
-
-With ``wm`` the current batch's watermark and ``prev`` the previous batch's,
-a row is dropped as late:
-
-======================  ==================================  ==================================
-operator                reference                           Spark
-======================  ==================================  ==================================
-window_aggregate        ``t < wm`` or window end ``<= wm``  window end ``<= prev``
-dedup_within_watermark  ``t < wm``                          ``t <= prev``
-join (either side)      ``t < wm - time_bound``             ``t <= prev``
-stateful_function       ``t < wm``                          ``t <= prev``
-======================  ==================================  ==================================
-
-So Spark keeps rows the reference drops (a window that the current watermark
-closes is then emitted with them) and, at the boundary, drops rows the
-reference keeps; for a join Spark drops rows within ``time_bound`` behind the
-watermark that the reference still joins. For ``stateful_function`` such a
-row can make the new timeout fall before the current watermark, which Spark
-refuses; the adapter then sets the timeout to the watermark.
-
-Both rules only matter for rows whose event time is behind the watermark.
-With disorder at most the watermark delay and event times after the epoch no
-row is late under either rule, and the adapter's outcomes pass the oracles.
-(A ``rate`` source creates its first records at time 0, so under a watermark
-Spark drops them in batch 0 by rule 2.)
-The tests in ``tests/test_spark_native.py`` assert each difference where it
-shows. Where they agree: eviction (window end, dedup expiry ``<= wm``), the
-join's state horizon (for ``lt >= rt - bound`` Spark's state watermark is
-``wm - bound - 1`` with ``<=``, so ``t < wm - bound`` is evicted, as in the
-reference), the event-time timeout (``timeout < wm``), and the watermark itself
-(max event time of the batches before minus the delay, never decreasing, the
-minimum over a join's sides, 0 until every side has data).
+Spark's semantics and the reference's
+-------------------------------------
+The reference follows Spark 3.4+'s watermarks (``reference/operators.py``):
+late rows are filtered with the watermark in force for the batch before
+(``IncrementalExecution``: ``eventTimeWatermarkForLateEvents``), a row is late
+when ``event_time <= watermark`` (``WatermarkSupport``), a window is late when
+its end is, state is evicted with the current batch's watermark, and a
+session's event-time timeout fires strictly after its timestamp, which is
+never set before the current watermark. ``tests/test_spark_native.py`` runs
+the hand-derived boundary queries of ``tests/test_operator_boundaries.py``
+here and requires Spark's rows and watermarks to be the ones derived by hand.
+The session's timeout timestamp is read back from Spark's state
+(``value.timeoutTimestamp``) as the reference state's fourth element.
 
 Restarts: a restart resumes the watermark from ``commits/<b>``
 (``nextBatchWatermarkMs``) or, when re-running a batch, from ``offsets/<b>``,
-as the reference does. One difference is not exercised by the tests: Spark
-keeps only the combined watermark in the checkpoint, not each input's
-maximum event time, so after a restart a join whose sides are out of step can
-advance its watermark later than the reference (which persists the maxima).
+as the reference does; neither keeps each input's maximum event time, so after
+a restart a join's watermark moves again only once both sides have new data
+(``reference/recovery.py``).
 
 Outcomes are timed, so two runs are not byte-identical (durations, timestamps,
 RocksDB file names): the ``determinism`` check does not apply to this backend.

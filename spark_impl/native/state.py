@@ -14,7 +14,8 @@ aggregate              key -> count | sum              key -> count | sum
 window_aggregate       (key, window) -> count | sum    "key|window_start_ms" -> count | sum
 dedup_within_watermark key -> expiresAtMicros          key -> event_time_ms + delay
 join (per side)        key -> each buffered row         key -> sorted [[event_time_ms, value]]
-stateful_function      key -> (total, cnt, last)       key -> [total, count, last_event_ms]
+stateful_function      key -> ((total, cnt, last),        key -> [total, count, last_event_ms,
+                       timeoutTimestamp)                      timeout_at_ms]
 ====================== ============================== ===================================
 
 Partitions: Spark routes a key to state partition ``Murmur3(key) mod n``; the
@@ -64,23 +65,26 @@ def _frame(spark: Any, checkpoint: str, scenario: Scenario, sid: str, version: i
     first = F.col("value").getField(value_fields[0])
     none = F.lit(None).cast("long")
     if kind == "aggregate":
-        numbers = [first, none, none]
+        numbers = [first, none, none, none]
         skey = key
     elif kind == "window_aggregate":
         skey = F.concat(key, F.lit("|"), F.unix_millis(F.col("key.window.start")).cast("string"))
-        numbers = [first, none, none]
+        numbers = [first, none, none, none]
     elif kind == "dedup_within_watermark":
-        skey, numbers = key, [F.floor(F.col("value.expiresAtMicros") / 1000), none, none]
+        skey, numbers = key, [F.floor(F.col("value.expiresAtMicros") / 1000), none, none, none]
     elif kind == "join":
         t, v = ("lt", "lv") if side == "left" else ("rt", "rv")
-        skey, numbers = key, [F.unix_millis(F.col("value").getField(t)), F.col("value").getField(v), none]
+        skey, numbers = key, [F.unix_millis(F.col("value").getField(t)), F.col("value").getField(v), none, none]
     elif kind == "stateful_function":
+        # the group state and, beside it, the event-time timeout Spark set (the reference keeps it as the
+        # session's fourth element)
         group = F.col("value.groupState") if "groupState" in value_fields else F.col("value")
-        skey, numbers = key, [group.getField("total"), group.getField("cnt"), group.getField("last")]
+        timeout = F.col("value.timeoutTimestamp") if "timeoutTimestamp" in value_fields else none
+        skey, numbers = key, [group.getField("total"), group.getField("cnt"), group.getField("last"), timeout]
     else:
         raise ValueError(f"operator {kind!r} keeps no state the adapter can read")
     return df.select(F.lit(sid).alias("sid"), F.lit(version).alias("version"), key.alias("route"),
-                     skey.alias("skey"), *[n.cast("long").alias(c) for n, c in zip(numbers, "abc")])
+                     skey.alias("skey"), *[n.cast("long").alias(c) for n, c in zip(numbers, "abcd")])
 
 
 def _value(kind: str, row: Any) -> Any:
@@ -88,7 +92,7 @@ def _value(kind: str, row: Any) -> Any:
         return int(row["a"])
     if kind == "join":
         return [int(row["a"]), int(row["b"])]
-    return [int(row["a"]), int(row["b"]), int(row["c"])]
+    return [int(row["a"]), int(row["b"]), int(row["c"]), int(row["d"])]
 
 
 def read_states(spark: Any, checkpoint: str, scenario: Scenario,
