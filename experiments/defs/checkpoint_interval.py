@@ -46,28 +46,17 @@ from experiments.defs import (
     generated_scenario,
     latency_metrics,
     log_write_ms,
-    mean_or_none,
     plan_starts_before,
     rate_scenario,
     recovery_metrics,
     step_durations,
     with_faults,
 )
-from experiments.runner import (
-    PALETTE,
-    Check,
-    Experiment,
-    Point,
-    RunContext,
-    figure_style,
-    fmt_ms,
-    group,
-    over_seeds,
-    run_on_backend,
-    save_figure,
-    sim_profile,
-    simulate_point,
-)
+from experiments.experiment import Check, Experiment, Point, RunContext
+from experiments.figures import PALETTE, figure_context, save_figure
+from experiments.measure import run_point_scenario, simulate_point
+from experiments.profiles import sim_profile
+from experiments.stats import fmt_ms, group, mean_or_none, over_seeds
 
 NEVER_MS = 10**9                 # an interval longer than any run: only the first offset entry is persisted
 PROGRESS_INTERVALS_MS = {"quick": (500, 2000, 8000),  # Young with C ~ 0.2 s: ~16 s (quick M), ~38 s (full M)
@@ -124,9 +113,9 @@ class CheckpointInterval(Experiment):
         return [float(int(span_ms * f)) for f in rng.uniform(0.3, 0.8, size=int(point.extra.get("crashes", 0)))]
 
     def _progress(self, point: Point) -> dict[str, Any]:
-        clean, _ = run_on_backend("sim", point.scenario, point.profile, point.sim_mode)
+        clean = run_point_scenario(point).outcome
         check_outcome_ok(clean)
-        progress = clean.get("progress", [])
+        progress = clean.progress
         metrics: dict[str, Any] = latency_metrics(clean)
         batches = batch_metrics(progress)
         metrics.update({k: batches[k] for k in ("interval_ms_mean", "batch_ms_mean", "trigger_ms_mean")})
@@ -151,9 +140,9 @@ class CheckpointInterval(Experiment):
         check_outcome_ok(outcome)
         uploads = [ms for _b, _p, _s, ms in step_durations(sim.trace, ("snapshot_upload",))["snapshot_upload"]
                    if ms > MIN_STEP_MS]
-        batches = batch_metrics(outcome.get("progress", []))
+        batches = batch_metrics(outcome.progress)
         loads = []
-        total = len(outcome.get("batches", []))
+        total = len(outcome.batches)
         rng = np.random.default_rng(point.seed * 104729 + int(point.params["min_deltas"]))
         for batch in sorted({int(b) for b in rng.integers(total // 2, total - 1, size=int(point.extra["crashes"]))}):
             fault = {"at": {"step": "plan", "batch": batch, "when": "before"}, "kind": "driver_crash"}
@@ -263,7 +252,7 @@ class CheckpointInterval(Experiment):
 
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
-        with plt.rc_context(figure_style()):
+        with figure_context():
             fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
             for ax, part, key, unit, young_key in (
                     (axes[0], summary["progress"], "interval_ms", "async-progress checkpoint interval (ms)",
