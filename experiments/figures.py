@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ContextManager, Sequence, cast
+from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Sequence, cast
 
 if TYPE_CHECKING:
     from experiments.experiment import Experiment, RunContext
@@ -49,7 +49,7 @@ def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
-def grouped_bars(ax: Any, categories: Sequence[str], series: dict[str, Sequence[float | None]],
+def grouped_bars(ax: Any, categories: Sequence[str], series: Mapping[str, Sequence[float | None]],
                  unit: str = "ms", value_format: str = "{:,.0f}", legend: bool = True) -> None:
     """Bars per category, one colour per series, each bar labelled with its value (the published style).
 
