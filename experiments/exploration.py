@@ -9,8 +9,11 @@ a summary that says INCOMPLETE when it was cut short. An interrupt raises
 
 from __future__ import annotations
 
+import signal
 import sys
-from typing import Callable
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from experiments.progress import ExploreBar
 from reference.explorer import ExplorationInterrupted, Report, explore, plan_exploration
@@ -30,13 +33,41 @@ def explore_with_progress(scenario: Scenario, *, depth: int = 1, workers: int | 
     say(f"plan: {plan.describe()}: {plan.schedules:,} schedules"
         + (", plus a second crash during every recovery" if depth >= 2 else ""))
     bar = ExploreBar(plan.schedules, "explore", quiet)
-    try:
-        report = explore(scenario, depth=depth, workers=workers, progress=bar)
-    except ExplorationInterrupted:
-        bar.bar.close()
-        raise
+    with _interrupts() as interrupted:
+        try:
+            report = explore(scenario, depth=depth, workers=workers, progress=bar)
+        except ExplorationInterrupted:
+            bar.bar.close()
+            raise
+        except Exception as exc:
+            if not interrupted:
+                raise
+            # the interrupt landed inside a lock's release in the explorer's wait loop, and Python raised
+            # this instead of KeyboardInterrupt; the last progress tick is where it got to
+            bar.bar.close()
+            partial = Report(scenario.name, schedules=bar.bar.n, truncated=True)
+            raise ExplorationInterrupted(partial) from exc
     bar.finish(report.schedules, len(report.violations))
     return report
+
+
+@contextmanager
+def _interrupts() -> Iterator[list[bool]]:
+    """While the block runs, a SIGINT is noted (the list becomes ``[True]``) and then raised as usual."""
+    noted: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(True)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def report_lines(report: Report) -> list[str]:
