@@ -16,7 +16,9 @@ What it holds:
   ``progress.py`` (tqdm bars).
 - ``scenarios/``: example scenarios.
 
-What it may import: every package of the project (``reference``, ``sim``, ``spark_impl``, the last two only
-through ``backends.py``) and third-party libraries (numpy, matplotlib, tqdm). Nothing outside ``experiments``
-imports it.
+What it may import: every package of the project (``reference``, ``sim``, ``spark_impl``) and third-party
+libraries (numpy, matplotlib, tqdm). A backend is reached only through ``backends.py``; what is not a
+backend run is imported where it is used: the simulator's cost profiles (``profiles.py``) and its trace
+(``measure.simulate_point``), and a SparkSession as a pool that runs points (``execution.py``). Nothing
+outside ``experiments`` imports it.
 """
