@@ -45,6 +45,7 @@ from reference.explorer import ExplorationInterrupted
 from reference.oracles import check_outcome, failures
 from reference.outcome import OutcomeError
 from reference.scenario import ScenarioError, load_scenario
+from reference.storage import CheckpointFormatError
 
 DEFAULT_DIFF_BACKENDS = "reference,sim"
 DEFAULT_DEMO_BACKENDS = "reference,sim,spark"
@@ -309,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     except BackendUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_codes.UNAVAILABLE
+    except CheckpointFormatError as exc:   # a checkpoint file an oracle had to read is damaged: a failed check
+        print(f"FAIL: the checkpoint cannot be read: {exc}", file=sys.stderr)
+        return exit_codes.CHECK_FAILED
     except BAD_INPUT_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT

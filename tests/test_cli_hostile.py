@@ -158,6 +158,14 @@ def test_check_a_changelog_edited_with_its_checksum_recomputed_fails(capsys: pyt
     assert code == exit_codes.CHECK_FAILED and "[FAIL]" in out
 
 
+def test_check_a_checkpoint_with_an_unreadable_commit_entry_fails_naming_it(capsys: pytest.CaptureFixture[str],
+                                                                           work: Path) -> None:
+    newest = max((work / "checkpoint" / "commits").iterdir(), key=lambda p: int(p.name))
+    newest.write_text("{")
+    code, _, err = check_cli(capsys, work, checkpoint=work / "checkpoint")
+    assert code == exit_codes.CHECK_FAILED and f"commits/{newest.name}" in err
+
+
 # ------------------------------------------------------------------ check OUTCOME
 
 
