@@ -59,6 +59,7 @@ def claimed(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool
     root = Path(path)
     if root.exists() and not root.is_dir():
         raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (SPEC section 3)")
+    created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
     _lock(root)
     try:
@@ -73,6 +74,8 @@ def claimed(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool
         yield root
     finally:
         (root / LOCK).unlink(missing_ok=True)
+        if created and not any(root.iterdir()):
+            root.rmdir()   # the run wrote nothing: leave no empty directory behind
 
 
 def _occupied_by(root: Path, scenario: Scenario, present: list[str]) -> str:

@@ -34,7 +34,7 @@ from experiments.backends import (
     run_backend,
 )
 from experiments.checkpoint_dir import CheckpointDirError, claimed, open_checkpoint, write_checkpoint
-from experiments.demo import SCENARIOS, cmd_demo
+from experiments.demo import cmd_demo
 from experiments.diff import compare_backends, comparison_lines, options_per_backend
 from experiments.experiment import ExperimentError
 from experiments.experiment_cli import add_experiment_parser
@@ -44,7 +44,7 @@ from reference.backend import BackendError, BackendUnavailable, RunOptions
 from reference.explorer import ExplorationInterrupted
 from reference.oracles import check_outcome, failures
 from reference.outcome import OutcomeError
-from reference.scenario import ScenarioError, load_scenario
+from reference.scenario import Scenario, ScenarioError, load_scenario
 from reference.storage import CheckpointFormatError
 
 DEFAULT_DIFF_BACKENDS = "reference,sim"
@@ -81,7 +81,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _run_and_write(args, scenario, options, target)
 
 
-def _run_and_write(args: argparse.Namespace, scenario: Any, options: RunOptions, checkpoint: Path | None) -> int:
+def _run_and_write(args: argparse.Namespace, scenario: Scenario, options: RunOptions, checkpoint: Path | None
+                   ) -> int:
     started = time.perf_counter()
     result = run_backend(args.backend, scenario, options)
     print(f"{args.backend} finished in {time.perf_counter() - started:.2f} s", file=sys.stderr)

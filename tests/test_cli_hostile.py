@@ -443,3 +443,10 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_refused_run_leaves_no_checkpoint_directory_it_created(capsys: pytest.CaptureFixture[str],
+                                                                 work: Path) -> None:
+    target = work / "new-dir"
+    code, _, _ = run_cli(capsys, work / "scenario.json", "--checkpoint", target, "--profile", "local_spark")
+    assert code == exit_codes.BAD_INPUT and not target.exists()
