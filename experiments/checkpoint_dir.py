@@ -11,6 +11,7 @@ directory for the oracles with the snapshot readers its metadata names.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from contextlib import contextmanager
@@ -61,7 +62,7 @@ def claimed(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool
         raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (SPEC section 3)")
     created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
-    _lock(root)
+    lock_fd = _lock(root)
     try:
         present = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.name != LOCK)
         if present:
@@ -74,6 +75,7 @@ def claimed(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool
         yield root
     finally:
         (root / LOCK).unlink(missing_ok=True)
+        os.close(lock_fd)
         if created and not any(root.iterdir()):
             root.rmdir()   # the run wrote nothing: leave no empty directory behind
 
@@ -96,42 +98,28 @@ def _occupied_by(root: Path, scenario: Scenario, present: list[str]) -> str:
     return f"holds {len(present)} file(s) that are not a checkpoint of this scenario (first: {present[0]})"
 
 
-def _lock(root: Path) -> None:
-    """Create the lock file holding this process's id; refuse when a live process holds it."""
+def _lock(root: Path) -> int:
+    """An exclusive ``flock`` on the directory's lock file, naming this process; refused while another process
+    holds it. The kernel drops the lock when its holder dies, so a lock file left behind is never stale."""
     lock = root / LOCK
-    for _attempt in range(2):
+    while True:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = _holder(lock)
-            if holder is not None and _alive(holder):
-                raise CheckpointDirError(f"{root}: another lightspeed run (pid {holder}) is writing a checkpoint "
-                                         f"here ({lock}); wait for it, or choose another directory") from None
-            lock.unlink(missing_ok=True)   # left by a run that died
-            continue
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{os.getpid()}\n")
-        return
-    raise CheckpointDirError(f"{root}: could not take the lock file {lock}")
-
-
-def _holder(lock: Path) -> int | None:
-    try:
-        return int(lock.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise CheckpointDirError(f"{root}: another lightspeed run (pid {holder}) is writing a checkpoint here "
+                                     f"({lock}); wait for it, or choose another directory") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:   # not a file its last holder unlinked while we waited to lock it
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return fd
+        os.close(fd)
 
 
 def write_checkpoint(storage: Storage, path: str | os.PathLike[str], *, replace: bool = False) -> Path:

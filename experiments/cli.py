@@ -39,6 +39,7 @@ from experiments.diff import compare_backends, comparison_lines, options_per_bac
 from experiments.experiment import ExperimentError
 from experiments.experiment_cli import add_experiment_parser
 from experiments.exploration import explore_with_progress, report_lines
+from experiments.input_files import InputFileError
 from experiments.judging import load_outcome, tally, verdict_lines
 from reference.backend import BackendError, BackendUnavailable, RunOptions
 from reference.explorer import ExplorationInterrupted
@@ -50,7 +51,7 @@ from reference.storage import CheckpointFormatError
 DEFAULT_DIFF_BACKENDS = "reference,sim"
 DEFAULT_DEMO_BACKENDS = "reference,sim,spark"
 BAD_INPUT_ERRORS = (ScenarioError, OutcomeError, BackendError, UnknownBackend, BackendListError, ExperimentError,
-                    CheckpointDirError)
+                    CheckpointDirError, InputFileError)
 
 
 # ------------------------------------------------------------------ commands

@@ -7,24 +7,15 @@ with an ``OutcomeError`` naming the file and the field, never judged.
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from experiments.input_files import read_text
 from reference.oracles import Verdict
 from reference.outcome import Outcome, OutcomeError
 
 
 def load_outcome(path: str) -> Outcome:
-    """The outcome in the file at ``path``; ``OutcomeError`` naming the file (and the field) when it is not one."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise OutcomeError(path, "no such outcome file") from None
-    except IsADirectoryError:
-        raise OutcomeError(path, "is a directory, expected an outcome JSON file") from None
-    except UnicodeDecodeError as exc:
-        raise OutcomeError(path, f"not UTF-8 text (byte {exc.start}), expected an outcome JSON file") from None
-    except OSError as exc:
-        raise OutcomeError(path, f"cannot be read: {exc.strerror or exc}") from None
+    """The outcome in the file at ``path``; ``InputFileError`` when the file cannot be read, ``OutcomeError``
+    naming the file and the field when it is not an outcome."""
+    text = read_text(path, "an outcome JSON file")
     try:
         return Outcome.from_json(text, source=path)
     except OutcomeError as exc:

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from experiments.execution import run_point
 from experiments.experiment import Experiment, ExperimentError, RunContext
+from experiments.input_files import read_text
 
 RESULTS_ROOT = Path("results") / "experiments"
 
@@ -27,15 +28,10 @@ def write_results(path: Path, document: dict[str, Any]) -> None:
 
 
 def load_results(results_path: str | Path) -> dict[str, Any]:
-    """A results file; ``ExperimentError`` naming the file when it is missing or not one."""
+    """A results file; ``InputFileError`` when it cannot be read, ``ExperimentError`` naming it when it is not one."""
+    text = read_text(results_path, "an experiment's results.json")
     try:
-        document = json.loads(Path(results_path).read_text())
-    except FileNotFoundError:
-        raise ExperimentError(f"{results_path}: no such results file") from None
-    except IsADirectoryError:
-        raise ExperimentError(f"{results_path}: is a directory, expected a results.json file") from None
-    except UnicodeDecodeError:
-        raise ExperimentError(f"{results_path}: not UTF-8 text, expected a results.json file") from None
+        document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ExperimentError(f"{results_path}: not valid JSON: {exc}") from None
     if not isinstance(document, dict) or "points" not in document or "experiment" not in document:

@@ -216,7 +216,8 @@ def test_check_an_outcome_of_another_scenario_fails_identity(capsys: pytest.Capt
 def test_check_an_outcome_file_that_is_missing_a_directory_or_not_utf8_is_bad_input(
         capsys: pytest.CaptureFixture[str], work: Path) -> None:
     (work / "latin1.json").write_bytes(b'{"scenario": "caf\xe9"}')
-    for path, says in ((work / "nope.json", "no such outcome file"), (work / "checkpoint", "is a directory"),
+    for path, says in ((work / "nope.json", "no such file, expected an outcome JSON file"),
+                       (work / "checkpoint", "is a directory"),
                        (work / "latin1.json", "not UTF-8")):
         code, _, err = check_cli(capsys, work, outcome=path)
         assert code == exit_codes.BAD_INPUT and str(path) in one_line(err) and says in err
@@ -273,18 +274,28 @@ def test_run_into_a_directory_with_stray_files_is_refused_unless_overwritten(
 
 def test_run_into_a_checkpoint_another_live_run_is_writing_is_refused(capsys: pytest.CaptureFixture[str],
                                                                       work: Path) -> None:
+    """Two runs on one directory: the second is refused, naming the first's pid, while the first lives; a lock
+    file the first left behind when it died does not hold the directory."""
     target = work / "busy"
     target.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    holds = ("import fcntl, os, sys, time\n"
+             "fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR)\n"
+             "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+             "os.write(fd, str(os.getpid()).encode())\n"
+             "print('locked', flush=True)\n"
+             "time.sleep(60)\n")
+    holder = subprocess.Popen([sys.executable, "-c", holds, str(target / LOCK)], stdout=subprocess.PIPE, text=True)
     try:
-        (target / LOCK).write_text(f"{holder.pid}\n")
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         code, _, err = run_cli(capsys, work / "scenario.json", "--checkpoint", target)
         assert code == exit_codes.BAD_INPUT and f"pid {holder.pid}" in err
+        assert not (target / "metadata").exists()
     finally:
         holder.kill()
         holder.wait()
-    code, _, _ = run_cli(capsys, work / "scenario.json", "--checkpoint", target)   # a dead holder's lock is stale
-    assert code == exit_codes.OK and not (target / LOCK).exists()
+    assert (target / LOCK).exists()          # left behind by the killed holder
+    code, _, _ = run_cli(capsys, work / "scenario.json", "--checkpoint", target)
+    assert code == exit_codes.OK and (target / "metadata").exists() and not (target / LOCK).exists()
 
 
 # ------------------------------------------------------------ scenarios and options

@@ -16,9 +16,8 @@ import pytest
 from experiments import backends, exit_codes
 from experiments.cli import build_parser, main
 from experiments.demo import SCENARIO
-from reference.backend import RunOptions, RunResult, ScenarioRefused
+from reference.backend import ReferenceBackend, RunOptions, RunResult, ScenarioRefused
 from reference.scenario import Scenario
-from reference.storage import SnapshotReader
 
 
 def lightspeed(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, str]:
@@ -114,16 +113,10 @@ def test_diff_keeps_each_outcome_and_checkpoint_and_prints_wall_times(capsys: py
         assert code == exit_codes.OK and "10 of 10 oracles hold" in verdicts
 
 
-class Refusing:
+class Refusing(ReferenceBackend):
     """A backend that cannot run pipelined scenarios, as native Spark cannot."""
 
     name = "spark-native"
-    options: frozenset[str] = frozenset()
-    timed = True
-    snapshot_formats: dict[str, SnapshotReader] = {}
-
-    def unavailable(self) -> str | None:
-        return None
 
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         raise ScenarioRefused(self.name, "engine.pipelining", "Spark's micro-batch engine has no pipelining")
