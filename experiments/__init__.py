@@ -7,8 +7,8 @@ What it holds:
 - ``cli.py``: the entry point (``lightspeed``); the only place that turns typed errors into messages and exit
   codes (``exit_codes.py``). Nothing imports it. Its subcommands' work lives in ``diff.py`` (several backends,
   judged and compared), ``judging.py`` (outcome files and verdicts), ``checkpoint_dir.py`` (checkpoint
-  directories: claiming, writing, opening), ``exploration.py`` (the explorer with a plan and a progress bar),
-  ``demo.py`` and ``experiment_cli.py``.
+  directories: claiming, writing, opening), ``input_files.py`` (reading a file the user named),
+  ``exploration.py`` (the explorer with a plan and a progress bar), ``demo.py`` and ``experiment_cli.py``.
 - The named experiments: ``experiment.py`` (Point, Check, RunContext, Experiment), ``registry.py`` (names to
   the definitions in ``defs/``), ``sweep.py`` (one run end to end), ``execution.py`` (points inline, in
   processes or as Spark tasks), ``measure.py`` (a point's run on its backend), ``profiles.py`` (simulator cost
