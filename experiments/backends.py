@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 from reference.backend import Backend, BackendUnavailable, RunOptions, RunResult
@@ -18,12 +19,23 @@ from reference.logs import read_metadata
 from reference.scenario import Scenario
 from reference.storage import SnapshotReader, Storage
 
-# backend name -> (module, class); the order is the order help texts list them in
-BACKENDS: dict[str, tuple[str, str]] = {
-    "reference": ("reference.backend", "ReferenceBackend"),
-    "sim": ("sim.backend", "SimBackend"),
-    "spark": ("spark_impl.engine.backend", "SparkEngineBackend"),
-    "spark-native": ("spark_impl.native.backend", "NativeBackend"),
+
+@dataclass(frozen=True)
+class Entry:
+    """Where a backend lives, and whether its runs are Spark jobs (they then run one at a time in the
+    driver's process, sharing its SparkSession, and ``--master`` says where)."""
+
+    module: str
+    cls: str
+    on_spark: bool = False
+
+
+# backend name -> where it lives; the order is the order help texts list them in
+BACKENDS: dict[str, Entry] = {
+    "reference": Entry("reference.backend", "ReferenceBackend"),
+    "sim": Entry("sim.backend", "SimBackend"),
+    "spark": Entry("spark_impl.engine.backend", "SparkEngineBackend", on_spark=True),
+    "spark-native": Entry("spark_impl.native.backend", "NativeBackend", on_spark=True),
 }
 BACKEND_NAMES = tuple(BACKENDS)
 _INSTANCES: dict[str, Backend] = {}
@@ -39,34 +51,63 @@ class UnknownBackend(ValueError):
         self.name = name
 
 
+class BackendListError(ValueError):
+    """A list of backend names that is too short for what it is for."""
+
+
+def parse_backend_list(text: str, at_least: int = 1) -> list[str]:
+    """Comma-separated backend names, each known; ``UnknownBackend`` or ``BackendListError`` otherwise."""
+    names = [known(n.strip()) for n in text.split(",") if n.strip()]
+    if len(names) < at_least:
+        raise BackendListError(f"give at least {at_least} of {', '.join(BACKEND_NAMES)} separated by commas; "
+                               f"got {text!r}")
+    return names
+
+
+def known(name: str) -> str:
+    """``name`` if the registry has it, else ``UnknownBackend``."""
+    if name not in BACKENDS:
+        raise UnknownBackend(name)
+    return name
+
+
+def on_spark(name: str) -> bool:
+    """Whether the backend's runs are Spark jobs (known without importing it)."""
+    return BACKENDS[known(name)].on_spark
+
+
 def get_backend(name: str) -> Backend:
     """The backend called ``name``; ``UnknownBackend`` for a name not in the registry, ``BackendUnavailable``
     when its packages cannot be imported here."""
-    if name not in BACKENDS:
-        raise UnknownBackend(name)
+    entry = BACKENDS[known(name)]
     if name not in _INSTANCES:
-        module_name, class_name = BACKENDS[name]
         try:
-            module = importlib.import_module(module_name)
+            module = importlib.import_module(entry.module)
         except ImportError as exc:
-            raise BackendUnavailable(name, f"cannot import {module_name}: {exc}") from None
-        _INSTANCES[name] = getattr(module, class_name)()
+            raise BackendUnavailable(name, f"cannot import {entry.module}: {exc}") from None
+        _INSTANCES[name] = getattr(module, entry.cls)()
     return _INSTANCES[name]
 
 
-def run_backend(name: str, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
-    """Run ``scenario`` on the named backend; ``BackendUnavailable`` when it cannot run here."""
+def require_available(name: str) -> Backend:
+    """The backend, if it can run here; ``BackendUnavailable`` saying what is missing otherwise."""
     backend = get_backend(name)
     missing = backend.unavailable()
     if missing is not None:
         raise BackendUnavailable(name, missing)
-    return backend.run(scenario, options)
+    return backend
+
+
+def run_backend(name: str, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
+    """Run ``scenario`` on the named backend; ``BackendUnavailable`` when it cannot run here, ``ScenarioRefused``
+    or ``OptionRefused`` when it will not run this scenario or take these options."""
+    return require_available(name).run(scenario, options)
 
 
 def snapshot_readers_for(storage: Storage) -> tuple[SnapshotReader, ...]:
     """The readers a checkpoint's foreign snapshots need, found from its metadata's ``snapshot_format``.
 
-    ``ValueError`` naming the format when no backend knows it.
+    ``ValueError`` naming the format when no backend here knows it.
     """
     metadata = read_metadata(storage)
     fmt = (metadata or {}).get("snapshot_format")

@@ -9,24 +9,23 @@ reported by its experiment and never compared with a number here.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from experiments import runner
-from experiments.runner import (
-    BackendUnavailable,
-    ExperimentError,
-    RunContext,
-    add_experiment_parser,
-    execute,
-    get_experiment,
-    reproduce,
-    run_experiment,
-)
+from experiments import execution, exit_codes, sweep
+from experiments.cli import main
+from experiments.experiment import ExperimentError, Point, RunContext
+from experiments.execution import execute
+from experiments.measure import run_point_scenario
+from experiments.registry import experiment_names, get_experiment
+from experiments.results import reproduce
+from experiments.sweep import ExperimentResult, run_experiment
+from reference.backend import BackendUnavailable, OptionRefused
+from streamtest import judged, make, run
 
 NAMES = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
          "checkpoint-interval", "calibration", "fault-matrix")
@@ -40,9 +39,9 @@ CHANGELOG_CHECK = "changelog commit latency < full snapshot"
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Each experiment's quick mode on the simulator, run once per module."""
-    done: dict[str, runner.ExperimentResult] = {}
+    done: dict[str, ExperimentResult] = {}
 
-    def get(name: str) -> runner.ExperimentResult:
+    def get(name: str) -> ExperimentResult:
         if name not in done:
             ctx = RunContext(backend="sim", quick=True, executor="inline", quiet=True,
                              out_dir=tmp_path_factory.mktemp(name.replace("-", "_")))
@@ -52,17 +51,14 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="lightspeed")
-    add_experiment_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(list(argv))
-    return args.fn(args)
+    return main(list(argv))
 
 
 # ----------------------------------------------------------------- registry and CLI
 
 
 def test_every_experiment_is_registered_and_versioned() -> None:
-    assert tuple(runner.experiment_names()) == NAMES
+    assert tuple(experiment_names()) == NAMES
     for name in NAMES:
         exp = get_experiment(name)
         assert exp.name == name and exp.version and exp.title and exp.backends
@@ -71,23 +67,21 @@ def test_every_experiment_is_registered_and_versioned() -> None:
 def test_unknown_names_are_errors_that_list_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ExperimentError, match="known experiments: offset-management, pipelining"):
         get_experiment("offset-managment")
-    assert cli("experiment", "no-such-thing", "--quick") == runner.EXIT_USAGE
+    assert cli("experiment", "no-such-thing", "--quick") == exit_codes.BAD_INPUT
     err = capsys.readouterr().err
     assert "unknown experiment 'no-such-thing'" in err and "fault-matrix" in err
     with pytest.raises(ExperimentError, match="unknown backend 'flink'"):
         run_experiment("pipelining", RunContext(backend="flink", quick=True, executor="inline", quiet=True))
     with pytest.raises(ExperimentError, match="unknown executor"):
         run_experiment("pipelining", RunContext(quick=True, executor="threads", quiet=True))
-    with pytest.raises(SystemExit):
-        cli("experiment", "pipelining", "--backend", "flink")
+    assert cli("experiment", "pipelining", "--backend", "flink") == exit_codes.BAD_INPUT
+    assert "invalid choice: 'flink'" in capsys.readouterr().err
 
 
 def test_list_and_help_name_every_experiment(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli("experiment", "list") == runner.EXIT_OK
+    assert cli("experiment", "list") == exit_codes.OK
     listed = capsys.readouterr().out
-    with pytest.raises(SystemExit) as exit_info:
-        cli("experiment", "--help")
-    assert exit_info.value.code == 0
+    assert cli("experiment", "--help") == exit_codes.OK
     helptext = capsys.readouterr().out
     for name in NAMES:
         assert name in listed and name in helptext
@@ -96,7 +90,7 @@ def test_list_and_help_name_every_experiment(capsys: pytest.CaptureFixture[str])
 
 
 def test_an_experiment_refuses_a_backend_it_cannot_use(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli("experiment", "calibration", "--backend", "sim", "--quick") == runner.EXIT_USAGE
+    assert cli("experiment", "calibration", "--backend", "sim", "--quick") == exit_codes.BAD_INPUT
     assert "runs on spark, spark-native, not on sim" in capsys.readouterr().err
     with pytest.raises(ExperimentError, match="--seeds must be at least 1"):
         run_experiment("offset-management", RunContext(quick=True, seeds=0, executor="inline", quiet=True))
@@ -215,44 +209,76 @@ def test_fault_matrix_is_green_on_the_reference_and_the_sim(quick: Any) -> None:
         assert cells[f"sim|aggregate|async_state|{kind}"]["status"] in ("pass", "loud")
 
 
-def matrix_cell(operator: str, mode: str, kind: str) -> Any:
+def matrix_cell(operator: str, mode: str, kind: str, backend: str = "reference") -> Point:
     from experiments.defs.fault_matrix import cell_scenario
-    from experiments.runner import Point
-    return Point("fault-matrix", "cell", "reference", {"operator": operator, "mode": mode, "fault": kind}, 0,
-                 "reference", cell_scenario(operator, mode, kind, 0), None, "data")
+    scenario = cell_scenario(operator, mode, kind, 0)
+    assert scenario is not None
+    return Point("fault-matrix", "cell", backend, {"operator": operator, "mode": mode, "fault": kind}, 0, backend,
+                 scenario)
+
+
+def test_the_fault_matrix_builds_its_cells_from_the_catalogue() -> None:
+    """The cells are the catalogue's operators under the catalogue's modes, with the matrix's own engine
+    parameters; a mode Spark forbids for an operator is no cell."""
+    from experiments.defs.fault_matrix import RETAIN, STATE_STORE, cell_scenario
+    from reference.catalogue import MODES, OPERATORS, spark_allows
+    for operator in OPERATORS:
+        for mode in MODES:
+            cell = cell_scenario(operator, mode, "task_failure", 0)
+            assert (cell is not None) == spark_allows(operator, mode)
+            if cell is None:
+                continue
+            assert cell["query"]["operator"] == OPERATORS[operator]
+            engine = cell["engine"]
+            assert engine["state_store"]["maintenance_interval_ms"] == STATE_STORE["maintenance_interval_ms"]
+            assert engine["state_store"]["provider"] == MODES[mode].get("state_store", STATE_STORE)["provider"]
+            assert engine["log_purge"] == MODES[mode].get("log_purge", {"mode": "inline",
+                                                                          "min_batches_to_retain": RETAIN})
 
 
 def test_a_deleted_retained_version_no_run_reads_is_named_and_counted_loud() -> None:
     """The fault deletes the only file of version 2 (full snapshots); the restart loads version 3, so the run
-    finishes with the right state. Reading the retained versions must name the file, and retention must fail."""
-    from reference.oracles import check_outcome, failures
-    from reference.scenario import Scenario
+    finishes with the right state. Reading the retained versions must name the file, and the checks that fail
+    (retention, and the checkpoint rule that every recent version is reachable) must be about that file."""
     point = matrix_cell("aggregate", "snapshot_provider", "delete_file")
     target = point.scenario["faults"][0]["path"]
-    outcome, storage = runner.run_on_backend("reference", point.scenario, None, "data")
-    assert outcome["error"] is None and not storage.exists(target)
+    result = run(point.scenario, on="reference")
+    outcome, storage = result.outcome, result.checkpoint
+    assert outcome.error is None and storage is not None and not storage.exists(target)
     assert any("state/0/0: version 2 " in e and target.rsplit("/", 1)[1].split(".")[0] in e
-               for e in outcome["state_errors"]), outcome["state_errors"]
-    bad = failures(check_outcome(Scenario.from_dict(point.scenario), outcome, storage))
-    assert [v.check for v in bad] == ["retention"]
+               for e in outcome.state_errors), outcome.state_errors
+    bad = [v for v in judged(point.scenario, result) if not v.ok]
+    assert [v.check for v in bad] == ["retention", "checkpoint"]
     cell = get_experiment("fault-matrix").measure(point)
     assert cell["status"] == "loud" and "version 2" in cell["detail"], cell
+
+
+def test_a_deleted_offset_entry_is_reported_by_the_checkpoint_rules_and_counted_loud() -> None:
+    """A stateless query: the fault deletes offsets/1, which a restart at batch 3 does not read. The run is
+    right, but the checkpoint now holds commits/1 without its offset entry; the checkpoint check names it."""
+    point = matrix_cell("map", "sync", "delete_file")
+    assert point.scenario["faults"][0]["path"] == "offsets/1"
+    bad = [v for v in judged(point.scenario, run(point.scenario, on="reference")) if not v.ok]
+    assert [v.check for v in bad] == ["checkpoint"] and "offsets/1" in bad[0].message
+    cell = get_experiment("fault-matrix").measure(point)
+    assert cell["status"] == "loud" and "offsets/1" in cell["detail"], cell
 
 
 def test_a_retention_failure_that_names_another_file_stays_a_failing_cell(monkeypatch: pytest.MonkeyPatch) -> None:
     from experiments.defs import fault_matrix
     point = matrix_cell("aggregate", "snapshot_provider", "delete_file")
-    real = runner.run_on_backend
+    real = fault_matrix.run_point_scenario
 
-    def lose_another_version(*args: Any) -> Any:
-        outcome, storage = real(*args)
-        outcome["state"]["0"]["1"].pop("3")       # a version the fault did not touch
-        outcome["state_errors"] = ["state/0/1: version 3 is one of the last 3 committed versions, but its file "
-                                   "is missing"]
-        return outcome, storage
-    monkeypatch.setattr(fault_matrix, "run_on_backend", lose_another_version)
+    def lose_another_version(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        state = json.loads(json.dumps(result.outcome.state))
+        state["0"]["1"].pop("3")       # a version the fault did not touch
+        errors = ("state/0/1: version 3 is one of the last 3 committed versions, but its file is missing",)
+        outcome = dataclasses.replace(result.outcome, state=state, state_errors=errors)
+        return dataclasses.replace(result, outcome=outcome)
+    monkeypatch.setattr(fault_matrix, "run_point_scenario", lose_another_version)
     cell = get_experiment("fault-matrix").measure(point)
-    assert cell["status"] == "fail" and cell["failed"] == ["retention"], cell
+    assert cell["status"] == "fail" and "retention" in cell["failed"], cell
 
 
 # ----------------------------------------------------------- reproduction and executors
@@ -316,10 +342,11 @@ def test_spark_pipelining_points_inject_their_stragglers(spark: Any) -> None:
     slow = sum(random.Random(f"{seed}/{b}/{p}").random() < probability
                for b in range(batches) for p in range(pl.SPARK_PARTITIONS))
     assert slow >= 2, "the seed must draw stragglers for this test to mean anything"
-    record = runner.run_point(point.to_dict())
+    record = execution.run_point(point.to_dict())
     assert record["error"] is None, record["error"]
     metrics = record["metrics"]
-    assert metrics["slots"] == runner.spark_backend_slots()[1] and metrics["master"] == spark.sparkContext.master
+    from spark_impl.session import task_slots
+    assert metrics["slots"] == task_slots(spark) and metrics["master"] == spark.sparkContext.master
     assert metrics["group"] == (pl.SPARK_GROUP if metrics["slots"] >= pl.SPARK_PARTITIONS else 1)
     assert metrics["rows"] == batches * pl.SPARK_BATCH_ROWS
     assert metrics["stragglers"]["tasks"] == slow, (metrics, slow)
@@ -327,9 +354,9 @@ def test_spark_pipelining_points_inject_their_stragglers(spark: Any) -> None:
 
 
 def test_spark_engine_options_are_refused_on_other_backends() -> None:
-    point = matrix_cell("map", "sync", "driver_crash")
-    with pytest.raises(ExperimentError, match="group: options of the spark backend, not sim"):
-        runner.run_on_backend("sim", point.scenario, group=5)
+    point = matrix_cell("map", "sync", "driver_crash", backend="sim")
+    with pytest.raises(OptionRefused, match="backend sim does not take --group"):
+        run_point_scenario(point, group=5)
 
 
 def test_calibration_measures_spark_or_says_it_cannot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -338,12 +365,12 @@ def test_calibration_measures_spark_or_says_it_cannot(tmp_path: Path, capsys: py
     document = json.loads((tmp_path / "results.json").read_text())
     if document["unavailable"]:
         # no Spark engine here: a clear message, a non-zero exit, and no number of any kind
-        assert code == runner.EXIT_UNAVAILABLE
+        assert code == exit_codes.UNAVAILABLE
         assert "BACKEND NOT AVAILABLE" in out and "spark" in document["unavailable"]
         assert document["summary"] == {} and all(r["metrics"] is None for r in document["points"])
     else:
         # the engine ran: every configuration has an error to report (its size is not judged here)
-        assert code in (runner.EXIT_OK, runner.EXIT_CHECKS)
+        assert code in (exit_codes.OK, exit_codes.CHECK_FAILED)
         rows = document["summary"]["rows"]
         assert rows and all(r["measured_p50"] for r in rows.values())
         assert (tmp_path / "fitted_local_spark.json").exists()
@@ -352,14 +379,16 @@ def test_calibration_measures_spark_or_says_it_cannot(tmp_path: Path, capsys: py
 def test_calibration_fit_recovers_a_perturbed_profile(monkeypatch: pytest.MonkeyPatch) -> None:
     """Measurements made by the simulator itself with a known profile: the fit must get closer than the start."""
     from experiments.defs import calibration, rate_scenario
-    from experiments.runner import sim_profile
+    from experiments.profiles import sim_profile
     monkeypatch.setattr(calibration, "PASSES", 1)                                   # a coarser, faster search
     monkeypatch.setattr(calibration, "GRID", tuple(2.0 ** k for k in range(-3, 4)))
     truth = calibration.scaled(sim_profile("local_spark"), {"driver": 2.0, "file_writes": 4.0, "listings": 4.0})
     scenarios = [rate_scenario(f"fit-{name}", 3, rate=1_000, duration_s=5, operator={"kind": "map"}, partitions=2,
                                state_partitions=2, engine=engine)
                  for name, engine in calibration.WORKLOADS["stateless"][2].items() if name in ("baseline", "both")]
-    measured = [(sc, calibration.predict_p50(sc, truth)) for sc in scenarios]
+    predicted = [(sc, calibration.predict_p50(sc, truth)) for sc in scenarios]
+    measured = [(sc, p50) for sc, p50 in predicted if p50 is not None]
+    assert len(measured) == len(scenarios)
     base = sim_profile("local_spark")
     fitted, factors = calibration.fit_profile(measured, base)
     assert calibration.loss(measured, fitted) < calibration.loss(measured, base)
@@ -368,12 +397,11 @@ def test_calibration_fit_recovers_a_perturbed_profile(monkeypatch: pytest.Monkey
 
 def test_a_missing_spark_backend_is_reported_not_faked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def missing(backend: str) -> None:
-        if backend in runner.SPARK_BACKENDS:
-            raise BackendUnavailable(f"backend {backend}: Java is not installed")
-    monkeypatch.setattr(runner, "require_backend", missing)
+        raise BackendUnavailable(backend, "Java is not installed")
+    monkeypatch.setattr(sweep, "require_available", missing)
     result = run_experiment("offset-management", RunContext(backend="spark", quick=True, executor="inline",
                                                             quiet=True, out_dir=tmp_path))
-    assert result.exit_code == runner.EXIT_UNAVAILABLE
+    assert result.exit_code == exit_codes.UNAVAILABLE
     assert "Java is not installed" in (result.unavailable or "")
     assert result.summary == {} and result.records == [] and result.figures == []
 
@@ -383,10 +411,10 @@ def test_a_stuck_spark_point_times_out_and_stops_that_backend(monkeypatch: pytes
     release = threading.Event()
 
     def fake(raw: dict[str, Any]) -> dict[str, Any]:
-        if raw["params"]["fault"] == "driver_crash":
+        if raw["backend"] == "spark" and raw["params"]["fault"] == "driver_crash":
             release.wait(5)   # stands for a run that never finishes
         return {"id": raw["id"], "point": raw, "metrics": {"status": "pass"}, "error": None, "wall_s": 0.0}
-    monkeypatch.setattr(runner, "run_point", fake)
+    monkeypatch.setattr(execution, "run_point", fake)
     points = [p for p in get_experiment("fault-matrix").points(RunContext(backend="spark", quick=True))
               if p.task == "cell"]
     points = [p for p in points if p.backend == "reference"][:1] + [p for p in points if p.backend == "spark"][:3]
@@ -396,3 +424,22 @@ def test_a_stuck_spark_point_times_out_and_stops_that_backend(monkeypatch: pytes
     assert records[0]["error"] is None                       # the reference is not held up
     assert records[1]["timed_out"] and "did not finish" in records[1]["error"]
     assert all(r["skipped"] and "taken to be stuck" in r["error"] for r in records[2:])
+
+
+def test_every_timed_point_records_how_many_records_its_latency_summarises(quick: Any) -> None:
+    """Latency is read from the outcome's typed timing block, whose one summary has ``count`` on every backend."""
+    records = [r for r in quick("offset-management").records if r["metrics"]]
+    assert records and all(isinstance(r["metrics"]["latency_count"], int) and r["metrics"]["latency_count"] > 0
+                           for r in records), [r["metrics"]["latency_count"] for r in records]
+    from experiments.defs import latency_metrics
+    outcome = run(records[0]["point"]["scenario"], on="sim", options=run_options_of(records[0])).outcome
+    assert outcome.timing is not None
+    assert latency_metrics(outcome)["latency_count"] == outcome.timing.latency_ms.count == \
+        records[0]["metrics"]["latency_count"]
+    with pytest.raises(RuntimeError, match="needs a timed backend"):
+        latency_metrics(run(make("map"), on="reference").outcome)
+
+
+def run_options_of(record: dict[str, Any]) -> Any:
+    from experiments.measure import point_options
+    return point_options(Point.from_dict(record["point"]))

@@ -1,10 +1,11 @@
 """The experiment definitions (one module each) and the measurements they share.
 
-Each module defines ``EXPERIMENT``, an ``experiments.runner.Experiment``. The
-helpers here build the scenarios the experiments sweep and read the numbers
-out of an outcome (SPEC section 4): end-to-end latency percentiles, batch
-durations from the ``progress`` entries, what a restart re-ran and how long
-it took, and step durations from a simulator trace.
+Each module defines ``EXPERIMENT``, an ``experiments.experiment.Experiment``.
+The helpers here build the scenarios the experiments sweep and read the
+numbers out of a typed outcome (``reference.outcome.Outcome``, SPEC section
+4): end-to-end latency percentiles (the backend's ``timing`` block), batch
+durations from the ``progress`` events, what a restart re-ran and how long it
+took, and step durations from a simulator trace.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import re
 import statistics
 from typing import Any, Iterable, Sequence
 
-from experiments.runner import percentile
+from experiments.stats import percentile
+from reference.outcome import Outcome, ProgressEvent
 
 # a traced step shorter than this did nothing (a maintenance round with no snapshot due); traces
 # record start times to the microsecond, so an empty step can show up to half a microsecond
@@ -65,39 +67,44 @@ def crash_at(time_ms: float) -> dict[str, Any]:
 # ------------------------------------------------------------ measurements
 
 
-def check_outcome_ok(outcome: dict[str, Any]) -> None:
+def check_outcome_ok(outcome: Outcome) -> None:
     """A run that stopped with an error measures nothing: raise so the point is reported as failed."""
-    if outcome.get("error"):
-        raise RuntimeError(f"the run stopped with an error: {outcome['error']}")
+    if outcome.error:
+        raise RuntimeError(f"the run stopped with an error: {outcome.error}")
 
 
-def latency_metrics(outcome: dict[str, Any]) -> dict[str, Any]:
-    """End-to-end latency (creation to sink commit) percentiles of an outcome, in ms."""
-    latency = outcome.get("latency_ms")
-    if not latency:
-        raise RuntimeError(f"backend {outcome.get('backend')} reported no latency_ms; this experiment needs a "
-                           "timed backend")
-    return {f"latency_{k}": latency.get(k) for k in ("p50", "p90", "p99", "max", "count")}
+def latency_metrics(outcome: Outcome) -> dict[str, Any]:
+    """End-to-end latency (creation to first visibility at the sink) percentiles of an outcome, in ms, and how
+    many records they summarise."""
+    if outcome.timing is None:
+        raise RuntimeError(f"backend {outcome.backend} reported no timing; this experiment needs a timed backend")
+    latency = outcome.timing.latency_ms
+    return {"latency_p50": latency.p50, "latency_p90": latency.p90, "latency_p99": latency.p99,
+            "latency_max": latency.max, "latency_count": latency.count}
 
 
-def batch_ms(entry: dict[str, Any]) -> float:
+def batch_ms(entry: ProgressEvent) -> float:
     """A batch's duration from its planning to its output being committed (the part on the critical path).
 
     ``triggerExecution`` also counts, under asynchronous state checkpointing,
     the wait for the previous batch's state to be durable, which overlaps
     the next batch; this sum does not.
     """
-    d = entry.get("durationMs", {})
+    d = entry.duration_ms
     return float(sum(d.get(k, 0) or 0 for k in ("latestOffset", "queryPlanning", "walCommit", "addBatch")))
 
 
-def batch_metrics(progress: Sequence[dict[str, Any]], skip: int = WARMUP_BATCHES) -> dict[str, Any]:
+def _trigger_ms(entry: ProgressEvent) -> float:
+    return float(entry.duration_ms.get("triggerExecution", 0) or 0)
+
+
+def batch_metrics(progress: Sequence[ProgressEvent], skip: int = WARMUP_BATCHES) -> dict[str, Any]:
     """Mean, median, p99 and peak of batch duration, trigger time and start-to-start interval."""
-    entries = [p for p in progress if "timestamp_ms" in p] or list(progress)
+    entries = [p for p in progress if p.timestamp_ms is not None] or list(progress)
     entries = entries[skip:] if len(entries) > skip + 1 else entries
     durations = [batch_ms(p) for p in entries]
-    triggers = [float(p.get("durationMs", {}).get("triggerExecution", 0) or 0) for p in entries]
-    starts = [float(p["timestamp_ms"]) for p in entries if "timestamp_ms" in p]
+    triggers = [_trigger_ms(p) for p in entries]
+    starts = [float(p.timestamp_ms) for p in entries if p.timestamp_ms is not None]
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     out: dict[str, Any] = {"batches": len(entries)}
     for label, values in (("batch_ms", durations), ("trigger_ms", triggers), ("interval_ms", gaps)):
@@ -105,21 +112,24 @@ def batch_metrics(progress: Sequence[dict[str, Any]], skip: int = WARMUP_BATCHES
         out[f"{label}_p50"] = percentile(values, 50)
         out[f"{label}_p99"] = percentile(values, 99)
         out[f"{label}_max"] = max(values) if values else None
-    rows = sum(int(p.get("numInputRows", 0)) for p in entries)
+    rows = sum(p.num_input_rows for p in entries)
     span = (starts[-1] + triggers[-1] - starts[0]) if len(starts) >= 2 else None
     out["rows_per_s"] = rows / span * 1000.0 if span else None
     return out
 
 
-def log_write_ms(progress: Sequence[dict[str, Any]]) -> float | None:
+def log_write_ms(progress: Sequence[ProgressEvent]) -> float | None:
     """Mean time a batch spent writing its offset and commit log entries (synchronous progress)."""
-    values = [float(p["durationMs"].get("walCommit", 0)) + float(p["durationMs"].get("commitOffsets", 0))
-              for p in progress if "durationMs" in p]
+    values = [float(p.duration_ms.get("walCommit", 0)) + float(p.duration_ms.get("commitOffsets", 0))
+              for p in progress]
     return statistics.fmean(values) if values else None
 
 
-def recovery_metrics(outcome: dict[str, Any], crash_ms: float,
-                     plan_starts: dict[int, float] | None = None) -> dict[str, Any]:
+def _started_ms(entry: ProgressEvent) -> float:
+    return float(entry.timestamp_ms) if entry.timestamp_ms is not None else -1.0
+
+
+def recovery_metrics(outcome: Outcome, crash_ms: float, plan_starts: dict[int, float] | None = None) -> dict[str, Any]:
     """What a crash at ``crash_ms`` cost.
 
     - ``rerun_batches``: batches the restart re-ran (the outcome's ``recoveries``);
@@ -133,30 +143,27 @@ def recovery_metrics(outcome: dict[str, Any], crash_ms: float,
       ``rerun_rows`` the rows of the re-run batches. On a rate source these
       also count the input that arrived while the query was down.
     """
-    recoveries = outcome.get("recoveries") or []
-    if not recoveries:
+    if not outcome.recoveries:
         return {"crashed": False, "rerun_batches": 0, "rerun_rows": 0, "lost_ms": 0.0, "recovery_ms": None,
                 "rerun_ms": None}
-    resumed = int(recoveries[0].get("resumed_at", 0))
-    rerun = set(recoveries[0].get("rerun_batches", []))
-    progress = outcome.get("progress", [])
+    resumed = outcome.recoveries[0].resumed_at
+    rerun = set(outcome.recoveries[0].rerun_batches)
     starts = dict(plan_starts or {})
-    for p in progress:
-        t = float(p.get("timestamp_ms", -1))
+    for p in outcome.progress:
+        t = _started_ms(p)
         if 0 <= t < crash_ms:
-            starts.setdefault(int(p["batchId"]), t)
+            starts.setdefault(p.batch_id, t)
     lost_from = min((t for b, t in starts.items() if b >= resumed and t < crash_ms), default=None)
     lost_ms = crash_ms - lost_from if lost_from is not None else 0.0
-    after = [p for p in progress if float(p.get("timestamp_ms", -1)) >= crash_ms]
+    after = [p for p in outcome.progress if _started_ms(p) >= crash_ms]
     if not after:
         return {"crashed": True, "rerun_batches": len(rerun), "rerun_rows": 0, "lost_ms": lost_ms,
                 "recovery_ms": None, "rerun_ms": None}
-    restart_ms = min(float(p["timestamp_ms"]) for p in after)
+    restart_ms = min(_started_ms(p) for p in after)
     top = max(rerun) if rerun else -1
-    redone = [p for p in after if p["batchId"] <= top]
-    end = max((float(p["timestamp_ms"]) + float(p["durationMs"].get("triggerExecution", 0)) for p in redone),
-              default=restart_ms)
-    return {"crashed": True, "rerun_batches": len(rerun), "rerun_rows": sum(int(p["numInputRows"]) for p in redone),
+    redone = [p for p in after if p.batch_id <= top]
+    end = max((_started_ms(p) + _trigger_ms(p) for p in redone), default=restart_ms)
+    return {"crashed": True, "rerun_batches": len(rerun), "rerun_rows": sum(p.num_input_rows for p in redone),
             "lost_ms": lost_ms, "recovery_ms": end - crash_ms, "rerun_ms": end - restart_ms}
 
 
@@ -180,10 +187,6 @@ def step_durations(trace: Iterable[Any], steps: Sequence[str], *, since_ms: floa
         part = int(match.group("partition")) if match.group("partition") is not None else -1
         out[match.group("step")].append((int(match.group("batch")), part, start, event.time_ms - start))
     return out
-
-
-def mean_or_none(values: Sequence[float]) -> float | None:
-    return statistics.fmean(values) if values else None
 
 
 BLOCK_SCALED = ("per_record_us", "state_commit_per_changed_key_us", "state_commit_per_total_key_us",

@@ -35,29 +35,16 @@ from experiments.defs import (
     crash_at,
     generated_scenario,
     latency_metrics,
-    mean_or_none,
     plan_starts_before,
     rate_scenario,
     recovery_metrics,
     with_faults,
 )
-from experiments.runner import (
-    Check,
-    Experiment,
-    Point,
-    RunContext,
-    figure_style,
-    fmt_ms,
-    fmt_pct,
-    group,
-    grouped_bars,
-    over_seeds,
-    reduction,
-    run_on_backend,
-    save_figure,
-    sim_profile,
-    simulate_point,
-)
+from experiments.experiment import Check, Experiment, Point, RunContext
+from experiments.figures import figure_context, grouped_bars, save_figure
+from experiments.measure import run_point_scenario, simulate_point
+from experiments.profiles import sim_profile
+from experiments.stats import fmt_ms, fmt_pct, group, mean_or_none, over_seeds, reduction
 
 MODES = ("sync", "async")
 VOLUME_PARTITIONS = 64          # state partitions of the batches runs (the published example query's count)
@@ -114,12 +101,12 @@ class AsyncStateCheckpoint(Experiment):
 
     def measure(self, point: Point) -> dict[str, Any]:
         if point.task == "batches":
-            outcome, _ = run_on_backend(point.backend, point.scenario, point.profile, point.sim_mode)
+            outcome = run_point_scenario(point).outcome
             check_outcome_ok(outcome)
-            metrics = batch_metrics(outcome.get("progress", []))
+            metrics = batch_metrics(outcome.progress)
             metrics.update(latency_metrics(outcome))
-            last = outcome.get("progress", [{}])[-1].get("stateOperators") or [{}]
-            metrics["state_rows"] = last[0].get("numRowsTotal")
+            last = outcome.progress[-1].state_operators if outcome.progress else ()
+            metrics["state_rows"] = last[0].num_rows_total if last else None
             return metrics
         return _crash_metrics(point)
 
@@ -183,7 +170,7 @@ class AsyncStateCheckpoint(Experiment):
         import matplotlib.pyplot as plt
         sizes = list(summary["sizes"])
         labels = [_keys_label(k) for k in sizes]
-        with plt.rc_context(figure_style()):
+        with figure_context():
             fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), gridspec_kw={"width_ratios": [2, 2, 1.3]})
             for ax, metric, title in ((axes[0], "batch_mean", "Mean batch duration"),
                                       (axes[1], "batch_peak", "Peak batch duration")):
@@ -205,10 +192,9 @@ class AsyncStateCheckpoint(Experiment):
 
 def _crash_metrics(point: Point) -> dict[str, Any]:
     """Crash the run at seeded random times within its failure-free span; average what each crash cost."""
-    clean, _ = run_on_backend(point.backend, point.scenario, point.profile, point.sim_mode)
+    clean = run_point_scenario(point).outcome
     check_outcome_ok(clean)
-    progress = clean.get("progress", [])
-    span = max((p.get("timestamp_ms", 0) + p["durationMs"].get("triggerExecution", 0) for p in progress),
+    span = max(((p.timestamp_ms or 0) + p.duration_ms.get("triggerExecution", 0) for p in clean.progress),
                default=0.0)
     if span <= 0:
         raise RuntimeError("the failure-free run reported no batch times; cannot place crashes")
@@ -221,7 +207,7 @@ def _crash_metrics(point: Point) -> dict[str, Any]:
             sim = simulate_point(point, scenario, trace=True)
             outcome, starts = sim.outcome(), plan_starts_before(sim.trace, crash_ms)
         else:
-            outcome, starts = run_on_backend(point.backend, scenario)[0], None
+            outcome, starts = run_point_scenario(point, scenario).outcome, None
         check_outcome_ok(outcome)
         results.append(recovery_metrics(outcome, crash_ms, starts))
     crashed = [r for r in results if r["crashed"]]

@@ -28,20 +28,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.defs import batch_metrics, check_outcome_ok, latency_metrics, rate_scenario
-from experiments.runner import (
-    Check,
-    Experiment,
-    Point,
-    RunContext,
-    figure_style,
-    fmt_ms,
-    group,
-    grouped_bars,
-    over_seeds,
-    run_on_backend,
-    save_figure,
-    sim_profile,
-)
+from experiments.backends import run_backend
+from experiments.experiment import Check, Experiment, Point, RunContext
+from experiments.figures import figure_context, grouped_bars, save_figure
+from experiments.measure import run_point_scenario
+from experiments.profiles import sim_profile
+from experiments.stats import fmt_ms, group, median_or_none, over_seeds
+from reference.backend import RunOptions
+from reference.scenario import Scenario
 
 BASE_PROFILE = "local_spark"
 # parameter groups the fit scales, each by one factor
@@ -101,10 +95,10 @@ class Calibration(Experiment):
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
-        outcome, _ = run_on_backend(point.backend, point.scenario)
+        outcome = run_point_scenario(point).outcome
         check_outcome_ok(outcome)
         metrics = latency_metrics(outcome)
-        batches = batch_metrics(outcome.get("progress", []))
+        batches = batch_metrics(outcome.progress)
         metrics.update({k: batches[k] for k in ("batches", "batch_ms_mean", "interval_ms_mean")})
         return metrics
 
@@ -121,8 +115,8 @@ class Calibration(Experiment):
         for (workload, config), recs in group(records, "params.workload", "config").items():
             scenarios = [r["point"]["scenario"] for r in recs]
             p50 = over_seeds(recs, "latency_p50")["median"]
-            before = _median([predict_p50(sc, base) for sc in scenarios])
-            after = _median([predict_p50(sc, fitted) for sc in scenarios])
+            before = median_or_none([predict_p50(sc, base) for sc in scenarios])
+            after = median_or_none([predict_p50(sc, fitted) for sc in scenarios])
             rows[f"{workload}/{config}"] = {
                 "workload": workload, "config": config, "role": "fit" if workload == FIT_WORKLOAD else "validation",
                 "measured_p50": p50, "predicted_p50_shipped": before, "predicted_p50_fitted": after,
@@ -172,7 +166,7 @@ class Calibration(Experiment):
         if not rows:
             return []
         keys = list(rows)
-        with plt.rc_context(figure_style()):
+        with figure_context():
             fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(keys)), 3.6))
             grouped_bars(ax, [k.replace("/", "\n") + ("\n(fit)" if rows[k]["role"] == "fit" else "") for k in keys], {
                 f"measured ({ctx.backend})": [rows[k]["measured_p50"] for k in keys],
@@ -185,10 +179,10 @@ class Calibration(Experiment):
 
 def predict_p50(scenario: dict[str, Any], profile: dict[str, Any]) -> float | None:
     """The simulator's p50 latency for a measured scenario (volume mode, the scenario's own seed)."""
-    outcome, _ = run_on_backend("sim", scenario, profile, "volume")
-    if outcome.get("error"):
+    outcome = run_backend("sim", Scenario.from_dict(scenario), RunOptions(profile=profile, sim_mode="volume")).outcome
+    if outcome.error:
         return None
-    return (outcome.get("latency_ms") or {}).get("p50")
+    return outcome.latency().p50
 
 
 def scaled(base: dict[str, Any], factors: dict[str, float]) -> dict[str, Any]:
@@ -234,14 +228,6 @@ def fit_profile(measured: Sequence[tuple[dict[str, Any], float]], base: dict[str
 
 def _rel(predicted: float | None, measured: float | None) -> float | None:
     return predicted / measured - 1.0 if predicted is not None and measured else None
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    present = sorted(v for v in values if v is not None)
-    if not present:
-        return None
-    mid = len(present) // 2
-    return present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2.0
 
 
 def _pct(value: float | None) -> str:

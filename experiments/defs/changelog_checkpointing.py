@@ -45,21 +45,11 @@ from experiments.defs import (
     step_durations,
     with_faults,
 )
-from experiments.runner import (
-    Check,
-    Experiment,
-    Point,
-    RunContext,
-    figure_style,
-    fmt_ms,
-    group,
-    grouped_bars,
-    over_seeds,
-    percentile,
-    save_figure,
-    sim_profile,
-    simulate_point,
-)
+from experiments.experiment import Check, Experiment, Point, RunContext
+from experiments.figures import figure_context, grouped_bars, save_figure
+from experiments.measure import simulate_point
+from experiments.profiles import sim_profile
+from experiments.stats import fmt_ms, group, over_seeds, percentile
 
 KEYS = 4_000                    # distinct keys of the data-mode run
 STATE_KEYS = 10_000_000         # the state size those keys stand for
@@ -116,7 +106,7 @@ class ChangelogCheckpointing(Experiment):
             for b, p, _start, ms in steps[step]:
                 per_task[(b, p)] = per_task.get((b, p), 0.0) + ms
         commits = [ms for (b, _p), ms in per_task.items() if b > 0]   # batch 0 loads the whole key space
-        files = sim.service.files
+        files = sim.storage
         state_bytes = sum(len(data) for path, data in files.files.items() if path.startswith("state/"))
         snapshots = [ms for _b, _p, _s, ms in steps["snapshot_upload"] if ms > MIN_STEP_MS]
         loads = [self._recovery_load(point, b) for b in point.extra.get("crash_batches", [])]
@@ -208,7 +198,7 @@ class ChangelogCheckpointing(Experiment):
         rows = summary["rows"]
         keys = list(rows)
         labels = [k.replace("/", "\n") for k in keys]
-        with plt.rc_context(figure_style()):
+        with figure_context():
             fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
             grouped_bars(axes[0], labels, {"p50": [_m(rows[k], "commit_ms_p50") for k in keys],
                                            "p99": [_m(rows[k], "commit_ms_p99") for k in keys]}, unit="ms")

@@ -46,28 +46,17 @@ from experiments.defs import (
     generated_scenario,
     latency_metrics,
     log_write_ms,
-    mean_or_none,
     plan_starts_before,
     rate_scenario,
     recovery_metrics,
     step_durations,
     with_faults,
 )
-from experiments.runner import (
-    PALETTE,
-    Check,
-    Experiment,
-    Point,
-    RunContext,
-    figure_style,
-    fmt_ms,
-    group,
-    over_seeds,
-    run_on_backend,
-    save_figure,
-    sim_profile,
-    simulate_point,
-)
+from experiments.experiment import Check, Experiment, Point, RunContext
+from experiments.figures import PALETTE, figure_context, save_figure
+from experiments.measure import run_point_scenario, simulate_point
+from experiments.profiles import sim_profile
+from experiments.stats import fmt_ms, group, mean_or_none, median_or_none, over_seeds
 
 NEVER_MS = 10**9                 # an interval longer than any run: only the first offset entry is persisted
 PROGRESS_INTERVALS_MS = {"quick": (500, 2000, 8000),  # Young with C ~ 0.2 s: ~16 s (quick M), ~38 s (full M)
@@ -124,9 +113,9 @@ class CheckpointInterval(Experiment):
         return [float(int(span_ms * f)) for f in rng.uniform(0.3, 0.8, size=int(point.extra.get("crashes", 0)))]
 
     def _progress(self, point: Point) -> dict[str, Any]:
-        clean, _ = run_on_backend("sim", point.scenario, point.profile, point.sim_mode)
+        clean = run_point_scenario(point).outcome
         check_outcome_ok(clean)
-        progress = clean.get("progress", [])
+        progress = clean.progress
         metrics: dict[str, Any] = latency_metrics(clean)
         batches = batch_metrics(progress)
         metrics.update({k: batches[k] for k in ("interval_ms_mean", "batch_ms_mean", "trigger_ms_mean")})
@@ -142,7 +131,7 @@ class CheckpointInterval(Experiment):
         metrics["crashed"] = len(crashed)
         metrics["rerun_batches_mean"] = mean_or_none([r["rerun_batches"] for r in crashed])
         metrics["lost_ms_mean"] = mean_or_none([r["lost_ms"] for r in crashed])
-        metrics["restart_ms"] = point.profile["restart_ms"]
+        metrics["restart_ms"] = _restart_ms(point)
         return metrics
 
     def _snapshot(self, point: Point) -> dict[str, Any]:
@@ -151,9 +140,9 @@ class CheckpointInterval(Experiment):
         check_outcome_ok(outcome)
         uploads = [ms for _b, _p, _s, ms in step_durations(sim.trace, ("snapshot_upload",))["snapshot_upload"]
                    if ms > MIN_STEP_MS]
-        batches = batch_metrics(outcome.get("progress", []))
+        batches = batch_metrics(outcome.progress)
         loads = []
-        total = len(outcome.get("batches", []))
+        total = len(outcome.batches)
         rng = np.random.default_rng(point.seed * 104729 + int(point.params["min_deltas"]))
         for batch in sorted({int(b) for b in rng.integers(total // 2, total - 1, size=int(point.extra["crashes"]))}):
             fault = {"at": {"step": "plan", "batch": batch, "when": "before"}, "kind": "driver_crash"}
@@ -165,7 +154,7 @@ class CheckpointInterval(Experiment):
             loads.append(max((ms for b, _p, _s, ms in steps if b == first), default=0.0))
         return {"snapshot_ms_mean": statistics.fmean(uploads) if uploads else None, "snapshot_uploads": len(uploads),
                 "batch_ms_mean": batches["batch_ms_mean"], "interval_ms_mean": batches["interval_ms_mean"],
-                "recovery_load_ms_mean": mean_or_none(loads), "restart_ms": point.profile["restart_ms"]}
+                "recovery_load_ms_mean": mean_or_none(loads), "restart_ms": _restart_ms(point)}
 
     # ------------------------------------------------------------- summary
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
@@ -186,7 +175,7 @@ class CheckpointInterval(Experiment):
             if cadence is None or free is None or redo is None:
                 continue
             overhead = cadence / free - 1.0
-            lost = overhead + (_m(row, "restart_ms") + redo) / mtbf_ms
+            lost = overhead + ((_m(row, "restart_ms") or 0.0) + redo) / mtbf_ms
             curve.append({"interval_ms": row["interval_ms"], "overhead": overhead, "redo_ms": redo, "lost": lost,
                           "p50": _m(row, "latency_p50")})
         young_ms = math.sqrt(2.0 * c_ms * mtbf_ms) if c_ms else None
@@ -203,11 +192,9 @@ class CheckpointInterval(Experiment):
                 continue
             overhead = c / (row["min_deltas"] * d)
             snap_curve.append({"min_deltas": row["min_deltas"], "overhead": overhead, "load_ms": load,
-                               "lost": overhead + (_m(row, "restart_ms") + load) / mtbf_ms})
-        snap_c = statistics.median([_m(r, "snapshot_ms_mean") for r in snapshot.values()
-                                    if _m(r, "snapshot_ms_mean") is not None] or [0.0]) or None
-        batch = statistics.median([_m(r, "interval_ms_mean") for r in snapshot.values()
-                                   if _m(r, "interval_ms_mean") is not None] or [0.0]) or None
+                               "lost": overhead + ((_m(row, "restart_ms") or 0.0) + load) / mtbf_ms})
+        snap_c = median_or_none(_m(r, "snapshot_ms_mean") for r in snapshot.values()) or None
+        batch = median_or_none(_m(r, "interval_ms_mean") for r in snapshot.values()) or None
         young_batches = math.sqrt(2.0 * snap_c * mtbf_ms) / batch if snap_c and batch else None
         snap_best = min(snap_curve, key=lambda r: r["lost"]) if snap_curve else None
         return {"mtbf_s": MTBF_S[ctx.mode],
@@ -263,7 +250,7 @@ class CheckpointInterval(Experiment):
 
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
-        with plt.rc_context(figure_style()):
+        with figure_context():
             fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
             for ax, part, key, unit, young_key in (
                     (axes[0], summary["progress"], "interval_ms", "async-progress checkpoint interval (ms)",
@@ -293,6 +280,13 @@ class CheckpointInterval(Experiment):
             axes[1].set_title("Changelog snapshots")
             fig.suptitle(f"Checkpoint intervals under failures (M = {summary['mtbf_s']:.0f} s, {ctx.backend})")
             return save_figure(fig, out_dir, "checkpoint_interval")
+
+
+def _restart_ms(point: Point) -> float:
+    """The profile's restart time: the part of a failure's cost that no interval changes."""
+    if point.profile is None:
+        raise RuntimeError(f"point {point.id} has no cost profile; this experiment runs on the simulator")
+    return point.profile["restart_ms"]
 
 
 def _m(row: dict[str, Any], metric: str) -> float | None:

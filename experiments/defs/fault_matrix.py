@@ -9,10 +9,14 @@ checkpoint. A cell is
 - ``loud``: a damaged checkpoint file stopped the query with an error that
   names the file, by path or by store and version (what SPEC section 3 asks
   of an unreadable file); or no run needed that file, so the query finished
-  with the right state, and the only oracle that fails is ``retention``
-  because reading the retained versions reports that very file as
-  unloadable. Only a ``corrupt_file`` or ``delete_file`` cell may end this
-  way, and an error that names another file is a ``fail``;
+  with the right state, and every check that fails is the judge reporting
+  that very file: ``retention`` because reading the retained versions finds
+  it unloadable (the outcome's ``state_errors`` name it), ``checkpoint``
+  because the damaged checkpoint breaks a rule and the rule's message names
+  it (a commit entry without its deleted offset entry; a retained version
+  with no file on its lineage). Only a ``corrupt_file`` or ``delete_file``
+  cell may end this way, and an error or a check that names another file is
+  a ``fail``;
 - ``fail``: an oracle failed, or the run stopped with an error it should
   have survived;
 - ``unsupported``: Spark forbids the mode for the operator (asynchronous
@@ -27,44 +31,22 @@ and backend.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-from experiments.runner import (
-    Check,
-    Experiment,
-    Point,
-    RunContext,
-    figure_style,
-    run_on_backend,
-    save_figure,
-    sim_profile,
-)
+from experiments.experiment import Check, Experiment, Point, RunContext
+from experiments.figures import figure_context, save_figure
+from experiments.measure import run_point_scenario
+from experiments.profiles import sim_profile
+from reference.catalogue import MODES, OPERATORS, scenario_dict, spark_allows
+from reference.oracles import Verdict, check_outcome, failures
+from reference.outcome import Outcome
+from reference.scenario import Scenario
 
-OPERATORS: dict[str, dict[str, Any]] = {
-    "map": {"kind": "map"},
-    "aggregate": {"kind": "aggregate", "agg": "count"},
-    "window_aggregate": {"kind": "window_aggregate", "agg": "sum", "window_ms": 40, "watermark_delay_ms": 20},
-    "dedup_within_watermark": {"kind": "dedup_within_watermark", "watermark_delay_ms": 30},
-    "join": {"kind": "join", "time_bound_ms": 30, "watermark_delay_ms": 20},
-    "stateful_function": {"kind": "stateful_function", "function": "session_sum", "timeout_ms": 40,
-                          "watermark_delay_ms": 20},
-    "chain": {"kind": "chain", "operators": [{"kind": "dedup_within_watermark", "watermark_delay_ms": 30},
-                                             {"kind": "aggregate", "agg": "sum"}]},
-}
-# each mode is one Lightspeed feature (or provider) over the synchronous baseline
-MODES: dict[str, dict[str, Any]] = {
-    "sync": {},
-    "async_purge": {"log_purge": {"mode": "async", "min_batches_to_retain": 2}},
-    "async_progress": {"progress": {"mode": "async", "checkpoint_interval_ms": 200}},
-    "async_state": {"state_checkpoint": "async"},
-    "pipelining": {"pipelining": True},
-    "delta_provider": {"state_store": {"provider": "delta", "min_deltas_for_snapshot": 2,
-                                       "maintenance_interval_ms": 100}},
-    "snapshot_provider": {"state_store": {"provider": "snapshot", "min_deltas_for_snapshot": 2,
-                                          "maintenance_interval_ms": 100}},
-}
+# the matrix's own engine parameters over the catalogue's modes: maintenance every 100 ms, a snapshot every
+# two deltas, and three batches retained, so that four batches exercise snapshots, purge and retention
+STATE_STORE: dict[str, Any] = {"provider": "changelog", "min_deltas_for_snapshot": 2, "maintenance_interval_ms": 100}
+RETAIN = 3
 FAULT_KINDS = ("driver_crash", "task_failure", "executor_loss", "storage_write_error", "storage_latency",
                "zombie_write", "corrupt_file", "delete_file", "clock_skew")
 DAMAGE = ("corrupt_file", "delete_file")
@@ -128,26 +110,33 @@ def faults_for(kind: str, operator: str, scenario: dict[str, Any]) -> list[dict[
 
 
 def cell_scenario(operator: str, mode: str, kind: str, seed: int) -> dict[str, Any] | None:
-    """The scenario of one cell, or None when Spark forbids the mode for the operator."""
-    stateful = operator != "map"
-    if mode == "async_progress" and stateful:
+    """The scenario of one cell (the catalogue's operator under the catalogue's mode, with the matrix's engine
+    parameters and the fault of ``faults_for``), or None when Spark forbids the mode for the operator."""
+    if not spark_allows(operator, mode):
         return None
-    engine: dict[str, Any] = {"state_store": {"provider": "changelog", "min_deltas_for_snapshot": 2,
-                                              "maintenance_interval_ms": 100},
-                              "log_purge": {"mode": "inline", "min_batches_to_retain": 3}}
-    engine.update(copy.deepcopy(MODES[mode]))
-    source = {"kind": "generated", "partitions": 2, "keys": 6, "records_per_partition_per_batch": 4,
-              "batches": BATCHES, "event_time": {"start_ms": 0, "step_ms": 10, "max_disorder_ms": 20}}
-    scenario: dict[str, Any] = {"name": f"fault-matrix-{operator}-{mode}-{kind}", "seed": seed,
-                                "query": {"operator": copy.deepcopy(OPERATORS[operator]), "state_partitions": 2},
-                                "sink": {"mode": "at_least_once" if mode == "async_progress" else "exactly_once"},
-                                "engine": engine, "faults": []}
-    if operator == "join":
-        scenario["sources"] = {"left": source, "right": dict(source)}
-    else:
-        scenario["source"] = source
+    store = {**STATE_STORE, **MODES[mode].get("state_store", {}),
+             "maintenance_interval_ms": STATE_STORE["maintenance_interval_ms"]}
+    sink = "at_least_once" if mode == "async_progress" else "exactly_once"
+    scenario = scenario_dict(operator, mode, seed=seed, batches=BATCHES, partitions=2, sink=sink, retain=RETAIN,
+                             state_store=store)
+    scenario["name"] = f"fault-matrix-{operator}-{mode}-{kind}"
     scenario["faults"] = faults_for(kind, operator, scenario)
     return scenario
+
+
+def _damage_report(verdict: Verdict, outcome: Outcome, target: str) -> str:
+    if verdict.check == "retention":
+        return next((e for e in outcome.state_errors if names_file(e, target)), "")
+    return verdict.describe().splitlines()[0]
+
+
+def _reports_damage(verdict: Verdict, outcome: Outcome, target: str) -> bool:
+    """Whether a failed check is the judge reporting the planted damage: ``retention`` because a retained version
+    reads the damaged file (the outcome's ``state_errors`` name it), or a check whose message names the file
+    (``checkpoint``: a commit entry without its offset entry, a version with no file on its lineage)."""
+    if verdict.check == "retention":
+        return any(names_file(e, target) for e in outcome.state_errors)
+    return names_file(verdict.describe(), target)
 
 
 class FaultMatrix(Experiment):
@@ -184,10 +173,9 @@ class FaultMatrix(Experiment):
         if point.task == "unsupported":
             return {"status": "unsupported", "detail": "Spark forbids asynchronous progress tracking on a stateful "
                                                        "query (its batch boundaries change on restart)"}
-        from reference.oracles import check_outcome, failures
-        from reference.scenario import Scenario
-        outcome, storage = run_on_backend(point.backend, point.scenario, point.profile, point.sim_mode)
-        error = outcome.get("error")
+        result = run_point_scenario(point)
+        outcome, storage = result.outcome, result.checkpoint
+        error = outcome.error
         kind = point.params["fault"]
         target = next((f.get("path") for f in point.scenario["faults"] if f.get("path")), None)
         if error:
@@ -198,16 +186,16 @@ class FaultMatrix(Experiment):
         bad = failures(verdicts)
         held = [v.check for v in verdicts if v.status == "pass"]
         na = [v.check for v in verdicts if v.status == "n/a"]
-        reported = [e for e in outcome.get("state_errors", []) if target and names_file(e, target)]
-        if kind in DAMAGE and reported and [v.check for v in bad] == ["retention"]:
-            # the damage outlived the run, which never read the file again; reading it names the file
-            return {"status": "loud", "detail": f"finished; the damaged retained version reports: {reported[0]}"[:300],
-                    "held": held}
+        if kind in DAMAGE and target and bad and all(_reports_damage(v, outcome, target) for v in bad):
+            # the damage outlived the run, which never read the file again; the checks that fail name the file
+            return {"status": "loud", "held": held, "failed": [v.check for v in bad],
+                    "detail": ("finished; the damage is reported: " + "; ".join(
+                        _damage_report(v, outcome, target) for v in bad))[:300]}
         if bad:
             return {"status": "fail", "detail": "; ".join(v.describe().splitlines()[0] for v in bad)[:300],
                     "failed": [v.check for v in bad], "held": held}
         return {"status": "pass", "held": held, "not_applicable": na,
-                "restarts": len(outcome.get("recoveries", []))}
+                "restarts": len(outcome.recoveries)}
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
         cells: dict[str, Any] = {}
@@ -266,7 +254,7 @@ class FaultMatrix(Experiment):
         backends = [b for b in summary["backends"] if b in summary["counts"]]
         ops, modes, faults = summary["operators"], summary["modes"], summary["faults"]
         rows = [(k, m) for k in faults for m in modes]
-        with plt.rc_context(figure_style() | {"axes.grid": False}):
+        with figure_context({"axes.grid": False}):
             fig, axes = plt.subplots(1, len(backends), figsize=(1.2 + 0.45 * len(ops) * len(backends) + 2.5,
                                                                  0.16 * len(rows) + 1.6), squeeze=False)
             for ax, backend in zip(axes[0], backends):

@@ -26,22 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from experiments.defs import batch_metrics, check_outcome_ok, latency_metrics, log_write_ms, rate_scenario
-from experiments.runner import (
-    Check,
-    Experiment,
-    Point,
-    RunContext,
-    figure_style,
-    fmt_ms,
-    fmt_pct,
-    group,
-    grouped_bars,
-    over_seeds,
-    reduction,
-    run_on_backend,
-    save_figure,
-    sim_profile,
-)
+from experiments.experiment import Check, Experiment, Point, RunContext
+from experiments.figures import figure_context, grouped_bars, save_figure
+from experiments.measure import run_point_scenario
+from experiments.profiles import sim_profile
+from experiments.stats import fmt_ms, fmt_pct, group, over_seeds, reduction
 
 RETAIN = 100                    # Spark's default minBatchesToRetain
 ASYNC_INTERVAL_MS = 1000        # Spark's default asyncProgressTrackingCheckpointIntervalMs
@@ -91,12 +80,12 @@ class OffsetManagement(Experiment):
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
-        outcome, _ = run_on_backend(point.backend, point.scenario, point.profile, point.sim_mode)
+        outcome = run_point_scenario(point).outcome
         check_outcome_ok(outcome)
         metrics = latency_metrics(outcome)
-        batches = batch_metrics(outcome.get("progress", []))
+        batches = batch_metrics(outcome.progress)
         metrics.update({k: batches[k] for k in ("batches", "batch_ms_mean", "trigger_ms_mean", "rows_per_s")})
-        metrics["log_write_ms_mean"] = log_write_ms(outcome.get("progress", []))
+        metrics["log_write_ms_mean"] = log_write_ms(outcome.progress)
         return metrics
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
@@ -159,7 +148,7 @@ class OffsetManagement(Experiment):
         rates = list(summary["rates"])
         configs = [c for c in CONFIGS if all(c in summary["rates"][r] for r in rates)]
         paths: list[Path] = []
-        with plt.rc_context(figure_style()):
+        with figure_context():
             fig, axes = plt.subplots(1, len(rates), figsize=(4.2 * len(rates), 3.4), squeeze=False)
             for ax, rate in zip(axes[0], rates):
                 entry = summary["rates"][rate]

@@ -37,22 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from experiments.defs import batch_metrics, check_outcome_ok, generated_scenario, latency_metrics, rate_scenario
-from experiments.runner import (
-    Check,
-    Experiment,
-    Point,
-    RunContext,
-    figure_style,
-    fmt_ms,
-    group,
-    grouped_bars,
-    over_seeds,
-    run_on_backend,
-    save_figure,
-    sim_profile,
-    simulate_point,
-    spark_backend_slots,
-)
+from experiments.experiment import Check, Experiment, Point, RunContext
+from experiments.figures import figure_context, grouped_bars, save_figure
+from experiments.measure import run_point_scenario
+from experiments.profiles import sim_profile
+from experiments.stats import fmt_ms, group, over_seeds
+from reference.backend import RunResult, ScenarioRefused
+from reference.outcome import BatchRecord
 
 ROW_BLOCK = 500                      # rows one data-mode record stands for in the throughput runs
 LATENCY_RATE = 1_000_000             # rows/s of the latency runs (the published cluster's top rate)
@@ -158,32 +149,30 @@ class Pipelining(Experiment):
     def measure(self, point: Point) -> dict[str, Any]:
         if point.backend != "sim":
             return self.measure_spark(point)
-        if point.task == "throughput":
-            sim = simulate_point(point)
-            outcome, end_ms = sim.outcome(), sim.end_ms
-            check_outcome_ok(outcome)
-            records = sum(b["end_offsets"][i] - b["start_offsets"][i] for b in outcome["batches"]
-                          for i in range(len(b["end_offsets"])))
-            rows = records * point.extra.get("row_block", 1)
-            batches = batch_metrics(outcome.get("progress", []), skip=0)
-            return {"rows": rows, "makespan_ms": end_ms, "rows_per_s": rows / end_ms * 1000.0 if end_ms else None,
-                    "batch_ms_p50": batches["batch_ms_p50"], "batch_ms_p99": batches["batch_ms_p99"],
-                    "interval_ms_mean": batches["interval_ms_mean"]}
-        outcome, _ = run_on_backend(point.backend, point.scenario, point.profile, point.sim_mode)
+        outcome = run_point_scenario(point).outcome
         check_outcome_ok(outcome)
-        return latency_metrics(outcome)
+        if point.task == "latency":
+            return latency_metrics(outcome)
+        end_ms = outcome.details["sim"]["end_time_ms"]
+        records = sum(end - start for b in outcome.batches for start, end in zip(_start_offsets(b), b.end_offsets))
+        rows = records * point.extra.get("row_block", 1)
+        batches = batch_metrics(outcome.progress, skip=0)
+        return {"rows": rows, "makespan_ms": end_ms, "rows_per_s": rows / end_ms * 1000.0 if end_ms else None,
+                "batch_ms_p50": batches["batch_ms_p50"], "batch_ms_p99": batches["batch_ms_p99"],
+                "interval_ms_mean": batches["interval_ms_mean"]}
 
     def measure_spark(self, point: Point) -> dict[str, Any]:
-        master, slots = spark_backend_slots()
-        group = point.extra["group"] if slots >= point.scenario["query"]["state_partitions"] else 1
         straggler = tuple(point.extra["straggler"]) if point.extra.get("straggler") else None
-        outcome, _ = run_on_backend(point.backend, point.scenario, group=group, straggler=straggler)
+        group, result = _run_grouped(point, point.extra["group"], straggler)
+        outcome = result.outcome
         check_outcome_ok(outcome)
-        where = {"master": master, "slots": slots, "group": group, "stragglers": outcome["spark"]["stragglers"]}
+        spark = outcome.details["spark"]
+        where = {"master": spark["master"], "slots": spark.get("slots"), "group": group,
+                 "stragglers": spark["stragglers"]}
         if point.task == "latency":
             return {**latency_metrics(outcome), **where}
-        rows = sum(int(p.get("numInputRows", 0)) for p in outcome["progress"])
-        wall_ms = outcome["spark"]["wall_s"] * 1000.0
+        rows = sum(p.num_input_rows for p in outcome.progress)
+        wall_ms = spark["wall_s"] * 1000.0
         return {"rows": rows, "makespan_ms": wall_ms, "rows_per_s": rows / wall_ms * 1000.0 if wall_ms else None,
                 **where}
 
@@ -264,7 +253,7 @@ class Pipelining(Experiment):
             labels.append(f"{entry['stragglers']}{op}{speed}")
             plain.append(f"{entry['stragglers']}{op}")
         paths: list[Path] = []
-        with plt.rc_context(figure_style()):
+        with figure_context():
             fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
             bars = {mode: [_k(_med(summary["rows"][k].get(mode, {}), "rows_per_s")) for k in keys]
                     for mode in MODES}
@@ -289,6 +278,24 @@ class Pipelining(Experiment):
                          f"{CLAIMED_SPEEDUP[0]:.0f}-{CLAIMED_SPEEDUP[1]:.0f}x throughput")
             paths += save_figure(fig, out_dir, "pipelining")
         return paths
+
+
+def _start_offsets(batch: BatchRecord) -> tuple[int, ...]:
+    if batch.start_offsets is None:
+        raise RuntimeError(f"batch {batch.id} has no start_offsets; rows cannot be counted")
+    return batch.start_offsets
+
+
+def _run_grouped(point: Point, group: int, straggler: tuple[float, float, int] | None) -> tuple[int, RunResult]:
+    """Run a Spark point with ``group`` batches per job; with one job per batch when the master has fewer task
+    slots than the scenario has state partitions (the engine refuses group scheduling there)."""
+    if group > 1:
+        try:
+            return group, run_point_scenario(point, group=group, straggler=straggler)
+        except ScenarioRefused as exc:
+            if exc.field != "query.state_partitions":
+                raise
+    return 1, run_point_scenario(point, straggler=straggler)
 
 
 def _ordered(summary: dict[str, Any]) -> list[str]:

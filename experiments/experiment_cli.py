@@ -1,0 +1,155 @@
+"""``lightspeed experiment``: list, run or reproduce a named experiment from the command line.
+
+    lightspeed experiment list
+    lightspeed experiment NAME [--backend sim|spark|spark-native] [--quick] [--seeds N] [--out DIR]
+                               [--master URL | --no-spark | --executor inline] [--workers N]
+    lightspeed experiment NAME --reproduce RESULTS.json [--point ID]
+
+Bad input raises ``ExperimentError``; the command line's ``main`` turns it
+into a message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from experiments import exit_codes
+from experiments.backends import BACKEND_NAMES
+from experiments.experiment import DEFAULT_MASTER, EXECUTORS, ExperimentError, RunContext
+from experiments.registry import DEFINITIONS, get_experiment
+from experiments.results import load_results, reproduce
+from experiments.sweep import ExperimentResult, run_experiment
+
+
+def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``lightspeed experiment`` on the command line's subparsers; returns the subparser."""
+    lines = [f"  {name:<24} {_title(name)}" for name in DEFINITIONS]
+    description = (
+        "Run a named, versioned experiment. Its points (scenario x seed) run in parallel as Spark\n"
+        "tasks (--master, default local[*]) or local processes (--no-spark); points on a Spark backend\n"
+        "run one after another, each being a Spark job itself. Results go to results.json with the\n"
+        "scenario and seed of every point, the package versions and the environment; figures to PNG\n"
+        "and PDF. A progress bar on stderr counts the points.\n\n"
+        f"{exit_codes.OK} every sanity check holds, {exit_codes.CHECK_FAILED} a check or a point failed, "
+        f"{exit_codes.BAD_INPUT} bad input,\n{exit_codes.UNAVAILABLE} the backend is not available here "
+        f"(nothing is estimated in its place), {exit_codes.INTERRUPTED} interrupted.")
+    p = subparsers.add_parser(
+        "experiment", help="run a named experiment (sweep, results JSON, figures); 'list' shows them",
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=description,
+        epilog="experiments:\n" + "\n".join(lines) + "\n\nexamples:\n"
+               "  lightspeed experiment list\n"
+               "  lightspeed experiment offset-management --quick --no-spark\n"
+               "  lightspeed experiment pipelining --seeds 5 --master spark://host:7077\n"
+               "  lightspeed experiment calibration --backend spark\n"
+               "  lightspeed experiment offset-management --reproduce results/experiments/"
+               "offset-management/sim-quick/results.json")
+    p.add_argument("name", metavar="NAME", help="an experiment name, or 'list'")
+    p.add_argument("--backend", choices=BACKEND_NAMES, default=None,
+                   help="where the points run (default: the experiment's own; sim for most, spark for calibration)")
+    p.add_argument("--quick", action="store_true", help="the small version (seconds; what CI runs)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per point (default: 1 quick, 3 full)")
+    p.add_argument("--out", default=None, help="output directory (default: results/experiments/NAME/BACKEND-MODE)")
+    p.add_argument("--master", default=None,
+                   help=f"Spark master the points run on (default {DEFAULT_MASTER}); the spark backends run "
+                        "there too (default: their own, local[2])")
+    p.add_argument("--executor", choices=EXECUTORS, default="spark",
+                   help="run points as Spark tasks (default), in local processes, or one by one in this process")
+    p.add_argument("--no-spark", action="store_true", help="same as --executor processes")
+    p.add_argument("--workers", type=int, default=None, help="parallel points (default: Spark's or the cores)")
+    p.add_argument("--no-figures", action="store_true", help="write results.json only")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--point-timeout", type=float, default=None, metavar="SECONDS",
+                   help="a point on a spark backend that runs longer fails, and the backend's remaining points "
+                        "are not run (default: the experiment's, 180 s to 900 s)")
+    p.add_argument("--reproduce", metavar="RESULTS.json", default=None,
+                   help="re-run the points of a results file and say whether every number is the same")
+    p.add_argument("--point", action="append", default=None, metavar="ID",
+                   help="with --reproduce: only this point (repeatable)")
+    p.set_defaults(fn=cmd_experiment)
+    return p
+
+
+def _title(name: str) -> str:
+    try:
+        return get_experiment(name).title
+    except Exception as exc:  # noqa: BLE001 - a broken definition must not break --help
+        return f"(cannot load: {exc})"
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    if args.name == "list":
+        return list_experiments()
+    experiment = get_experiment(args.name)
+    if args.reproduce:
+        return reproduce_results(experiment.name, experiment.version, args.reproduce, args.point)
+    ctx = RunContext(backend=args.backend or experiment.default_backend, quick=args.quick, seeds=args.seeds,
+                     out_dir=Path(args.out) if args.out else None,
+                     executor="processes" if args.no_spark else args.executor,
+                     master=args.master or DEFAULT_MASTER, workers=args.workers, figures=not args.no_figures,
+                     quiet=args.quiet, backend_master=args.master, point_timeout_s=args.point_timeout)
+    result = run_experiment(args.name, ctx)
+    print_result(result)
+    return result.exit_code
+
+
+def list_experiments() -> int:
+    for name in DEFINITIONS:
+        exp = get_experiment(name)
+        print(f"{name:<24} v{exp.version}  backends: {', '.join(exp.backends):<25} {exp.title}")
+        if exp.claim:
+            print(f"{'':<28}claim: {exp.claim}")
+    return exit_codes.OK
+
+
+def reproduce_results(name: str, version: str, results_path: str, point_ids: list[str] | None) -> int:
+    document = load_results(results_path)
+    if document["experiment"] != name:
+        raise ExperimentError(f"{results_path} holds results of {document['experiment']}, not {name}")
+    if str(document.get("version")) != version:
+        print(f"note: {results_path} was made by version {document.get('version')} of {name}; "
+              f"this is version {version}, so its points may measure something else", file=sys.stderr)
+    entries = reproduce(results_path, point_ids)
+    same = sum(e["same"] for e in entries)
+    for e in entries:
+        if not e["same"]:
+            print(f"DIFFERS {e['id']}: recorded {json.dumps(e['recorded'])[:200]} "
+                  f"again {json.dumps(e['again'])[:200]}" + (f" ({e['error']})" if e["error"] else ""))
+    print(f"{same} of {len(entries)} points reproduce their numbers exactly")
+    return exit_codes.OK if same == len(entries) else exit_codes.CHECK_FAILED
+
+
+def print_result(result: ExperimentResult, indent: str = "") -> None:
+    """The experiment's report against its claim, failed points, sanity checks and the files written."""
+    exp, ctx = result.experiment, result.ctx
+    out: list[str] = [f"== {exp.describe()}  [{ctx.backend}, {ctx.mode}]"]
+    if exp.claim:
+        out.append(f"   claim under test: {exp.claim}")
+    if result.unavailable:
+        out.append(f"   BACKEND NOT AVAILABLE: {result.unavailable}")
+        if not result.summary:
+            out.append("   nothing was measured; no numbers are reported.")
+            out.append(f"   written: {result.results_path}")
+            print("\n".join(indent + line for line in out))
+            return
+        out.append("   the points that could run are summarised below; the others are missing, not estimated.")
+    out += ["   " + line for line in exp.report(result.summary, ctx)]
+    skipped = [r for r in result.failed_points if r.get("skipped")]
+    for record in result.failed_points:
+        if not record.get("unavailable") and not record.get("skipped"):
+            out.append(f"   POINT FAILED {record['id']}: {record['error']}")
+    if skipped:
+        out.append(f"   {len(skipped)} more points {skipped[0]['error']}")
+    if result.checks:
+        out.append("   sanity checks:")
+        out += ["     " + check.describe() for check in result.checks]
+    out.append(f"   written: {result.results_path}")
+    for path in result.figures:
+        if path.suffix == ".png":
+            out.append(f"   figure:  {path} (and .pdf)")
+        elif path.suffix != ".pdf":
+            out.append(f"   written: {path}")
+    print("\n".join(indent + line for line in out))

@@ -1,0 +1,77 @@
+"""The experiments' figures: one style and palette, grouped bars, and byte-stable PNG and PDF files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Sequence, cast
+
+if TYPE_CHECKING:
+    from experiments.experiment import Experiment, RunContext
+
+# One palette for every figure, close to the published bar charts (muted, high contrast).
+PALETTE = ("#1b3139", "#ff3621", "#00a972", "#ffab00", "#2272b4", "#98102a", "#6b7f86")
+
+
+def figure_style() -> dict[str, Any]:
+    """The matplotlib rc parameters of every figure."""
+    return {"font.size": 9, "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
+            "axes.grid.axis": "y", "grid.alpha": 0.3, "axes.titlesize": 10, "legend.frameon": False,
+            "figure.dpi": 100, "savefig.dpi": 150, "pdf.fonttype": 42}
+
+
+def figure_context(changes: dict[str, Any] | None = None) -> ContextManager[None]:
+    """``with figure_context():`` draws in the figure style (plus ``changes``, rc parameter -> value)."""
+    import matplotlib.pyplot as plt
+    # matplotlib types rc keys as a Literal of every parameter name; these are plain strings
+    return plt.rc_context(cast(Any, figure_style() | (changes or {})))
+
+
+def draw_figures(experiment: "Experiment", summary: dict[str, Any], ctx: "RunContext", out_dir: Path) -> list[Path]:
+    """The experiment's figures on the non-interactive backend; none (with a note) without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("note: matplotlib is not installed, figures skipped (pip install matplotlib)", file=sys.stderr)
+        return []
+    matplotlib.use("Agg", force=True)
+    return experiment.figures(summary, ctx, out_dir)
+
+
+def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
+    """Write ``stem.png`` and ``stem.pdf`` without timestamps, so the same numbers give the same bytes."""
+    import matplotlib.pyplot as plt
+    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
+    fig.savefig(paths[0], metadata={"Software": None}, bbox_inches="tight")
+    fig.savefig(paths[1], metadata={"Creator": None, "Producer": None, "CreationDate": None},
+                bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def grouped_bars(ax: Any, categories: Sequence[str], series: Mapping[str, Sequence[float | None]],
+                 unit: str = "ms", value_format: str = "{:,.0f}", legend: bool = True) -> None:
+    """Bars per category, one colour per series, each bar labelled with its value (the published style).
+
+    The legend sits in one row above the bars, in headroom the y axis keeps for it.
+    """
+    n = max(len(series), 1)
+    width = 0.8 / n
+    top = 0.0
+    for i, (label, values) in enumerate(series.items()):
+        xs = [c + (i - (n - 1) / 2) * width for c in range(len(categories))]
+        heights = [v if v is not None else 0.0 for v in values]
+        top = max([top] + heights)
+        bars = ax.bar(xs, heights, width * 0.92, label=label, color=PALETTE[i % len(PALETTE)])
+        for bar, v in zip(bars, values):
+            if v is not None:
+                ax.annotate(value_format.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=7, xytext=(0, 1), textcoords="offset points")
+    ax.set_xticks(range(len(categories)))
+    ax.set_xticklabels(categories, rotation=0)
+    if unit:
+        ax.set_ylabel(unit)
+    rows = 1 if n <= 4 else 2
+    ax.set_ylim(0, (top or 1.0) * (1.22 + 0.1 * rows))
+    if legend and len(series) > 1:
+        ax.legend(loc="upper left", ncol=min(n, 4), fontsize=7, handlelength=1.2, columnspacing=1.0)

@@ -1,0 +1,36 @@
+"""Judging an outcome on the command line: reading an outcome file and summarising the oracles' verdicts.
+
+The oracles are the reference's (``reference.oracles``, SPEC section 5); an
+outcome file is read as the typed ``Outcome``, so a malformed one is refused
+with an ``OutcomeError`` naming the file and the field, never judged.
+"""
+
+from __future__ import annotations
+
+from experiments.input_files import read_text
+from reference.oracles import Verdict
+from reference.outcome import Outcome, OutcomeError
+
+
+def load_outcome(path: str) -> Outcome:
+    """The outcome in the file at ``path``; ``InputFileError`` when the file cannot be read, ``OutcomeError``
+    naming the file and the field when it is not an outcome."""
+    text = read_text(path, "an outcome JSON file")
+    try:
+        return Outcome.from_json(text, source=path)
+    except OutcomeError as exc:
+        error = OutcomeError(exc.field, str(exc))
+        error.args = (str(exc) if exc.field == path else f"{path}: not an outcome: {exc}",)
+        raise error from None
+
+
+def tally(verdicts: list[Verdict]) -> str:
+    """``8 of 10 oracles hold (2 not applicable: no checkpoint)``."""
+    held = sum(v.status == "pass" for v in verdicts)
+    na = sum(v.status == "n/a" for v in verdicts)
+    text = f"{held} of {len(verdicts)} oracles hold"
+    return text + (f" ({na} not applicable: no checkpoint)" if na else "")
+
+
+def verdict_lines(verdicts: list[Verdict], indent: str = "  ") -> list[str]:
+    return [indent + verdict.describe().replace("\n", "\n" + indent) for verdict in verdicts]

@@ -1,0 +1,40 @@
+"""Cost profile documents for the simulator's points: a shipped profile or a file, with changes applied.
+
+A sim point carries its whole profile document (not a name), so a results
+file alone reproduces it. The document is validated by the simulator's own
+rules, so a typo is a ``ProfileError`` naming the parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from experiments.experiment import ExperimentError
+
+
+def sim_profile(name_or_doc: str | dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A cost profile document (a shipped name, a path, or a dict) with ``changes`` applied.
+
+    ``changes`` may name a storage parameter as ``storage__small_write_ms``.
+    """
+    from sim.cost_model import PROFILE_DIR, STORAGE_PRESETS, profile_from_dict
+    if isinstance(name_or_doc, dict):
+        doc = json.loads(json.dumps(name_or_doc))
+    else:
+        path = name_or_doc if os.path.exists(name_or_doc) else os.path.join(PROFILE_DIR, f"{name_or_doc}.json")
+        try:
+            with open(path) as fh:
+                doc = json.load(fh)
+        except FileNotFoundError:
+            raise ExperimentError(f"cost profile {name_or_doc!r}: no such shipped profile or file") from None
+    if isinstance(doc.get("storage"), str):
+        doc["storage"] = dict(STORAGE_PRESETS[doc["storage"]])
+    for key, value in changes.items():
+        if key.startswith("storage__"):
+            doc["storage"][key[len("storage__"):]] = value
+        else:
+            doc[key] = value
+    profile_from_dict(doc)  # refuses a bad parameter by name
+    return doc

@@ -1,0 +1,117 @@
+"""One run of an experiment end to end: its points, then the summary, the sanity checks, results.json, figures.
+
+``run_experiment`` is what ``lightspeed experiment NAME`` and ``lightspeed
+demo`` call. It raises ``ExperimentError`` for bad input; a backend that
+cannot run here is not an error but a result (``unavailable``, exit code 3):
+nothing is estimated in its place, and an experiment that may (``partial_ok``)
+summarises the points that could run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments import exit_codes
+from experiments.backends import BACKEND_NAMES, on_spark, require_available
+from experiments.execution import execute
+from experiments.experiment import EXECUTORS, Check, Experiment, ExperimentError, RunContext, json_ready
+from experiments.figures import draw_figures
+from experiments.provenance import environment
+from experiments.registry import get_experiment
+from experiments.results import default_out_dir, write_results
+from reference.backend import BackendUnavailable
+
+
+@dataclass
+class ExperimentResult:
+    experiment: Experiment
+    ctx: RunContext
+    records: list[dict[str, Any]]
+    summary: dict[str, Any]
+    checks: list[Check]
+    out_dir: Path
+    figures: list[Path]
+    results_path: Path
+    unavailable: str | None = None
+
+    @property
+    def failed_points(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("error")]
+
+    @property
+    def exit_code(self) -> int:
+        if self.unavailable:
+            return exit_codes.UNAVAILABLE
+        if self.failed_points or any(c.ok is False for c in self.checks):
+            return exit_codes.CHECK_FAILED
+        return exit_codes.OK
+
+
+def validate_context(experiment: Experiment, ctx: RunContext) -> None:
+    """``ExperimentError`` naming the first bad setting of ``ctx`` for ``experiment``."""
+    if ctx.backend not in BACKEND_NAMES:
+        raise ExperimentError(f"unknown backend {ctx.backend!r}; expected one of {', '.join(experiment.backends)}")
+    if ctx.backend not in experiment.backends:
+        hint = (" (it measures the Spark engine; the simulator is what it calibrates)"
+                if all(on_spark(b) for b in experiment.backends) else "")
+        raise ExperimentError(f"experiment {experiment.name} runs on {', '.join(experiment.backends)}, "
+                              f"not on {ctx.backend}{hint}")
+    if ctx.seeds is not None and ctx.seeds < 1:
+        raise ExperimentError(f"--seeds must be at least 1, got {ctx.seeds}")
+    if ctx.workers is not None and ctx.workers < 1:
+        raise ExperimentError(f"--workers must be at least 1, got {ctx.workers}")
+    if ctx.executor not in EXECUTORS:
+        raise ExperimentError(f"unknown executor {ctx.executor!r}; expected one of {', '.join(EXECUTORS)}")
+    if ctx.point_timeout_s is not None and ctx.point_timeout_s <= 0:
+        raise ExperimentError(f"--point-timeout must be positive, got {ctx.point_timeout_s}")
+
+
+def run_experiment(name: str, ctx: RunContext) -> ExperimentResult:
+    """Run an experiment end to end: points, summary, checks, results JSON, figures."""
+    experiment = get_experiment(name)
+    validate_context(experiment, ctx)
+    if ctx.point_timeout_s is None:
+        ctx.point_timeout_s = experiment.point_timeout_s
+    out_dir = Path(ctx.out_dir) if ctx.out_dir else default_out_dir(experiment, ctx)
+    started = time.perf_counter()
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    unavailable = None
+    try:
+        require_available(ctx.backend)
+        points = experiment.points(ctx)
+        ids = [p.id for p in points]
+        if len(set(ids)) != len(ids):
+            duplicate = next(i for i in ids if ids.count(i) > 1)
+            raise ExperimentError(f"experiment {name} defines point {duplicate} more than once")
+        records = execute(points, ctx, label=f"{name} ({ctx.backend}, {ctx.mode})")
+    except BackendUnavailable as exc:
+        unavailable, records = str(exc), []
+    missing = [r for r in records if r.get("unavailable")]
+    if missing and unavailable is None:
+        unavailable = missing[0]["error"]
+    summary: dict[str, Any] = {}
+    checks: list[Check] = []
+    artifacts: list[Path] = []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    good = [r for r in records if not r.get("error")]
+    if unavailable is None or (experiment.partial_ok and good):
+        summary = json_ready(experiment.summarize(good, ctx))
+        checks = experiment.checks(summary, ctx)
+        artifacts = experiment.write_artifacts(summary, ctx, out_dir)
+    results_path = out_dir / "results.json"
+    write_results(results_path, {
+        "experiment": experiment.name, "version": experiment.version, "title": experiment.title,
+        "claim": experiment.claim, "backend": ctx.backend, "mode": ctx.mode,
+        "seeds": experiment.seed_list(ctx), "started_at": started_at,
+        "wall_s": round(time.perf_counter() - started, 3), "environment": environment(ctx),
+        "unavailable": unavailable, "summary": summary,
+        "checks": [asdict(c) for c in checks], "artifacts": [p.name for p in artifacts], "points": records})
+    figures: list[Path] = []
+    if ctx.figures and summary:
+        figures = draw_figures(experiment, summary, ctx, out_dir)
+    return ExperimentResult(experiment, ctx, records, summary, checks, out_dir, figures + artifacts, results_path,
+                            unavailable)
