@@ -180,7 +180,8 @@ def run_explorer(quick: bool, dry_run: bool) -> dict[str, Any]:
     if dry_run:
         return {"status": "dry-run", "seconds": 0.0}
     sys.path.insert(0, str(ROOT))
-    from experiments.runner import RunContext, environment
+    from experiments.experiment import RunContext
+    from experiments.provenance import environment
     document = {"experiment": "explorer", "mode": "quick" if quick else "full", "depth": depth,
                 "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": round(seconds, 3),
                 "environment": environment(RunContext(executor="inline")), "entries": entries}

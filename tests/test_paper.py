@@ -205,7 +205,7 @@ def test_absent_backends_are_said_to_be_absent(tmp_path):
 
 def test_the_runs_table_covers_every_experiment():
     collect = _load("collect_results")
-    from experiments.runner import DEFINITIONS, get_experiment
+    from experiments.registry import DEFINITIONS, get_experiment
     covered = {(r.experiment, r.backend) for r in collect.RUNS}
     for name in DEFINITIONS:
         backends = set(get_experiment(name).backends)

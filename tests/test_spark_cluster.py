@@ -63,7 +63,9 @@ def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
 def test_experiment_points_run_as_tasks_on_a_standalone_cluster(tmp_path):
     """``--master spark://...``: the sweep's points run as Spark tasks on the cluster's executors (the
     project's code shipped to them), and each gives the numbers it gives when run in this process."""
-    from experiments import runner
+    from experiments.execution import run_point
+    from experiments.experiment import RunContext
+    from experiments.registry import get_experiment
     from spark_impl.cluster import LocalCluster
     out = tmp_path / "out"
     with LocalCluster(workers=2, workdir=tmp_path / "cluster") as cluster:
@@ -75,7 +77,7 @@ def test_experiment_points_run_as_tasks_on_a_standalone_cluster(tmp_path):
     assert results["environment"]["executor"] == "spark"
     assert results["environment"]["master"] == cluster.url
     records = results["points"]
-    expected = runner.get_experiment("offset-management").points(runner.RunContext(backend="sim", quick=True))
+    expected = get_experiment("offset-management").points(RunContext(backend="sim", quick=True))
     assert sorted(r["id"] for r in records) == sorted(p.id for p in expected)
     assert all(r["error"] is None for r in records), [r["error"] for r in records]
     # measured in the cluster's executors (a worker starts its executors in its work directory), not the driver;
@@ -83,4 +85,4 @@ def test_experiment_points_run_as_tasks_on_a_standalone_cluster(tmp_path):
     assert len({r["process"]["dir"].split("/worker-")[1][0] for r in records}) == 2, [r["process"] for r in records]
     assert all(r["process"]["dir"].startswith(str(tmp_path / "cluster")) for r in records), records[0]["process"]
     for record in records:
-        assert runner.run_point(record["point"])["metrics"] == record["metrics"], record["id"]
+        assert run_point(record["point"])["metrics"] == record["metrics"], record["id"]

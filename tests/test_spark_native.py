@@ -18,7 +18,7 @@ import pytest
 
 from reference.backend import RunOptions, ScenarioRefused
 from reference.catalogue import OPERATORS, scenario_dict
-from reference.oracles import FAIL, NA, PASS, check_outcome, failures
+from reference.oracles import NA, PASS, check_outcome, failures
 from reference.outcome import Outcome
 from reference.run import run_scenario
 from reference.scenario import Scenario

@@ -138,7 +138,8 @@ def run_details(scenario: Scenario, engine: EngineContext, wall_s: float) -> dic
     tasks = engine.task_log
     engine.placement.learn()
     return {
-        "master": engine.spark.sparkContext.master, "wall_s": round(wall_s, 3), "tasks": len(tasks),
+        "master": engine.spark.sparkContext.master, "slots": task_slots(engine.spark), "wall_s": round(wall_s, 3),
+        "tasks": len(tasks),
         "cache_hits": sum(t["cache_hits"] for t in tasks),
         "pipelining": scenario.engine.pipelining, "group": engine.group, "jobs": engine.jobs,
         "checkpoint": engine.root,
