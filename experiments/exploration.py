@@ -33,20 +33,12 @@ def explore_with_progress(scenario: Scenario, *, depth: int = 1, workers: int | 
     say(f"plan: {plan.describe()}: {plan.schedules:,} schedules"
         + (", plus a second crash during every recovery" if depth >= 2 else ""))
     bar = ExploreBar(plan.schedules, "explore", quiet)
-    with _interrupts() as interrupted:
+    with _interrupts():
         try:
             report = explore(scenario, depth=depth, workers=workers, progress=bar)
         except ExplorationInterrupted:
             bar.bar.close()
             raise
-        except Exception as exc:
-            if not interrupted:
-                raise
-            # the interrupt landed inside a lock's release in the explorer's wait loop, and Python raised
-            # this instead of KeyboardInterrupt; the last progress tick is where it got to
-            bar.bar.close()
-            partial = Report(scenario.name, schedules=bar.bar.n, truncated=True)
-            raise ExplorationInterrupted(partial) from exc
     bar.finish(report.schedules, len(report.violations))
     return report
 

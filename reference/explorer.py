@@ -25,6 +25,8 @@ import concurrent.futures
 import hashlib
 import multiprocessing
 import os
+import signal
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -294,21 +296,32 @@ def _explore_in_workers(scenario: Scenario, depth: int, model: Model, workers: i
                         counters: tuple[Any, Any], tick: "_Ticker", started: float) -> list["_Share"]:
     # forked workers inherit the job, so models defined anywhere (even in a test) need no pickling
     _FORKED_JOB[:] = [scenario, depth, model, counters]
+    interrupted = threading.Event()
+    previous = _on_sigint(interrupted)
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_die_with_parent)
     try:
         futures = [pool.submit(_explore_forked_share, share, workers) for share in range(workers)]
-        while not all(f.done() for f in futures):
-            concurrent.futures.wait(futures, timeout=1.0)
+        while not all(f.done() for f in futures) and not interrupted.is_set():
+            concurrent.futures.wait(futures, timeout=0.5)
             tick()
+        if interrupted.is_set():
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+            raise ExplorationInterrupted(_partial(scenario, *counters, started))
         return [f.result() for f in futures]
-    except KeyboardInterrupt:
-        for process in list(getattr(pool, "_processes", {}).values()):
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise ExplorationInterrupted(_partial(scenario, *counters, started)) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _FORKED_JOB.clear()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _on_sigint(interrupted: threading.Event) -> Any:
+    """While workers explore, SIGINT only sets ``interrupted`` (a KeyboardInterrupt raised inside the pool's
+    own locks can leave it broken); the loop then stops the workers. None outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
 
 
 def _partial(scenario: Scenario, done: Any, found: Any, started: float) -> "Report":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, NoReturn, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Mapping, NoReturn, Protocol, Sequence
 
 from . import layout
 from .changelog import StateFileHeader, encode_state_file
@@ -58,12 +58,21 @@ class FaultBook:
         """Fire ``fault`` here; a backend that fires faults in several processes overrides this."""
         return True
 
-    def take(self, node: NodeId, when: str, time_ms: int, life: int) -> list[Fault]:
-        for fault in self.pending:
-            if matches(fault, node, when, time_ms) and (fault.at.restart is None or fault.at.restart == life):
-                self.pending.remove(fault)
-                return [fault] if self.claim(fault) else []
-        return []
+    def take(self, node: NodeId, when: str, time_ms: int, life: int) -> Iterator[Fault]:
+        """Every pending fault that matches this point, in the scenario's order, one at a time; each fires once.
+
+        A fault leaves ``pending`` only when it is handed out, so when applying one ends the incarnation
+        (a crash), the faults after it stay pending: they fire at a later point that matches them, or the
+        outcome lists them as not fired.
+        """
+        while True:
+            fault = next((f for f in self.pending if matches(f, node, when, time_ms)
+                          and (f.at.restart is None or f.at.restart == life)), None)
+            if fault is None:
+                return
+            self.pending.remove(fault)
+            if self.claim(fault):
+                yield fault
 
     def take_task_faults(self, batch: int, life: int) -> list[Fault]:
         """Every pending fault at a task step of ``batch`` (they travel with the batch's tasks)."""

@@ -33,7 +33,7 @@ from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequentia
 from .retained import committed_chain, latest_lineage, retained_range, retained_states
 from .scenario import Scenario
 from .sources import SourceData
-from .state_store import load_version
+from .state_store import load_version, readable
 from .storage import CheckpointFormatError, Storage
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
@@ -423,7 +423,27 @@ def checkpoint(ctx: Context) -> Verdict:
     if broken:
         rule, message = broken[0]
         return Verdict("checkpoint", FAIL, f"{rule}: {message}")
+    damaged = _damaged_on_chain(ctx, storage)
+    if damaged is not None:
+        return damaged
     return _state_read_back(ctx, storage)
+
+
+def _damaged_on_chain(ctx: Context, storage: Storage) -> Verdict | None:
+    """FAIL naming the first file on a committed lineage chain that does not decode, even one a load can
+    fall back past (SPARK-21696): the checkpoint is damaged, and nothing damaged passes silently."""
+    latest = latest_lineage(storage)
+    if latest is None:
+        return None
+    version, lineage = latest
+    for sid in ctx.store_ids:
+        for p in range(ctx.scenario.state_partitions):
+            for link in committed_chain(storage, sid, p, version, lineage.get(sid, {}).get(str(p), "")):
+                for path in (link.delta, link.snapshot):
+                    if path is not None and not readable(storage, path):
+                        return Verdict("checkpoint", FAIL, f"{path} is damaged (it does not decode)", sid, p,
+                                       link.version)
+    return None
 
 
 def _state_read_back(ctx: Context, storage: Storage) -> Verdict:
@@ -440,6 +460,17 @@ def _state_read_back(ctx: Context, storage: Storage) -> Verdict:
     return Verdict("checkpoint", PASS, f"{len(storage.list())} files of this query; the checkpoint rules hold")
 
 
+def _reading(check: str, fn: Callable[[Context], Verdict]) -> Callable[[Context], Verdict]:
+    """A check that reads the checkpoint FAILs, naming the file, when a file it must read is unreadable."""
+    def judged(ctx: Context) -> Verdict:
+        try:
+            return fn(ctx)
+        except CheckpointFormatError as exc:
+            return Verdict(check, FAIL, f"unreadable checkpoint file: {exc}")
+    judged.__name__ = fn.__name__
+    return judged
+
+
 ORACLES: dict[str, Callable[[Context], Verdict]] = {
     "identity": identity,
     "state_equivalence": state_equivalence,
@@ -447,10 +478,10 @@ ORACLES: dict[str, Callable[[Context], Verdict]] = {
     "replay_bound": replay_bound,
     "no_loss": no_loss,
     "retention": retention,
-    "reconstruction": reconstruction,
-    "lineage": lineage,
+    "reconstruction": _reading("reconstruction", reconstruction),
+    "lineage": _reading("lineage", lineage),
     "watermarks": watermarks,
-    "checkpoint": checkpoint,
+    "checkpoint": _reading("checkpoint", checkpoint),
 }
 
 

@@ -162,8 +162,8 @@ def test_check_a_checkpoint_with_an_unreadable_commit_entry_fails_naming_it(caps
                                                                            work: Path) -> None:
     newest = max((work / "checkpoint" / "commits").iterdir(), key=lambda p: int(p.name))
     newest.write_text("{")
-    code, _, err = check_cli(capsys, work, checkpoint=work / "checkpoint")
-    assert code == exit_codes.CHECK_FAILED and f"commits/{newest.name}" in err
+    code, out, err = check_cli(capsys, work, checkpoint=work / "checkpoint")
+    assert code == exit_codes.CHECK_FAILED and f"commits/{newest.name}" in out + err
 
 
 # ------------------------------------------------------------------ check OUTCOME

@@ -61,3 +61,18 @@ def test_under_sync_state_a_task_stranded_on_the_lost_executor_is_retried_not_th
     retried = inc.tasks[(1, 0)]
     assert retried.attempt == 1 and retried.sealed["0"].uid == "r0b1p0a1"
     assert inc.stores[("0", 0)].version == 2     # the retry reloaded version 1 and re-applied batch 1
+
+
+def test_every_fault_at_one_point_fires_and_one_that_follows_a_crash_waits_for_its_next_match():
+    """Two damage faults at the same step both fire there; a fault listed after a crash at the same point
+    does not vanish: it fires when the point comes again (the re-run after the restart)."""
+    from reference.faults import FaultBook
+    from reference.steps import NodeId
+    corrupt = [{"at": {"step": "plan", "batch": 1}, "kind": "corrupt_file", "path": f"offsets/{b}"} for b in (0, 1)]
+    book = FaultBook(sums(corrupt).faults)
+    assert [f.path for f in book.take(NodeId.of("plan", 1), "before", 0, 0)] == ["offsets/0", "offsets/1"]
+    assert book.pending == []
+    crash_first = sums([{"at": {"step": "plan", "batch": 1}, "kind": "driver_crash"}, corrupt[0]])
+    book = FaultBook(crash_first.faults)
+    first = next(book.take(NodeId.of("plan", 1), "before", 0, 0))
+    assert first.kind == "driver_crash" and [f.kind for f in book.pending] == ["corrupt_file"]

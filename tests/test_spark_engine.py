@@ -324,12 +324,14 @@ def test_driver_crash_kills_the_driver_process_and_a_new_one_recovers(tmp_path):
 
 
 def test_a_damaged_snapshot_stops_the_query_naming_it_instead_of_restarting(spark, tmp_path):
-    """A task that finds a corrupt state file (and no older snapshot plus changelogs to fall back on:
-    async purge kept too little) stops the query with that error, as the reference does; retrying or
-    restarting cannot make the file readable."""
+    """A task that finds a corrupt state file, and nothing to fall back on (the changelog of the same
+    version is corrupt too, SPARK-21696's fallback needs it), stops the query with that error, as the
+    reference does; retrying or restarting cannot make the file readable."""
     target = "state/0/0/2_r0b1p0a0.snapshot"
     d = scenario_dict("aggregate", "async_purge", batches=4, retain=2, faults=[
         {"at": {"batch": 3, "step": "plan", "when": "before"}, "kind": "corrupt_file", "path": target},
+        {"at": {"batch": 3, "step": "plan", "when": "before"}, "kind": "corrupt_file",
+         "path": "state/0/0/2_r0b1p0a0.changelog"},
         {"at": {"batch": 3, "step": "plan", "when": "after"}, "kind": "driver_crash"}])
     scenario = Scenario.from_dict(d)
     outcome = _run(scenario, tmp_path).outcome
