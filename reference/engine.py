@@ -68,10 +68,18 @@ class TaskAttemptFailed(Exception):
 
 @dataclass
 class BatchPlan:
+    """A batch's boundaries. ``end`` is None for an open batch of a timed backend cutting by its trigger:
+    ``plan`` decides it from what has arrived by then."""
+
     batch: int
     start: tuple[int, ...]
-    end: tuple[int, ...]
+    end: tuple[int, ...] | None
     rerun: bool = False
+
+    @property
+    def bounds(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        assert self.end is not None, f"batch {self.batch} is not planned yet"
+        return self.start, self.end
 
 
 @dataclass
@@ -94,9 +102,12 @@ class Incarnation:
     snapshot_format: str | None = None   # a backend whose stores write another snapshot format names it
 
     def __init__(self, scenario: Scenario, data: SourceData, storage: Storage, restart: RestartPlan,
-                 number: int, observer: Observer, *, recorded_cuts: Mapping[int, tuple[int, ...]] | None = None):
+                 number: int, observer: Observer, *, recorded_cuts: Mapping[int, tuple[int, ...]] | None = None,
+                 open_ended: bool = False):
         self.sc, self.data, self.storage, self.number = scenario, data, storage, number
         self.recorded_cuts = dict(recorded_cuts or {})   # batch -> end offsets another backend chose
+        # a timed backend cutting by its trigger: batches after the re-runs are planned one at a time
+        self.open_ended = open_ended
         self.cfg = scenario.engine
         self.obs = observer
         self.ops = scenario.operator.flatten()
@@ -132,10 +143,15 @@ class Incarnation:
 
     def plan_batches(self, restart: RestartPlan) -> None:
         """Every batch this incarnation will run: the logged ones to re-run, then the cuts another backend
-        recorded (``recorded_cuts``, to replay its boundaries), then the untimed clock's own cuts."""
+        recorded (``recorded_cuts``, to replay its boundaries), then the untimed clock's own cuts. An
+        open-ended incarnation plans the re-runs and one open batch; ``plan`` opens the next."""
         start, b = restart.start_offsets, restart.first_batch
         totals = tuple(self.data.totals)
         while True:
+            if self.open_ended and b not in restart.fixed_offsets:
+                if start != totals:
+                    self.plans[b] = BatchPlan(b, tuple(start), None)
+                return
             if b in restart.fixed_offsets:
                 s, e = restart.fixed_offsets[b]
                 plan = BatchPlan(b, tuple(s), tuple(e), rerun=True)
@@ -144,7 +160,7 @@ class Incarnation:
                 end = tuple(max(x, y) for x, y in zip(cut, start))
                 plan = BatchPlan(b, tuple(start), end)
             self.plans[b] = plan
-            start = plan.end
+            start = plan.bounds[1]
             b += 1
             if start == totals and b > max(restart.fixed_offsets, default=-1):
                 return
@@ -175,13 +191,37 @@ class Incarnation:
 
     def step_plan(self, b: int) -> None:
         plan = self.plans[b]
+        if plan.end is None:
+            end = self.cut_now(b)
+            assert all(s <= e <= t for s, e, t in zip(plan.start, end, self.data.totals)), \
+                f"batch {b}: a cut {end} must lie between its start {plan.start} and the input's end"
+            plan.end = end
+            if end != tuple(self.data.totals):
+                self.open_batch(b + 1, end)
         self.obs.planned(b, plan.start, plan.end, self.number, plan.rerun)
+
+    def cut_now(self, b: int) -> tuple[int, ...]:
+        """An open batch's end offsets: what has arrived by the time ``plan`` runs (timed backends only)."""
+        raise NotImplementedError("an open-ended incarnation needs a clock: a timed backend decides its cuts")
+
+    def open_batch(self, b: int, start: tuple[int, ...]) -> None:
+        """Add batch ``b``, still open, and its step-graph nodes; ``nodes_added`` tells the scheduler."""
+        self.plans[b] = BatchPlan(b, start, None)
+        added = []
+        for node in self.shape.batch_nodes(b):
+            real = tuple(d for d in node.deps if d in self.nodes)
+            self.nodes[node.id] = Node(node.id, real, node.background)
+            added.append(self.nodes[node.id])
+        self.nodes_added(added)
+
+    def nodes_added(self, nodes: list[Node]) -> None:
+        """A batch's nodes joined the graph while it runs (a scheduler that caches the graph overrides this)."""
 
     def step_offset_log_write(self, b: int) -> None:
         plan = self.plans[b]
         if self.cfg.progress_mode == "async" and not self._persist_offsets(b):
             return
-        entry = OffsetEntry(b, plan.start, plan.end)
+        entry = OffsetEntry(b, *plan.bounds)
         path = layout.offset_path(b)
         if self.storage.exists(path):
             logged = OffsetEntry.read(self.storage, b)
@@ -258,7 +298,7 @@ class Incarnation:
     def progress_event(self, b: int) -> ProgressEvent:
         """A StreamingQueryProgress-shaped record. The reference is untimed: durations are 0."""
         plan = self.plans[b]
-        rows = sum(e - s for s, e in zip(plan.start, plan.end))
+        rows = sum(e - s for s, e in zip(*plan.bounds))
         operators = []
         for sid in self.store_ids:
             total = sum(len(self.stores[(sid, p)].data) for p in range(self.parts) if (sid, p) in self.stores)
@@ -322,7 +362,7 @@ class Incarnation:
         self.ensure_stores(b, p)  # an executor loss may have dropped them since state_load
         self.note_watermark(b)
         plan = self.plans[b]
-        records = route(self.data.slice(plan.start, plan.end), self.parts)[p]
+        records = route(self.data.slice(*plan.bounds), self.parts)[p]
         task.before = {sid: self.stores[(sid, p)].memento() for sid in self.store_ids}
         stores = {sid: self.stores[(sid, p)] for sid in self.store_ids}
         task.result, _changes = apply_partition(self.ops, stores, rows_of(records),

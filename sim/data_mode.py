@@ -37,7 +37,7 @@ class DataIncarnation(TimedIncarnation):
     def plan_ready_ms(self, b: int) -> float:
         """Plan once the batch's input has arrived and the trigger interval has passed."""
         plan = self.plans[b]
-        return max(float(self.data.input_ready_ms(plan.start, plan.end)), self.trigger_ready_ms())
+        return max(float(self.data.input_ready_ms(*plan.bounds)), self.trigger_ready_ms())
 
     # ------------------------------------------------------------- costs
     def task_cost_ms(self, node: SimNode) -> float:
@@ -47,7 +47,7 @@ class DataIncarnation(TimedIncarnation):
             return self._state_load_ms(b, p)
         if step == "task_apply":
             plan = self.plans[b]
-            records = len(route(self.data.slice(plan.start, plan.end), self.parts)[p])
+            records = len(route(self.data.slice(*plan.bounds), self.parts)[p])
             return prof.task_apply_ms(records, prof.straggler_factor(self.rng))
         if step == "changelog_write":
             sealed = self.tasks[(b, p)].sealed.values()
@@ -103,7 +103,7 @@ class DataIncarnation(TimedIncarnation):
         super().step_sink_commit(b)
         plan = self.plans[b]
         self.latency_book.delivered(((r.source_partition, r.offset, r.arrival_ms)
-                                     for r in self.data.slice(plan.start, plan.end)), self.clock.now)
+                                     for r in self.data.slice(*plan.bounds)), self.clock.now)
 
     def progress_event(self, b: int) -> ProgressEvent:
         return self.timed_progress(b, super().progress_event(b))

@@ -108,9 +108,9 @@ class VolumeIncarnation(TimedIncarnation):
         previous = self.plans[b - 1]
         if b in self.plans:
             return True
-        if list(previous.end) == self.source.totals and b > max(self.restart.fixed_offsets, default=-1):
+        if list(previous.bounds[1]) == self.source.totals and b > max(self.restart.fixed_offsets, default=-1):
             return False
-        self._placeholder(b, previous.end)
+        self._placeholder(b, previous.bounds[1])
         return True
 
     def plan_ready_ms(self, b: int) -> float:
@@ -147,8 +147,8 @@ class VolumeIncarnation(TimedIncarnation):
         if b - 1 >= self.restart.first_batch and b - 1 not in self.volumes:
             self.volume(b - 1)   # models that carry state (dedup) see the batches in order
         plan = self.plans[b]
-        window = Window(self.source, self.parts, plan.start, plan.end)
-        total = sum(e - s for s, e in zip(plan.start, plan.end))
+        window = Window(self.source, self.parts, *plan.bounds)
+        total = sum(e - s for s, e in zip(*plan.bounds))
         wms = watermarks_of(self.trackers_for(b))
         previous = watermarks_of(self.trackers[b - 1]) if b - 1 in self.trackers else wms
         n = total / self.parts
@@ -187,7 +187,7 @@ class VolumeIncarnation(TimedIncarnation):
     def event_time_maxima(self, b: int) -> list[list[dict[str, int]]]:
         """Batch ``b``'s largest event time per side, for every operator (one entry: the whole batch)."""
         plan = self.plans[b]
-        window = Window(self.source, self.parts, plan.start, plan.end)
+        window = Window(self.source, self.parts, *plan.bounds)
         maxima: dict[str, int] = {}
         for side in sorted(set(self.source.sides)):
             span = window.event_span(side)
@@ -224,7 +224,7 @@ class VolumeIncarnation(TimedIncarnation):
     def step_sink_commit(self, b: int) -> None:
         """The batch's output becomes visible: the offsets not visible before end their latency here."""
         plan, now = self.plans[b], self.clock.now
-        for sp, (lo, hi) in enumerate(zip(plan.start, plan.end)):
+        for sp, (lo, hi) in enumerate(zip(*plan.bounds)):
             if hi > lo:
                 self.latency_book.delivered(sp, lo, hi, now, partial(self.source.arrival_ms, sp))
 
@@ -263,7 +263,7 @@ class VolumeIncarnation(TimedIncarnation):
 
     def progress_event(self, b: int) -> ProgressEvent:
         plan = self.plans[b]
-        rows = sum(e - s for s, e in zip(plan.start, plan.end))
+        rows = sum(e - s for s, e in zip(*plan.bounds))
         counts = self.volume(b)
         operators = tuple(StateOperatorProgress(sid, int(s.total * self.parts),
                                                 int((s.changed - s.removed) * self.parts),

@@ -80,7 +80,7 @@ class SparkIncarnation(Incarnation):
     def input_ready_s(self, b: int) -> float:
         """Wall time at which the input of batch ``b`` has arrived."""
         plan = self.plans[b]
-        return self.engine.t0 + self.data.input_ready_ms(plan.start, plan.end) / 1000.0
+        return self.engine.t0 + self.data.input_ready_ms(*plan.bounds) / 1000.0
 
     def step_plan(self, b: int) -> None:
         if self.engine.pace:
@@ -99,7 +99,7 @@ class SparkIncarnation(Incarnation):
         now = time.time()
         self.batch_timing[b]["sink_commit"] = now
         plan = self.plans[b]
-        self.engine.deliveries.append(SinkDelivery(b, plan.start, plan.end, now))
+        self.engine.deliveries.append(SinkDelivery(b, *plan.bounds, now))
 
     def step_commit_log_write(self, b: int) -> None:
         super().step_commit_log_write(b)
@@ -114,7 +114,7 @@ class SparkIncarnation(Incarnation):
 
     def progress_event(self, b: int) -> ProgressEvent:
         plan = self.plans[b]
-        rows = sum(e - s for s, e in zip(plan.start, plan.end))
+        rows = sum(e - s for s, e in zip(*plan.bounds))
         results = [self.results[(b, p)] for p in range(self.parts) if (b, p) in self.results]
         return measured_progress(b, rows, self.batch_timing[b], results, self.store_ids)
 
@@ -133,7 +133,7 @@ class SparkIncarnation(Incarnation):
         lineage_in = {(sid, p): self.lineage[(sid, p, b)] for sid in self.store_ids for p in range(self.parts)
                       if (sid, p, b) in self.lineage}
         return TaskSpec(self.sc, self.engine.root, self.engine.coord, self.engine.local_root, self.epoch,
-                        self.number, b, tuple(plan.start), tuple(plan.end),
+                        self.number, b, *plan.bounds,
                         tuple(operator_watermarks(self.trackers_for(b))), lineage_in, self.restart.first_batch,
                         self.shape.is_maintenance_batch(b), faults, self.background_task_steps(b), os.getpid(),
                         self.engine.kill_driver, self.engine.straggler)

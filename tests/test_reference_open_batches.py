@@ -1,0 +1,57 @@
+"""Open-ended planning (``engine.batch_cuts: trigger`` on a timed backend): each batch's end is decided when
+its ``plan`` runs, from what has arrived, and the next batch opens then.
+
+A timed backend gives the clock (``cut_now``); here a scripted clock stands in for it, and the sequential
+scheduler runs the growing graph.
+"""
+
+from __future__ import annotations
+
+from reference.engine import Incarnation
+from reference.graph import Node
+from reference.recovery import fresh_plan
+from reference.oracles import check_outcome, failures
+from reference.observer import Observer, build_outcome
+from reference.scenario import Scenario
+from reference.sources import SourceData
+from reference.storage import DurableStorage
+
+
+class ScriptedCuts(Incarnation):
+    """Cuts as a trigger on a clock would make them: here, a script of end offsets, one per plan."""
+
+    script: list[tuple[int, ...]] = []
+
+    def cut_now(self, b: int) -> tuple[int, ...]:
+        return self.script[b]
+
+    def nodes_added(self, nodes: list[Node]) -> None:
+        self.added = getattr(self, "added", []) + [n.id for n in nodes]
+
+
+def test_an_open_batch_is_cut_when_it_plans_and_the_next_one_opens_until_the_input_ends():
+    records = [[p, f"k{i}", 1, i * 10, i * 10] for p in range(2) for i in range(6)]
+    scenario = Scenario.from_dict({"name": "open", "seed": 1,
+                                   "source": {"kind": "explicit", "batch_ms": 1000, "records": records},
+                                   "query": {"operator": {"kind": "aggregate", "agg": "count"},
+                                             "state_partitions": 2}})
+    ScriptedCuts.script = [(2, 1), (4, 4), (6, 6)]
+    storage, observer = DurableStorage(), Observer()
+    inc = ScriptedCuts(scenario, SourceData.of(scenario), storage, fresh_plan(2), 0, observer, open_ended=True)
+    assert sorted(inc.plans) == [0] and inc.plans[0].end is None
+    pending_before = len(inc.nodes)
+    inc.run_step(next(n for n in inc.nodes if n.step == "plan"))
+    assert inc.plans[0].end == (2, 1) and inc.plans[1].start == (2, 1) and inc.plans[1].end is None
+    assert len(inc.nodes) > pending_before and all(n.batch == 1 for n in inc.added)
+    # run a whole incarnation: three plans, and no fourth batch once the input is consumed
+    storage, observer = DurableStorage(), Observer()
+    inc = ScriptedCuts(scenario, SourceData.of(scenario), storage, fresh_plan(2), 0, observer, open_ended=True)
+    done: set = set()
+    while len(done) < len(inc.nodes):
+        node = next(n for n in inc.nodes if n not in done and all(d in done for d in inc.nodes[n].deps))
+        inc.run_step(node)
+        done.add(node)
+    assert [(p.start, p.end) for _b, p in sorted(inc.plans.items())] == \
+        [((0, 0), (2, 1)), ((2, 1), (4, 4)), ((4, 4), (6, 6))]
+    outcome = build_outcome(scenario, storage, observer, None)
+    assert failures(check_outcome(scenario, outcome, storage)) == []
