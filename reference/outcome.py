@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from . import layout
 from .storage import Storage
-from .timing import LatencySummary, TimingError
+from .timing import LatencySummary, Throughput, TimingError
 
 StateMap = dict[str, dict[str, dict[str, list[list[Any]]]]]   # store -> partition -> version -> pairs
 OUTCOME_FIELDS = ("scenario", "backend", "seed", "batches", "state", "sink", "recoveries", "progress",
@@ -131,9 +131,11 @@ class Timing:
 
     latency_ms: LatencySummary = LatencySummary()
     wall_s: float | None = None
+    throughput: Throughput | None = None   # whether the run kept up with its input (``timing.Throughput``)
 
     def to_dict(self) -> dict[str, Any]:
-        return _drop_none({"latency_ms": self.latency_ms.to_dict(), "wall_s": self.wall_s})
+        return _drop_none({"latency_ms": self.latency_ms.to_dict(), "wall_s": self.wall_s,
+                           "throughput": self.throughput.to_dict() if self.throughput else None})
 
 
 # ---------------------------------------------------------------- outcome
@@ -378,7 +380,11 @@ def _timing(raw: Any) -> Timing | None:
     wall = raw.get("wall_s")
     if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
         raise OutcomeError("timing.wall_s", f"expected a number of seconds, got {wall!r}")
-    return Timing(latency, wall)
+    try:
+        throughput = Throughput.from_dict(raw["throughput"]) if raw.get("throughput") is not None else None
+    except TimingError as exc:
+        raise OutcomeError(exc.field, str(exc).split(": ", 1)[1]) from None
+    return Timing(latency, wall, throughput)
 
 
 def _details(raw: Any) -> dict[str, Any]:

@@ -17,8 +17,12 @@ only, which is why this is written out here and not taken from numpy.
 
 from __future__ import annotations
 
+
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
+
+KEPT_UP_RATE_FRACTION = 0.95     # processed rows/s must reach this share of the input rows/s
+LATENCY_GROWTH_LIMIT_MS_PER_S = 50.0   # latency may grow by at most 50 ms per second of run (5% of elapsed time)
 
 PERCENTILES = (50, 90, 99)
 BISECTION_STEPS = 60
@@ -143,3 +147,62 @@ def first_visible_ms(deliveries: Iterable[tuple[Any, float]]) -> dict[Any, float
         if known is None or seen_ms < known:
             first[record] = seen_ms
     return first
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Whether a run kept up with its input (SPEC section 4's timing block).
+
+    ``input_rows_per_s``: records over the span of their creation times; ``processed_rows_per_s``: records
+    over the span of their first visibility; ``latency_growth_ms_per_s``: the least-squares slope of each
+    record's latency against its creation time. A system that keeps up has a stationary latency; one that
+    falls behind accumulates a backlog, and its latency grows with the run (at ``input/processed - 1`` ms per
+    ms). A run kept up when it processed at least ``KEPT_UP_RATE_FRACTION`` of the input rate and its latency
+    grew by at most ``LATENCY_GROWTH_LIMIT_MS_PER_S``. A run that did not keep up is reported as
+    backlogged: its latency measures its queue, not the system.
+    """
+
+    records: int
+    input_rows_per_s: float
+    processed_rows_per_s: float
+    latency_growth_ms_per_s: float
+    kept_up: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"records": self.records, "input_rows_per_s": self.input_rows_per_s,
+                "processed_rows_per_s": self.processed_rows_per_s,
+                "latency_growth_ms_per_s": self.latency_growth_ms_per_s, "kept_up": self.kept_up}
+
+    @staticmethod
+    def from_dict(raw: Any, path: str = "timing.throughput") -> "Throughput":
+        if not isinstance(raw, dict):
+            raise TimingError(path, "expected an object")
+        try:
+            return Throughput(int(raw["records"]), float(raw["input_rows_per_s"]), float(raw["processed_rows_per_s"]),
+                              float(raw["latency_growth_ms_per_s"]), bool(raw["kept_up"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TimingError(path, f"expected records, input_rows_per_s, processed_rows_per_s, "
+                                    f"latency_growth_ms_per_s and kept_up: {exc}") from None
+
+
+def summarize_throughput(created_ms: Sequence[float], visible_ms: Sequence[float]) -> Throughput | None:
+    """Throughput of one run from each record's creation and first visibility (in the same order).
+
+    None when fewer than two records were delivered, or all were created at once (no rate to measure).
+    """
+    assert len(created_ms) == len(visible_ms), "one visibility time per created record"
+    n = len(created_ms)
+    if n < 2 or max(created_ms) == min(created_ms):
+        return None
+    input_rate = n / ((max(created_ms) - min(created_ms)) / 1000.0)
+    processed_rate = n / max((max(visible_ms) - min(visible_ms)) / 1000.0, 1e-9)
+    growth = _slope(created_ms, [v - c for c, v in zip(created_ms, visible_ms)]) * 1000.0
+    kept_up = processed_rate >= KEPT_UP_RATE_FRACTION * input_rate and growth <= LATENCY_GROWTH_LIMIT_MS_PER_S
+    return Throughput(n, round(input_rate, 3), round(processed_rate, 3), round(growth, 3), kept_up)
+
+
+def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Least-squares slope of ys against xs."""
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / var if var > 0 else 0.0
