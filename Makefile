@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test typecheck install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,13 @@ demo: $(STAMP)
 	$(BIN)/lightspeed demo
 
 test: $(STAMP)
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis results
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache results
 
 include paper/paper.mk

@@ -112,7 +112,7 @@ class Context:
 
 
 def _first_diff(expected: list[list[Any]], actual: list[list[Any]]) -> str | None:
-    e, a = dict(map(tuple, expected)), dict(map(tuple, actual))  # type: ignore[arg-type]
+    e, a = dict(map(tuple, expected)), dict(map(tuple, actual))
     for key in sorted(set(e) | set(a)):
         if e.get(key) != a.get(key):
             return key
@@ -170,7 +170,7 @@ def state_equivalence(ctx: Context) -> Verdict:
                 checked += 1
                 if expected != actual:
                     key = _first_diff(expected, actual)
-                    e, a = dict(map(tuple, expected)), dict(map(tuple, actual))  # type: ignore[arg-type]
+                    e, a = dict(map(tuple, expected)), dict(map(tuple, actual))
                     return Verdict("state_equivalence", FAIL, "committed version differs from the failure-free run",
                                    sid, p, v, v - 1, key, e.get(key), a.get(key))
     return Verdict("state_equivalence", PASS, f"{checked} retained versions equal the failure-free run")
@@ -344,7 +344,7 @@ def reconstruction(ctx: Context) -> Verdict:
             uids = {link.version: link.uid for link in chain}
             snaps = sorted(link.version for link in chain if link.snapshot)
             for v in retained_range(chain):
-                want = dict(map(tuple, ctx.expected_state(sid, p, v)))  # type: ignore[arg-type]
+                want = dict(map(tuple, ctx.expected_state(sid, p, v)))
                 for base in sorted({s for s in snaps if s <= v} | {0}):
                     skip = frozenset(s for s in snaps if s > base)
                     try:

@@ -59,7 +59,7 @@ class ChangeList(Sequence):
     def __iter__(self) -> Iterator[RawChange]:
         return self._log.changes()
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         return self._as_tuple()[index]
 
     def __eq__(self, other: object) -> bool:
