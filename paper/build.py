@@ -198,28 +198,27 @@ DERIVATIONS: dict[str, Callable[[list[Any]], Any]] = {
     "max": lambda xs: max((x for x in xs if _num(x) is not None), default=None),
     "min": lambda xs: min((x for x in xs if _num(x) is not None), default=None),
     "yesno": lambda xs: xs[0],
-    "backlogged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(xs[1], r)),
-    "judged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(xs[1], r) is not None),
+    "backlogged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(r)),
+    "judged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(r) is not None),
     "caught": lambda xs: sum(1 for e in xs[0] or [] if e.get("caught_by")),
 }
 
 
-def backlogged(rule: dict[str, Any], record: dict[str, Any]) -> bool | None:
-    """Whether a rate-source latency point fell behind its input (analysis.json's rule); None: cannot tell.
+def backlogged(record: dict[str, Any]) -> bool | None:
+    """Whether a rate-source latency point fell behind its input; None: cannot tell.
 
-    Behind: it processed less than ``min_processed_fraction`` of the input
-    rate, or its median record waited more than
-    ``max_p50_fraction_of_duration`` of the run's duration.
+    The rule is the project's one rule (``reference/timing.py``'s ``kept_up``,
+    which every timed backend reports and ``experiments/defs`` records as the
+    metric ``kept_up``); ``analysis.json`` repeats its constants so that the
+    text can quote them, and a test keeps the two equal. A point without the
+    metric (a results file written before it existed) cannot be told.
     """
     metrics, point = record.get("metrics") or {}, record.get("point") or {}
     source = (point.get("scenario") or {}).get("source") or {}
-    rate, duration = source.get("rows_per_second"), source.get("duration_s")
-    processed, p50 = metrics.get("rows_per_s"), metrics.get("latency_p50")
-    if rate is None or (processed is None and p50 is None):
+    if source.get("rows_per_second") is None:
         return None
-    behind = processed is not None and processed < rule["min_processed_fraction"] * rate
-    waited = bool(p50 is not None and duration and p50 > rule["max_p50_fraction_of_duration"] * duration * 1000.0)
-    return bool(behind or waited)
+    kept_up = metrics.get("kept_up")
+    return None if kept_up is None else not kept_up
 
 
 def _signed(text: str) -> str:
@@ -517,12 +516,11 @@ def backlog_summary(p: Paper) -> None:
     v = p.v
     file = logical(p.results.root / "analysis.json")
     v.add("backlog_min_processed", [(file, ["backlog", "min_processed_fraction"])], "pct")
-    v.add("backlog_max_p50", [(file, ["backlog", "max_p50_fraction_of_duration"])], "pct")
-    rule = lookup(p.results.doc(p.results.root / "analysis.json"), ["backlog"])
+    v.add("backlog_max_growth", [(file, ["backlog", "max_latency_growth_ms_per_s"])], "int")
     lines = []
     for run in p.results.runs():
         points = run.doc.get("points", [])
-        judged = [backlogged(rule, r) for r in points]
+        judged = [backlogged(r) for r in points]
         if not any(j is not None for j in judged):
             continue
         name = f"{key(run.experiment)}_{key(run.backend)}"
@@ -559,8 +557,7 @@ def section_offset_management(p: Paper) -> None:
             base = ["summary", "rates", rate]
             n = f"om_{key(backend)}_{rate}"
             label = f"{esc(BACKEND_NAME[backend])}, {fmt('rate', float(rate))}/s"
-            rule = lookup(p.results.doc(p.results.root / "analysis.json"), ["backlog"])
-            backlog = [backlogged(rule, r) for r in run.doc["points"]
+            backlog = [backlogged(r) for r in run.doc["points"]
                        if str(r["point"]["params"].get("rate")) == rate]
             if any(backlog):
                 label += " (backlogged)"

@@ -269,3 +269,21 @@ def test_no_value_swallows_the_punctuation_after_it():
     for path in PROSE:
         found = re.findall(r"#[vt]\.[A-Za-z0-9_]+;", path.read_text())
         assert not found, f"{path.name}: {found} (write #\";\" after the value)"
+
+
+def test_the_backlog_rule_quoted_is_the_one_the_backends_apply():
+    """analysis.json repeats reference/timing.py's keep-up constants for the text; they must not drift apart."""
+    from reference import timing
+
+    rule = json.loads((PAPER / "results" / "analysis.json").read_text())["backlog"]
+    assert rule["min_processed_fraction"] == timing.KEPT_UP_RATE_FRACTION
+    assert rule["max_latency_growth_ms_per_s"] == timing.LATENCY_GROWTH_LIMIT_MS_PER_S
+
+
+def test_a_point_is_backlogged_exactly_when_its_run_did_not_keep_up():
+    rate = {"point": {"scenario": {"source": {"rows_per_second": 200}}}}
+    assert build.backlogged({**rate, "metrics": {"kept_up": False, "latency_p50": 80}}) is True
+    assert build.backlogged({**rate, "metrics": {"kept_up": True, "latency_p50": 90_000}}) is False
+    assert build.backlogged({**rate, "metrics": {"latency_p50": 80}}) is None        # written before the metric
+    explicit = {"point": {"scenario": {"source": {"kind": "explicit"}}}, "metrics": {"kept_up": False}}
+    assert build.backlogged(explicit) is None                                      # no input rate to keep up with

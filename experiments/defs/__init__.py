@@ -78,9 +78,16 @@ def latency_metrics(outcome: Outcome) -> dict[str, Any]:
     many records they summarise."""
     if outcome.timing is None:
         raise RuntimeError(f"backend {outcome.backend} reported no timing; this experiment needs a timed backend")
-    latency = outcome.timing.latency_ms
-    return {"latency_p50": latency.p50, "latency_p90": latency.p90, "latency_p99": latency.p99,
-            "latency_max": latency.max, "latency_count": latency.count}
+    latency, throughput = outcome.timing.latency_ms, outcome.timing.throughput
+    metrics: dict[str, Any] = {"latency_p50": latency.p50, "latency_p90": latency.p90, "latency_p99": latency.p99,
+                               "latency_max": latency.max, "latency_count": latency.count}
+    # Whether the run kept up with its input (reference/timing.py's one rule); None when it cannot be told
+    # (fewer than two records, or all created at once). A point that did not keep up is reported as backlogged.
+    metrics["kept_up"] = throughput.kept_up if throughput else None
+    metrics["input_rows_per_s"] = throughput.input_rows_per_s if throughput else None
+    metrics["processed_rows_per_s"] = throughput.processed_rows_per_s if throughput else None
+    metrics["latency_growth_ms_per_s"] = throughput.latency_growth_ms_per_s if throughput else None
+    return metrics
 
 
 def batch_ms(entry: ProgressEvent) -> float:
