@@ -17,6 +17,7 @@ what the memory is keyed by and when it is forgotten.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,6 @@ class PlantedSnapshots(Snapshots):
             self.uploaded({e.local_name: e for e in ssts}, checkpoint)
             return path
         finally:
-            import shutil
             shutil.rmtree(checkpoint.path, ignore_errors=True)
 
 
