@@ -254,38 +254,41 @@ class _WithPlantedSnapshots(RocksDBStateStore):
         self._committer.snapshots = planted
 
 
-class RollbackKeepsSstMemory(_WithPlantedSnapshots):
+class _RemembersSsts(_WithPlantedSnapshots):
+    """Uploads through ``RememberingSnapshots`` keyed by ``sst_key``; a load clears the memory iff
+    ``forgets_on_load``."""
+
+    sst_key: Callable[[str, Path, LocalCheckpoint], str] = staticmethod(by_local_name)
+    forgets_on_load = False
+
+    def planted_snapshots(self, **common: Any) -> Snapshots:
+        return RememberingSnapshots(*_positional(common), key=self.sst_key, **_keywords(common))
+
+    def load(self, version: int, uid: str | None = None) -> LoadReport:
+        report = super().load(version, uid)
+        if self.forgets_on_load:
+            self._snapshots.memory.clear()  # type: ignore[attr-defined]
+        return report
+
+
+class RollbackKeepsSstMemory(_RemembersSsts):
     """SPARK-45419: SSTs are reused by local file name from a memory of this store's uploads, and a rollback
     (a load of an older version) keeps the memory of the versions above it."""
 
-    def planted_snapshots(self, **common: Any) -> Snapshots:
-        return RememberingSnapshots(*_positional(common), key=by_local_name, **_keywords(common))
 
-
-class InFlightUploadRefillsSstMemory(_WithPlantedSnapshots):
+class InFlightUploadRefillsSstMemory(_RemembersSsts):
     """SPARK-51717: as SPARK-45419's fix, a load forgets the SST memory, but an upload still in flight at the
     load records its SSTs afterwards, under local names the reloaded DB will use again."""
 
-    def planted_snapshots(self, **common: Any) -> Snapshots:
-        return RememberingSnapshots(*_positional(common), key=by_local_name, **_keywords(common))
-
-    def load(self, version: int, uid: str | None = None) -> LoadReport:
-        report = super().load(version, uid)
-        self._snapshots.memory.clear()  # type: ignore[attr-defined]
-        return report
+    forgets_on_load = True
 
 
-class ReusesRememberedSsts(_WithPlantedSnapshots):
+class ReusesRememberedSsts(_RemembersSsts):
     """SPARK-55892: SSTs are reused by content from a memory of this store's uploads, without looking whether
     they are still in the checkpoint (another executor's maintenance may have deleted them)."""
 
-    def planted_snapshots(self, **common: Any) -> Snapshots:
-        return RememberingSnapshots(*_positional(common), key=by_content, **_keywords(common))
-
-    def load(self, version: int, uid: str | None = None) -> LoadReport:
-        report = super().load(version, uid)
-        self._snapshots.memory.clear()  # type: ignore[attr-defined]
-        return report
+    sst_key = staticmethod(by_content)
+    forgets_on_load = True
 
 
 class NamesSnapshotAtUploadTime(_WithPlantedSnapshots):

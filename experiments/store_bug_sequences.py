@@ -171,6 +171,21 @@ def maintain(trace: Trace, store: Any) -> str | None:
     return path
 
 
+def gated(bench: StoreBench, gate_on: str, min_deltas: int) -> tuple[Trace, GatedStorage, Any]:
+    """A trace over a checkpoint whose writes of paths containing ``gate_on`` can be held, and its store."""
+    storage = bench.storage(gate_on=gate_on)
+    assert isinstance(storage, GatedStorage)
+    return Trace(storage), storage, bench.store(storage, min_deltas=min_deltas)
+
+
+def start_held_upload(trace: Trace, storage: GatedStorage, store: Any) -> threading.Thread:
+    """Maintenance on another thread, held at its first SST write (observed as ``upload_started``)."""
+    storage.arm()
+    uploader = trace.in_thread("maintenance", lambda: maintain(trace, store))
+    trace.observed["upload_started"] = storage.entered.wait(GATE_TIMEOUT_S)
+    return uploader
+
+
 # ------------------------------------------------------------------ the sequences
 
 
@@ -219,10 +234,7 @@ def spark_45419(bench: StoreBench, *, min_deltas: int = 1, rollback_to: int = 2)
 
 def spark_46711(bench: StoreBench) -> Trace:
     """A rollback racing a commit must not lose the commit's changelog."""
-    trace = Trace(bench.storage(gate_on=".changelog"))
-    storage = trace.storage
-    assert isinstance(storage, GatedStorage)
-    store = bench.store(storage)
+    trace, storage, store = gated(bench, ".changelog", min_deltas=2)
     v1 = commit(trace, store, "c1", apply(store, {}, {"a": 1}))
     v2 = apply(store, v1, {"b": 2, "a": None})
     trace.at("commit c2 starts writing its changelog")
@@ -243,10 +255,7 @@ def spark_46711(bench: StoreBench) -> Trace:
 
 def spark_47568(bench: StoreBench) -> Trace:
     """Maintenance after a reload uploads only its own version's snapshot, under that version's name."""
-    trace = Trace(bench.storage(gate_on="/SSTs/"))
-    storage = trace.storage
-    assert isinstance(storage, GatedStorage)
-    store = bench.store(storage, min_deltas=2)
+    trace, storage, store = gated(bench, "/SSTs/", min_deltas=2)
     v1 = commit(trace, store, "u1", apply(store, {}, {"a": 1}))
     commit(trace, store, "u2", apply(store, v1, {"b": 2}))  # a snapshot of version 2 is due and pending
     trace.at("case 1: the task reloads version 1 before maintenance runs")
@@ -257,9 +266,7 @@ def spark_47568(bench: StoreBench) -> Trace:
     trace.at("case 2: maintenance holds version 4's checkpoint when the task reloads version 3")
     w3 = commit(trace, store, "w3", apply(store, w2, {"d": 4}))
     commit(trace, store, "w4", apply(store, w3, {"e": 5}))  # pending snapshot of version 4
-    storage.arm()
-    uploader = trace.in_thread("maintenance", lambda: maintain(trace, store))
-    trace.observed["upload_started"] = storage.entered.wait(GATE_TIMEOUT_S)
+    uploader = start_held_upload(trace, storage, store)
     store.load(3, "w3")
     x4 = commit(trace, store, "x4", apply(store, w3, {"a": None, "f": 6}))
     commit(trace, store, "x5", apply(store, x4, {"g": 7}))
@@ -273,15 +280,10 @@ def spark_47568(bench: StoreBench) -> Trace:
 
 def spark_48105(bench: StoreBench) -> Trace:
     """Unloading a store waits for its in-flight snapshot upload."""
-    trace = Trace(bench.storage(gate_on="/SSTs/"))
-    storage = trace.storage
-    assert isinstance(storage, GatedStorage)
-    store = bench.store(storage, min_deltas=1)
+    trace, storage, store = gated(bench, "/SSTs/", min_deltas=1)
     commit(trace, store, "u1", apply(store, {}, {f"k{i}": i for i in range(50)}))
     trace.at("maintenance uploads the snapshot of version 1")
-    storage.arm()
-    uploader = trace.in_thread("maintenance", lambda: maintain(trace, store))
-    trace.observed["upload_started"] = storage.entered.wait(GATE_TIMEOUT_S)
+    uploader = start_held_upload(trace, storage, store)
     trace.uploads.append("state/agg/0/1_u1.snapshot")  # started: it must complete
     trace.at("the executor unloads the provider during the upload")
     closer = trace.in_thread("unload", store.close)
@@ -317,17 +319,12 @@ def spark_49363_49770(bench: StoreBench) -> Trace:
 
 def spark_51717(bench: StoreBench) -> Trace:
     """The first snapshot's upload is still in flight when the next batch fails and the store reloads."""
-    trace = Trace(bench.storage(gate_on="/SSTs/"))
-    storage = trace.storage
-    assert isinstance(storage, GatedStorage)
-    store = bench.store(storage, min_deltas=2)
+    trace, storage, store = gated(bench, "/SSTs/", min_deltas=2)
     state: dict = {}
     for v in (1, 2):
         state = commit(trace, store, f"u{v}", apply(store, state, {f"k{i}": [v, i] for i in range(20)}))
     trace.at("maintenance starts uploading the first snapshot (version 2)")
-    storage.arm()
-    uploader = trace.in_thread("maintenance", lambda: maintain(trace, store))
-    trace.observed["upload_started"] = storage.entered.wait(GATE_TIMEOUT_S)
+    uploader = start_held_upload(trace, storage, store)
     trace.at("the next batch fails; the store reloads version 2 from changelogs")
     store.put("k0", "doomed")
     store.abort()
