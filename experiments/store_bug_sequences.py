@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,15 +30,14 @@ from spark_impl.state_store import RocksDBStateStore
 OP, PART = "agg", 0
 GATE_TIMEOUT_S = 10.0
 RACE_WAIT_S = 0.2        # how long a racing step is given to (wrongly) run past an in-flight one
-READERS: tuple[SnapshotReader, ...] = (read_manifest_snapshot,)
 Version = tuple[int, str]  # (version, lineage uid)
 
 
 class GatedStorage(LocalStorage):
     """LocalStorage whose writes of paths containing ``match`` block, once armed, until ``release()``."""
 
-    def __init__(self, root: Path, match: str):
-        super().__init__(root, snapshot_readers=READERS)
+    def __init__(self, root: Path, match: str, snapshot_readers: tuple[SnapshotReader, ...] = ()):
+        super().__init__(root, snapshot_readers=snapshot_readers)
         self.match = match
         self.armed = False
         self.entered = threading.Event()
@@ -62,15 +62,25 @@ class GatedStorage(LocalStorage):
 class StoreBench:
     """Builds the stores of one sequence from one store class, each in its own local directory."""
 
-    def __init__(self, store_class: type[RocksDBStateStore], root: Path):
+    def __init__(self, store_class: type[RocksDBStateStore], root: Path,
+                 watch: Callable[[Trace], None] | None = None):
         self.store_class, self.root = store_class, root
         self.made: list[RocksDBStateStore] = []
+        self.watch = watch               # given to every trace: called as each step ends
+        # the snapshot reader the reference's loads use, its throwaway DBs kept in this scratch directory
+        self.readers: tuple[SnapshotReader, ...] = (partial(read_manifest_snapshot, local_root=root / "readers"),)
+        self.last_trace: Trace | None = None
+
+    def trace(self, storage: Storage, **kw: Any) -> Trace:
+        """The trace of one sequence over ``storage``, watched step by step if the bench has a watcher."""
+        self.last_trace = Trace(storage, watch=self.watch, **kw)
+        return self.last_trace
 
     def storage(self, gate_on: str | None = None) -> LocalStorage:
         """The sequence's checkpoint directory (gated on paths containing ``gate_on`` if given)."""
         if gate_on is not None:
-            return GatedStorage(self.root / "ck", gate_on)
-        return LocalStorage(self.root / "ck", snapshot_readers=READERS)
+            return GatedStorage(self.root / "ck", gate_on, self.readers)
+        return LocalStorage(self.root / "ck", snapshot_readers=self.readers)
 
     def store(self, storage: Storage, provider: str = "changelog", min_deltas: int = 2,
               **kw: Any) -> RocksDBStateStore:
@@ -102,9 +112,14 @@ class Trace:
     purged: set[str] = field(default_factory=set)              # files the sequence's cleanup deleted
     errors: list[str] = field(default_factory=list)            # steps that raised (any thread)
     observed: dict[str, Any] = field(default_factory=dict)
-    step: str = "start"                                        # the sequence's current step, for reports
+    step: str = "set-up"                                       # the step the sequence is in
+    # called as each step ends (before the next begins): how the zoo judges a sequence step by step
+    watch: Callable[[Trace], None] | None = field(default=None, repr=False, compare=False)
 
     def at(self, step: str) -> None:
+        """The step ``self.step`` ended; ``step`` begins."""
+        if self.watch is not None:
+            self.watch(self)
         self.step = step
 
     def committed(self, version: int, uid: str, state: dict[str, Any], *, must_load: bool = True) -> dict[str, Any]:
@@ -175,7 +190,7 @@ def gated(bench: StoreBench, gate_on: str, min_deltas: int) -> tuple[Trace, Gate
     """A trace over a checkpoint whose writes of paths containing ``gate_on`` can be held, and its store."""
     storage = bench.storage(gate_on=gate_on)
     assert isinstance(storage, GatedStorage)
-    return Trace(storage), storage, bench.store(storage, min_deltas=min_deltas)
+    return bench.trace(storage), storage, bench.store(storage, min_deltas=min_deltas)
 
 
 def start_held_upload(trace: Trace, storage: GatedStorage, store: Any) -> threading.Thread:
@@ -191,7 +206,7 @@ def start_held_upload(trace: Trace, storage: GatedStorage, store: Any) -> thread
 
 def spark_43404(bench: StoreBench) -> Trace:
     """A retried task must not reuse a same-named file of another attempt."""
-    trace = Trace(bench.storage())
+    trace = bench.trace(bench.storage())
     first = bench.store(trace.storage)
     v1 = commit(trace, first, "a1", apply(first, {}, {"x": 1}))
     trace.at("attempt t2a of batch 1 writes its changelog, then fails")
@@ -214,7 +229,7 @@ def spark_45419(bench: StoreBench, *, min_deltas: int = 1, rollback_to: int = 2)
     changelogs, so its local SST numbers restart and collide with those of
     the versions rolled back from.
     """
-    trace = Trace(bench.storage())
+    trace = bench.trace(bench.storage())
     store = bench.store(trace.storage, min_deltas=min_deltas)
     state: dict = {}
     for v in range(1, 5):
@@ -298,7 +313,7 @@ def spark_48105(bench: StoreBench) -> Trace:
 
 def spark_49363_49770(bench: StoreBench) -> Trace:
     """Reloading a version that has a snapshot, again and again, never leaves a wrong snapshot."""
-    trace = Trace(bench.storage())
+    trace = bench.trace(bench.storage())
     store = bench.store(trace.storage, min_deltas=2)
     state: dict = {}
     for v in (1, 2):
@@ -343,7 +358,7 @@ def spark_51717(bench: StoreBench) -> Trace:
 
 def spark_55892(bench: StoreBench) -> Trace:
     """Maintenance elsewhere deletes SSTs that a delayed snapshot upload here would reuse."""
-    trace = Trace(bench.storage())
+    trace = bench.trace(bench.storage())
     storage = trace.storage
     a = bench.store(storage, min_deltas=2)
     state: dict = {}
@@ -369,7 +384,7 @@ def spark_55892(bench: StoreBench) -> Trace:
 
 def spark_55510(bench: StoreBench) -> Trace:
     """A range delete is written to the changelog, so replayed state equals live state."""
-    trace = Trace(bench.storage())
+    trace = bench.trace(bench.storage())
     store = bench.store(trace.storage)
     state = commit(trace, store, "u1", apply(store, {}, {f"k{i}": i for i in range(10)}))
     trace.at("a range delete of [k2, k6), then commit u2")
@@ -381,7 +396,7 @@ def spark_55510(bench: StoreBench) -> Trace:
 
 def spark_19677(bench: StoreBench, *, provider: str = "delta") -> Trace:
     """A batch re-run after a restart never rewrites the delta file of its first run."""
-    trace = Trace(bench.storage(), provider=provider)
+    trace = bench.trace(bench.storage(), provider=provider)
     store = bench.store(trace.storage, provider=provider)
     v1 = commit(trace, store, "u1", apply(store, {}, {"a": 1}))
     commit(trace, store, "r2a", apply(store, v1, {"a": 2}))
@@ -399,7 +414,7 @@ def spark_21696(bench: StoreBench, *, corruption: str = "truncate_manifest") -> 
     """A corrupt snapshot falls back to an older base and the changelogs above it."""
     if corruption not in CORRUPTIONS:
         raise ValueError(f"corruption {corruption!r}: expected one of {CORRUPTIONS}")
-    trace = Trace(bench.storage())
+    trace = bench.trace(bench.storage())
     storage = trace.storage
     store = bench.store(storage, min_deltas=2)
     state: dict = {}

@@ -7,7 +7,11 @@ same checks (``zoo_checks.py``). A bug is *caught* when at least one check
 fails on the planted run; the real store must pass every check on the same
 sequence. The result is one row per bug: the JIRA id, what was planted,
 which checks caught it and what the first of them found, how long the planted
-run took (sequence and judging), and whether the unplanted run passed.
+run took until a check first failed, and whether the unplanted run passed.
+Each run is judged as every step of its sequence ends (``zoo_checks.judge``
+with ``between_steps``) and once more at the end, so a row also says after
+which step the planted mistake was first caught; the real store must pass at
+every step.
 
 Everything runs on the RocksDB store (rocksdict) and the reference's loader,
 in a scratch directory (in memory, ``/dev/shm``, where the machine has one);
@@ -53,7 +57,11 @@ class ZooRow:
     caught_by: str                 # the failed checks, comma-separated; "" when nothing caught it
     checks_failed: tuple[str, ...]
     detail: str                    # what the first failed check found
-    seconds: float                 # the planted run: sequence and judging
+    seconds: float                 # from the start of the planted run until a check first failed
+    caught_at_step: str            # the step after which a check first failed ("" when none did)
+    caught_at_step_number: int     # its position among the sequence's steps (1 = the set-up)
+    steps: int                     # how many steps the sequence has
+    planted_seconds: float         # the whole planted run, judged after every step
     unplanted_passes: bool
     unplanted_seconds: float
     unplanted_failures: tuple[str, ...]
@@ -104,36 +112,71 @@ def plain_detail(text: str) -> str:
     return line if len(line) <= DETAIL_CHARS else line[:DETAIL_CHARS - 3] + "..."
 
 
-def run_sequence(jira: str, store_class: type[RocksDBStateStore], root: Path) -> tuple[list[Finding], float, Trace | None]:
-    """Run one bug's sequence on ``store_class`` and judge it: the findings and the seconds it took."""
+@dataclass(frozen=True)
+class SequenceRun:
+    """One sequence on one store class, judged as each step ended and at the end."""
+
+    findings: tuple[Finding, ...]   # the final judgment, every check
+    seconds: float                  # the whole run: sequence and judging
+    caught_step: str | None         # the first step after which a check failed; None when none did
+    caught_seconds: float | None    # from the start of the sequence to that judgment
+    steps: tuple[str, ...]          # the steps the sequence went through
+
+    @property
+    def failed(self) -> list[Finding]:
+        return [f for f in self.findings if not f.ok]
+
+
+def run_sequence(jira: str, store_class: type[RocksDBStateStore], root: Path) -> SequenceRun:
+    """Run one bug's sequence on ``store_class``, judging it as each step ends and once more at the end."""
     _what, sequence = SEQUENCES[jira]
-    bench = StoreBench(store_class, root)
     start = time.perf_counter()
-    trace: Trace | None = None
+    steps: list[str] = []
+    caught: list[tuple[str, float]] = []
+
+    def watch(trace: Trace) -> None:
+        steps.append(trace.step)
+        if not caught and not all(f.ok for f in judge(trace, bench, between_steps=True)):
+            caught.append((trace.step, time.perf_counter() - start))
+
+    bench = StoreBench(store_class, root, watch=watch)
     try:
         trace = sequence(bench)
+        steps.append(trace.step)
         findings = judge(trace, bench)
     except Exception as exc:   # a store that throws in the sequence's own thread stops it: that is a finding
-        step = trace.step if trace is not None else "the sequence"
-        findings = [Finding("steps_complete", False, f"the sequence stopped: {type(exc).__name__}: {exc}"
-                            f" (at {step})")]
+        step = bench.last_trace.step if bench.last_trace is not None else "set-up"
+        findings = [Finding("steps_complete", False, f"the sequence stopped at {step!r}: "
+                                                     f"{type(exc).__name__}: {exc}")]
+        steps.append(step)
     finally:
         bench.close_all()
-    return findings, time.perf_counter() - start, trace
+    seconds = time.perf_counter() - start
+    if not caught and not all(f.ok for f in findings):
+        caught.append((steps[-1], seconds))
+    return SequenceRun(tuple(findings), seconds, caught[0][0] if caught else None,
+                       caught[0][1] if caught else None, tuple(steps))
 
 
 def run_bug(jira: str, root: Path) -> ZooRow:
     """Plant one bug, run its sequence on the planted and on the real store, and judge both."""
     planted_what, planted_class = PLANTED[jira]
-    planted, seconds, _ = run_sequence(jira, planted_class, root / "planted")
-    unplanted, unplanted_seconds, _ = run_sequence(jira, RocksDBStateStore, root / "unplanted")
-    failed = [f for f in planted if not f.ok]
+    planted = run_sequence(jira, planted_class, root / "planted")
+    unplanted = run_sequence(jira, RocksDBStateStore, root / "unplanted")
+    failed = planted.failed
     return ZooRow(
         jira=jira, planted=planted_what, sequence=SEQUENCES[jira][0],
         caught_by=", ".join(f.check for f in failed), checks_failed=tuple(f.check for f in failed),
-        detail=plain_detail(failed[0].detail) if failed else "", seconds=round(seconds, 3),
-        unplanted_passes=all(f.ok for f in unplanted), unplanted_seconds=round(unplanted_seconds, 3),
-        unplanted_failures=tuple(f"{f.check}: {plain_detail(f.detail)}" for f in unplanted if not f.ok),
+        detail=plain_detail(failed[0].detail) if failed else "",
+        seconds=round(planted.caught_seconds if planted.caught_seconds is not None else planted.seconds, 3),
+        caught_at_step=planted.caught_step or "", caught_at_step_number=(
+            planted.steps.index(planted.caught_step) + 1 if planted.caught_step in planted.steps else 0),
+        steps=len(planted.steps), planted_seconds=round(planted.seconds, 3),
+        unplanted_passes=unplanted.caught_step is None and not unplanted.failed,
+        unplanted_seconds=round(unplanted.seconds, 3),
+        unplanted_failures=tuple(f"{f.check}: {plain_detail(f.detail)}" for f in unplanted.failed) + (
+            (f"a check failed after step {unplanted.caught_step!r}",)
+            if unplanted.caught_step is not None and not unplanted.failed else ()),
         planted_class=planted_class.__name__)
 
 
@@ -158,9 +201,9 @@ def run_zoo(jiras: list[str], *, seed: int | None = None, root: Path | None = No
 
 def table_lines(rows: list[ZooRow]) -> list[str]:
     """The zoo as a plain-text table, then one line per bug saying what caught it."""
-    head = ("JIRA", "caught by", "seconds", "unplanted passes")
-    body = [(r.jira, r.caught_by or "NOT CAUGHT", f"{r.seconds:.2f}", "yes" if r.unplanted_passes else "NO")
-            for r in rows]
+    head = ("JIRA", "caught by", "after step", "seconds", "unplanted passes")
+    body = [(r.jira, r.caught_by or "NOT CAUGHT", f"{r.caught_at_step_number} of {r.steps}" if r.caught else "-",
+             f"{r.seconds:.2f}", "yes" if r.unplanted_passes else "NO") for r in rows]
     widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
     line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     out = [line(head), line(tuple("-" * w for w in widths))] + [line(b) for b in body]
@@ -168,7 +211,10 @@ def table_lines(rows: list[ZooRow]) -> list[str]:
     for r in rows:
         out.append(f"{r.jira}: planted: {r.planted}")
         out.append(f"    sequence: {r.sequence}")
-        out.append(f"    {'caught: ' + r.detail if r.caught else 'NOT CAUGHT by any check'}")
+        if r.caught:
+            out.append(f"    caught after step {r.caught_at_step_number} ({r.caught_at_step}): {r.detail}")
+        else:
+            out.append("    NOT CAUGHT by any check")
         for failure in r.unplanted_failures:
             out.append(f"    UNPLANTED STORE FAILED {failure}")
     caught = sum(r.caught for r in rows)

@@ -18,6 +18,9 @@ in their store-level form, against the sequence's own ground truth:
   attempt wrote (no other attempt rewrote it), and names its own attempt;
 - ``maintenance``: every snapshot upload that started left its snapshot.
 
+Between steps (``judge(..., between_steps=True)``) ``maintenance`` is left
+out: an upload may be held mid-way there on purpose.
+
 Each check returns a ``Finding``: passed or not, and what it found first.
 """
 
@@ -32,7 +35,7 @@ from reference.changelog import decode_state_file
 from reference.state_store import load_version, plan_load
 from reference.storage import CheckpointFormatError, DurableStorage
 
-from .store_bug_sequences import OP, PART, READERS, StoreBench, Trace, snapshots
+from .store_bug_sequences import OP, PART, StoreBench, Trace, snapshots
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ def state_equivalence(trace: Trace, bench: StoreBench) -> Finding:
 def reconstruction(trace: Trace, bench: StoreBench) -> Finding:
     files = {p: trace.storage.read(p) for p in trace.storage.list()}
     alone = DurableStorage({p: d for p, d in files.items() if not p.endswith((".changelog", ".delta"))},
-                           snapshot_readers=READERS)
+                           snapshot_readers=bench.readers)
     checked = 0
     for path in snapshots(trace.storage):
         if path in trace.damaged:
@@ -113,7 +116,7 @@ def reconstruction(trace: Trace, bench: StoreBench) -> Finding:
         checked += 1
         if got != want:
             return Finding("reconstruction", False, f"{path} loaded on its own: " + _first_difference(want, got))
-    everything = DurableStorage(files, snapshot_readers=READERS)
+    everything = DurableStorage(files, snapshot_readers=bench.readers)
     for version, uid in trace.must_load:
         plan = _plan(everything, version, uid)
         bases = sorted({0} | ({plan.base_version} if plan is not None else set()) | _snapshot_versions(
@@ -181,10 +184,16 @@ CHECKS: dict[str, Callable[[Trace, StoreBench], Finding]] = {
 }
 
 
-def judge(trace: Trace, bench: StoreBench) -> list[Finding]:
-    """Every check on one trace; a check that itself raises is a failed finding naming the error."""
+BETWEEN_STEPS = ("steps_complete", "state_equivalence", "reconstruction", "lineage")
+
+
+def judge(trace: Trace, bench: StoreBench, *, between_steps: bool = False) -> list[Finding]:
+    """Every check on one trace (those of ``BETWEEN_STEPS`` while it still runs); a check that itself raises
+    is a failed finding naming the error."""
     out = []
     for name, check in CHECKS.items():
+        if between_steps and name not in BETWEEN_STEPS:
+            continue
         try:
             out.append(check(trace, bench))
         except Exception as exc:

@@ -14,11 +14,12 @@ changelog, so a snapshot must stand on its own.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from store_workloads import apply_writes
+from store_workloads import apply_writes, scratch_directory
 
 from experiments.store_bug_sequences import (
     StoreBench,
@@ -61,11 +62,13 @@ def stores(tmp_path: Path):
 
 
 @pytest.fixture
-def bench(tmp_path: Path):
-    """The shared sequences' store builder, on the real RocksDB store."""
-    made = StoreBench(RocksDBStateStore, tmp_path / "bench")
+def bench():
+    """The shared sequences' store builder, on the real RocksDB store, in memory where the machine allows."""
+    root = scratch_directory("store-bugs-")
+    made = StoreBench(RocksDBStateStore, root)
     yield made
     made.close_all()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 apply = apply_writes

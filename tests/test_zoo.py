@@ -58,8 +58,21 @@ def test_a_planted_bug_is_caught_by_its_check_and_the_real_store_passes(zoo, jir
     assert row.caught, f"{jira} planted ({row.planted}) but no check caught it"
     assert CAUGHT_BY[jira] in row.checks_failed, f"{jira}: caught by {row.caught_by}, not {CAUGHT_BY[jira]}"
     assert row.detail and row.seconds > 0
+    assert row.caught_at_step and 1 <= row.caught_at_step_number <= row.steps
     assert row.unplanted_passes, f"the real store fails {jira}'s sequence: {row.unplanted_failures}"
     assert row.unplanted_failures == ()
+
+
+@pytest.mark.parametrize("jira, step", [
+    ("SPARK-45419", "commit w2 after the rollback"),             # its snapshot reuses u2's SST by name
+    ("SPARK-47568", "case 2: maintenance holds version 4's checkpoint when the task reloads version 3"),
+    ("SPARK-49363/SPARK-49770", "round 0: commit version 4"),   # its maintenance re-snapshots version 2
+])
+def test_a_plant_is_caught_right_after_the_step_that_does_the_damage(zoo, jira, step):
+    """Judged as each step ends, the zoo names the step after which the mistake first shows."""
+    row = zoo[jira]
+    assert row.caught_at_step == step, row
+    assert row.caught_at_step_number < row.steps, "caught before the sequence's end"
 
 
 def test_only_takes_ids_with_or_without_the_prefix_and_refuses_unknown_ones():
