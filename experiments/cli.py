@@ -306,7 +306,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                            "The bug zoo. For each of the 11 real Spark state-store bugs of SPEC section 6, run the "
                            "failing\nsequence of its bug report on a copy of the RocksDB store with that one mistake "
                            "planted, and on\nthe real store, and judge both with the same checks (steps_complete, "
-                           "state_equivalence,\nreconstruction, lineage, maintenance). Each run is judged as every step "
+                           "state_equivalence,\nreconstruction, lineage, checkpoint, maintenance). Each run is judged as every step "
                            "of its sequence ends\nand at the end. Prints one row per bug: which checks caught it, "
                            "after which step and how\nmany seconds into the planted run a check first failed, and "
                            "whether the real store passes\nthe same sequence; then what the first failed check found.\nWrites the rows as JSON. Exit 1 "

@@ -105,6 +105,7 @@ class Trace:
     provider: str = "changelog"
     truth: dict[Version, dict[str, Any]] = field(default_factory=lambda: {(0, ""): {}})
     must_load: list[Version] = field(default_factory=list)     # committed versions that must still load
+    line: dict[int, str] = field(default_factory=dict)         # the committed lineage now: version -> uid
     live: list[tuple[Any, Version]] = field(default_factory=list)  # open stores and the version they hold
     written: dict[str, bytes] = field(default_factory=dict)    # each changelog / delta as first seen
     uploads: list[str] = field(default_factory=list)           # snapshots whose upload started
@@ -123,10 +124,17 @@ class Trace:
         self.step = step
 
     def committed(self, version: int, uid: str, state: dict[str, Any], *, must_load: bool = True) -> dict[str, Any]:
-        """``(version, uid)`` was committed with ``state``; its file's bytes are recorded as first written."""
-        self.truth[(version, uid)] = dict(state)
+        """``(version, uid)`` was committed with ``state`` (on top of the line up to ``version - 1``, as the
+        commit log would name it); its file's bytes are recorded as first written."""
+        self.line = {v: u for v, u in self.line.items() if v < version}
+        self.line[version] = uid
         if must_load:
             self.must_load.append((version, uid))
+        return self.attempted(version, uid, state)
+
+    def attempted(self, version: int, uid: str, state: dict[str, Any]) -> dict[str, Any]:
+        """An attempt wrote ``(version, uid)`` with ``state`` (committed or not): its files must stay as written."""
+        self.truth[(version, uid)] = dict(state)
         self.record_files()
         return state
 
@@ -212,7 +220,7 @@ def spark_43404(bench: StoreBench) -> Trace:
     trace.at("attempt t2a of batch 1 writes its changelog, then fails")
     a_state = apply(first, v1, {"x": 2, "y": 2})
     first.write(first.seal("t2a"))
-    trace.committed(2, "t2a", a_state, must_load=False)  # written, never committed: must stay as written
+    trace.attempted(2, "t2a", a_state)  # never committed: must stay as written
     trace.at("the retry t2b loads version 1 elsewhere and commits")
     retry = bench.store(trace.storage)
     retry.load(1, "a1")

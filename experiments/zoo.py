@@ -57,6 +57,7 @@ class ZooRow:
     caught_by: str                 # the failed checks, comma-separated; "" when nothing caught it
     checks_failed: tuple[str, ...]
     detail: str                    # what the first failed check found
+    failures: tuple[str, ...]      # "check: what it found" for every failed check
     seconds: float                 # from the start of the planted run until a check first failed
     caught_at_step: str            # the step after which a check first failed ("" when none did)
     caught_at_step_number: int     # its position among the sequence's steps (1 = the set-up)
@@ -74,6 +75,7 @@ class ZooRow:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["checks_failed"] = list(self.checks_failed)
+        out["failures"] = list(self.failures)
         out["unplanted_failures"] = list(self.unplanted_failures)
         return out
 
@@ -168,6 +170,7 @@ def run_bug(jira: str, root: Path) -> ZooRow:
         jira=jira, planted=planted_what, sequence=SEQUENCES[jira][0],
         caught_by=", ".join(f.check for f in failed), checks_failed=tuple(f.check for f in failed),
         detail=plain_detail(failed[0].detail) if failed else "",
+        failures=tuple(f"{f.check}: {plain_detail(f.detail)}" for f in failed),
         seconds=round(planted.caught_seconds if planted.caught_seconds is not None else planted.seconds, 3),
         caught_at_step=planted.caught_step or "", caught_at_step_number=(
             planted.steps.index(planted.caught_step) + 1 if planted.caught_step in planted.steps else 0),

@@ -16,6 +16,13 @@ in their store-level form, against the sequence's own ground truth:
   snapshot on its lineage, and from a full replay, to the same state;
 - ``lineage``: every changelog or delta file still holds the bytes its
   attempt wrote (no other attempt rewrote it), and names its own attempt;
+- ``checkpoint``: the sequence's committed line, written out as the offset
+  and commit logs a query would have written (``commits/b`` naming the uid of
+  version b + 1), obeys the rules of ``reference/checkpoint_rules.py``
+  (``lineage_reachable``: every committed version is on the lineage chain
+  walked down from the latest commit), and the versions the checkpoint
+  retains, read back as the ``checkpoint`` oracle reads them
+  (``reference.retained.retained_states``), equal the ground truth;
 - ``maintenance``: every snapshot upload that started left its snapshot.
 
 Between steps (``judge(..., between_steps=True)``) ``maintenance`` is left
@@ -30,8 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reference import layout
+from reference import checkpoint_rules, layout
+from reference.catalogue import make as make_scenario
 from reference.changelog import decode_state_file
+from reference.logs import CommitEntry, OffsetEntry
+from reference.retained import retained_states
 from reference.state_store import load_version, plan_load
 from reference.storage import CheckpointFormatError, DurableStorage
 
@@ -167,6 +177,38 @@ def lineage(trace: Trace, bench: StoreBench) -> Finding:
     return Finding("lineage", True, f"{len(trace.written)} state files hold what their attempt wrote")
 
 
+def checkpoint(trace: Trace, bench: StoreBench) -> Finding:
+    if not trace.line:
+        return Finding("checkpoint", True, "nothing committed yet")
+    latest = max(trace.line)
+    if sorted(trace.line) != list(range(1, latest + 1)):
+        return Finding("checkpoint", False, f"the committed line has gaps: versions {sorted(trace.line)}")
+    on_line = [v for v, u in trace.must_load if trace.line.get(v) == u]
+    retain = latest - min(on_line, default=latest) + 1   # the versions the sequence says must still load
+    files = {p: trace.storage.read(p) for p in trace.storage.list()}
+    for version, uid in trace.line.items():
+        batch = version - 1
+        files[layout.offset_path(batch)] = OffsetEntry(batch, (batch,), (version,)).encode()
+        files[layout.commit_path(batch)] = CommitEntry(batch, 0, [], {OP: {str(PART): uid}}).encode()
+    logged = DurableStorage(files, snapshot_readers=bench.readers)
+    broken = checkpoint_rules.violations(logged, make_scenario("aggregate", retain=retain))
+    if broken:
+        rule, message = broken[0]
+        return Finding("checkpoint", False, f"{rule}: {message}")
+    loaded, errors = retained_states(logged, [OP], PART + 1, retain)
+    if errors:
+        return Finding("checkpoint", False, f"a retained version does not load: {errors[0]}")
+    versions = loaded[OP][str(PART)]
+    for v in range(latest - retain + 1, latest + 1):
+        want = trace.truth[(v, trace.line[v])]
+        got = _state(versions.get(str(v), []))
+        if str(v) not in versions or got != want:
+            return Finding("checkpoint", False, f"the checkpoint's retained {_name(v, trace.line[v])}: "
+                                                + _first_difference(want, got))
+    return Finding("checkpoint", True, f"commit log of {latest} batches: the checkpoint rules hold and the last "
+                                       f"{retain} versions read back to the ground truth")
+
+
 def maintenance(trace: Trace, bench: StoreBench) -> Finding:
     present = set(trace.storage.list())
     for path in trace.uploads:
@@ -180,11 +222,12 @@ CHECKS: dict[str, Callable[[Trace, StoreBench], Finding]] = {
     "state_equivalence": state_equivalence,
     "reconstruction": reconstruction,
     "lineage": lineage,
+    "checkpoint": checkpoint,
     "maintenance": maintenance,
 }
 
 
-BETWEEN_STEPS = ("steps_complete", "state_equivalence", "reconstruction", "lineage")
+BETWEEN_STEPS = ("steps_complete", "state_equivalence", "reconstruction", "lineage", "checkpoint")
 
 
 def judge(trace: Trace, bench: StoreBench, *, between_steps: bool = False) -> list[Finding]:
