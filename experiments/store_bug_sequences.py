@@ -26,6 +26,7 @@ from typing import Any
 from reference.storage import LocalStorage, SnapshotReader, Storage
 from spark_impl.snapshot_reader import read_manifest_snapshot
 from spark_impl.state_store import RocksDBStateStore
+from spark_impl.state_store.sst_files import decode_manifest
 
 OP, PART = "agg", 0
 GATE_TIMEOUT_S = 10.0
@@ -435,7 +436,6 @@ def spark_21696(bench: StoreBench, *, corruption: str = "truncate_manifest") -> 
         storage.write(manifest, storage.read(manifest)[:-7], overwrite=True)
         trace.damaged.add(manifest)
     else:
-        from spark_impl.state_store.sst_files import decode_manifest
         refs = {s.dfs_name for s in decode_manifest(storage.read(manifest), manifest).ssts}
         newest = sorted(p for p in storage.list() if "/SSTs/" in p and p.rsplit("/", 1)[-1] in refs)
         victim = newest[-1]
