@@ -201,6 +201,7 @@ DERIVATIONS: dict[str, Callable[[list[Any]], Any]] = {
     "backlogged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(r)),
     "judged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(r) is not None),
     "caught": lambda xs: sum(1 for e in xs[0] or [] if e.get("caught_by")),
+    "s_to_ms": lambda xs: xs[0] * 1000.0 if _num(xs[0]) is not None else None,
 }
 
 
@@ -984,7 +985,7 @@ def section_mutation_and_zoo(p: Paper) -> None:
         rows = []
         for i, entry in enumerate(doc):
             rows.append([esc(entry["jira"]), esc(entry["planted"]), esc(entry["caught_by"]),
-                         v.add(f"zoo_{i}_seconds", [(file, [i, "seconds"])], "s"),
+                         v.add(f"zoo_{i}_seconds", [(file, [i, "seconds"])], "ms", "s_to_ms"),
                          v.add(f"zoo_{i}_unplanted", [(file, [i, "unplanted_passes"])], "yesno", "yesno")])
         p.tables["zoo"] = Table(["JIRA", "Planted mistake", "Caught by", "Time", "Unplanted passes"], rows,
                                 aligns=["left", "left", "left", "right", "left"])

@@ -7,7 +7,8 @@ mode) through the project's own command line, and copies the run's
 ``results.json``, figures and artifacts into
 ``paper/results/<experiment>/<backend>-<mode>/``. It also runs the
 exhaustive explorer on the example scenarios (``EXPLORER_RUNS``) and writes
-``paper/results/explorer/<mode>/results.json``.
+``paper/results/explorer/<mode>/results.json``, and the bug zoo
+(``lightspeed zoo``, seconds, no Spark), which writes ``paper/results/zoo.json``.
 
 A run that fails its sanity checks is still copied (the paper reports what
 was measured, checks included); a run whose backend is not available here
@@ -146,6 +147,22 @@ def run_experiment(run: Run, quick: bool, seeds: int | None, dry_run: bool) -> d
     return {"status": status, "seconds": seconds}
 
 
+def run_zoo(dry_run: bool) -> dict[str, Any]:
+    """The bug zoo: every planted state-store bug and the check that catches it, into paper/results/zoo.json."""
+    scratch = Path(tempfile.mkdtemp(prefix="paper-zoo-"))
+    cmd = [sys.executable, "-m", "experiments.cli", "zoo", "--quiet", "--out", str(scratch / "zoo.json"),
+           "--paper-out", str(RESULTS / "zoo.json")]
+    _say("   $ " + " ".join(cmd[1:]))
+    if dry_run:
+        return {"status": "dry-run", "seconds": 0.0}
+    started = time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env)
+    shutil.rmtree(scratch, ignore_errors=True)
+    status = {0: "ok", 1: "checks failed (copied)"}.get(proc.returncode, f"exit {proc.returncode}")
+    return {"status": status, "seconds": time.perf_counter() - started}
+
+
 def run_explorer(quick: bool, dry_run: bool) -> dict[str, Any]:
     """The explorer on every ``EXPLORER_RUNS`` entry: crash cuts, schedules, distinct checkpoints, time."""
     sys.path.insert(0, str(ROOT))
@@ -209,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="sim,spark,spark-native",
                         help="comma-separated backends to run (default: every backend the paper compares)")
     parser.add_argument("--only", action="append", default=None, metavar="NAME",
-                        help="only this experiment (repeatable; 'explorer' for the explorer)")
+                        help="only this experiment (repeatable; 'explorer' for the explorer, 'zoo' for the bug zoo)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per point (default: the experiment's)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)
@@ -219,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--backends: unknown {', '.join(sorted(backends - known))}; known: {', '.join(sorted(known))}")
     runs = [r for r in RUNS if r.backend in backends and (not args.only or r.experiment in args.only)]
     with_explorer = not args.only or "explorer" in args.only
+    with_zoo = not args.only or "zoo" in args.only
     minutes = sum(r.quick_minutes if args.quick else r.full_minutes for r in runs) + (1 if args.quick else 10) * \
         with_explorer
     mode = "quick" if args.quick else "full (the paper's settings)"
@@ -239,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         outcome = run_explorer(args.quick, args.dry_run)
         _say(f"   {outcome['status']} in {outcome['seconds']:.0f} s")
         log.append({"run": "explorer", **outcome})
+    if with_zoo:
+        _say("[zoo] every planted state-store bug of SPEC section 6, and the check that catches it")
+        outcome = run_zoo(args.dry_run)
+        _say(f"   {outcome['status']} in {outcome['seconds']:.0f} s")
+        log.append({"run": "zoo", **outcome})
     total = time.perf_counter() - started
     _say(f"done in {total / 60:.1f} min:")
     for entry in log:

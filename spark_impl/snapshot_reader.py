@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from reference import layout
@@ -23,8 +24,13 @@ from reference.storage import CheckpointFormatError, LocalStorage, Storage
 SNAPSHOT_FORMAT = "rocksdb-sst-manifest"
 
 
-def read_manifest_snapshot(storage: Storage, path: str, data: bytes) -> tuple[StateFileHeader, tuple[Any, ...]] | None:
-    """Decode a snapshot manifest and the SST files it names; None when ``data`` is not a manifest."""
+def read_manifest_snapshot(storage: Storage, path: str, data: bytes, local_root: str | Path | None = None,
+                           ) -> tuple[StateFileHeader, tuple[Any, ...]] | None:
+    """Decode a snapshot manifest and the SST files it names; None when ``data`` is not a manifest.
+
+    ``local_root``: where the throwaway RocksDB that reads the SSTs goes (default: the store's own default);
+    bind it with ``functools.partial`` to keep a verifier's reads in a scratch directory.
+    """
     if not data.lstrip().startswith(b"{"):
         return None
     from spark_impl.state_store import read_snapshot_records
@@ -34,7 +40,7 @@ def read_manifest_snapshot(storage: Storage, path: str, data: bytes) -> tuple[St
     if len(parts) < 4 or parts[0] != layout.STATE:
         raise CheckpointFormatError(f"{path}: a snapshot manifest outside state/<op>/<partition>/")
     op, partition = parts[1], int(parts[2])
-    records = read_snapshot_records(storage, op, partition, path)
+    records = read_snapshot_records(storage, op, partition, path, local_root)
     header = StateFileHeader("snapshot", manifest.version, manifest.uid, manifest.parent_uid)
     return header, tuple((k, json.loads(json.dumps(v))) for k, v in records)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 
+from experiments.store_bug_sequences import apply as apply_writes  # noqa: F401  (one definition, shared with the zoo)
 from reference.storage import SnapshotReader
 
 
@@ -23,19 +24,6 @@ def random_changes(store: Any, rng: random.Random, *, max_ops: int, key_space: i
             store.delete(key)
         else:
             store.delete_range(key, f"k{rng.randint(0, key_space):03d}")
-
-
-def apply_writes(store: Any, state: dict[str, Any], writes: dict[str, Any]) -> dict[str, Any]:
-    """Apply ``writes`` (None = delete) to the store; returns ``state`` with the same writes applied."""
-    expected = dict(state)
-    for key, value in writes.items():
-        if value is None:
-            store.delete(key)
-            expected.pop(key, None)
-        else:
-            store.put(key, value)
-            expected[key] = value
-    return expected
 
 
 def scratch_directory(prefix: str) -> Path:
