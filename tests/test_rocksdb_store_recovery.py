@@ -188,3 +188,35 @@ def test_sealed_changes_are_a_frozen_tuple_like_view(tmp_path: Path):
     _header, records = decode_raw(store.storage.read(f"state/{OP}/{PART}/2_u2.changelog"), "2_u2")
     assert tuple(records) == expected
     store.close()
+
+
+def test_a_snapshot_rocksdb_refuses_to_open_is_named_and_the_load_falls_back(tmp_path: Path):
+    """A manifest whose checksum holds and whose SSTs match their entries, but whose inline RocksDB
+    MANIFEST is garbage: RocksDB refuses to open the restored directory. The load must fall back to the
+    changelogs below it (the state is still right), and a verifier must get a ``CheckpointFormatError``
+    naming the snapshot, not a bare exception from rocksdict."""
+    from spark_impl.state_store.sst_files import InlineFile, SnapshotManifest, decode_manifest
+
+    storage = LocalStorage(tmp_path / "ck")
+    store = RocksDBStateStore(storage, OP, PART, "changelog", 2, local_root=tmp_path / "live")
+    live = workload(store, random.Random(5), 6, 100)
+    store.do_maintenance()
+    store.close()
+    snapshots = sorted((p for p in storage.list() if p.endswith(".snapshot")),
+                       key=lambda p: int(p.rsplit("/", 1)[-1].split("_", 1)[0]))
+    newest = snapshots[-1]
+    version = int(newest.rsplit("/", 1)[-1].split("_", 1)[0])
+    manifest = decode_manifest(storage.read(newest), newest)
+    broken = tuple(InlineFile(f.name, f.size_bytes, b"\0" * f.size_bytes) if f.name.startswith("MANIFEST")
+                   else f for f in manifest.other_files)
+    assert broken != manifest.other_files, "precondition: the snapshot carries RocksDB's MANIFEST inline"
+    tampered = SnapshotManifest(manifest.version, manifest.uid, manifest.parent_uid, manifest.ssts, broken)
+    storage.write(newest, tampered.encode(), overwrite=True)
+
+    with pytest.raises(CheckpointFormatError, match=re.escape(newest)):
+        read_snapshot_records(storage, OP, PART, newest, tmp_path / "verify")
+    fresh = RocksDBStateStore(storage, OP, PART, "changelog", 2, local_root=tmp_path / "fresh")
+    report = fresh.load(version)
+    assert report.base_version != version, "the load fell back past the snapshot RocksDB refused"
+    assert fresh.items() == live[version]
+    fresh.close()

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from reference.changelog import MAGIC
-from reference.storage import Storage
+from reference.storage import CheckpointFormatError, Storage
 
 from .changelog_codec import decode_raw
 from .checkpoint_fs import StoreId
@@ -244,7 +244,11 @@ def read_snapshot_records(storage: Storage, op: str, partition: int, path: str,
     manifest = decode_manifest(data, path)
     store = RocksDBStateStore(storage, op, partition, local_root=local_root)
     try:
-        store.load(manifest.version, manifest.uid)
+        report = store.load(manifest.version, manifest.uid)
+        if report.base_file != path:
+            # The store fell back past this snapshot (a loader may; a reader of this file may not).
+            why = "; ".join(report.skip_reasons) or f"the load used {report.base_file} instead"
+            raise CheckpointFormatError(f"{path}: the snapshot cannot be restored: {why}")
         return store.items()
     finally:
         store.close()

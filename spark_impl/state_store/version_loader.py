@@ -25,6 +25,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from reference.changelog import MAGIC
 from reference.storage import CheckpointFormatError, Storage
@@ -46,6 +47,7 @@ class LoadReport:
     replayed: tuple[str, ...]
     records_replayed: int
     skipped_snapshots: tuple[str, ...]
+    skip_reasons: tuple[str, ...] = ()      # why each skipped snapshot was skipped, in the same order
 
 
 @dataclass
@@ -98,7 +100,8 @@ class VersionLoader:
         records = self._replay(walk.chain, spare)
         replayed = tuple(path for path, _data in reversed(walk.chain))
         assert len(replayed) == version - walk.at_version, "a load replays exactly the versions above its base"
-        return LoadReport(version, uid, walk.at_version, base, replayed, records, tuple(walk.skipped))
+        return LoadReport(version, uid, walk.at_version, base, replayed, records, tuple(walk.skipped),
+                          tuple(walk.damaged))
 
     def _walk_to_base(self, files: dict[StateFileKey, str], walk: _Walk) -> str | None:
         """Walk down collecting changelogs to the newest usable snapshot; None at version 0."""
@@ -141,10 +144,22 @@ class VersionLoader:
                 return self._restore_binary(directory, base, data, version, uid)
             manifest = restore_snapshot(self.storage, self.store, base, version, uid, str(directory))
             hash_cache = {(s.local_name, s.size_bytes): s.content_hash for s in manifest.ssts}
-            return LocalDB(directory, self.workspace.open_db(directory), hash_cache)
+            return LocalDB(directory, self._open_restored(directory, base), hash_cache)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
+
+    def _open_restored(self, directory: Path, base: str) -> Any:
+        """Open the DB a snapshot manifest restored. SSTs that match their manifest entries can still disagree
+        with RocksDB's own MANIFEST among the inline files; rocksdict reports that as a plain ``Exception``
+        ("Corruption: ..."), which becomes a ``CheckpointFormatError`` naming the snapshot, so the load falls
+        back past it as it does past any damaged snapshot, and a verifier names the file."""
+        try:
+            return self.workspace.open_db(directory)
+        except Exception as exc:
+            if type(exc) is not Exception:   # rocksdict's RocksDB errors are plain Exceptions; others are bugs
+                raise
+            raise CheckpointFormatError(f"{base}: RocksDB cannot open the restored snapshot: {exc}") from None
 
     def _restore_binary(self, directory: Path, path: str, data: bytes, version: int, uid: str) -> LocalDB:
         """A binary snapshot (the ``delta`` provider's): replayed into a new DB after its header is checked."""
