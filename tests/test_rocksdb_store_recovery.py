@@ -220,3 +220,21 @@ def test_a_snapshot_rocksdb_refuses_to_open_is_named_and_the_load_falls_back(tmp
     assert report.base_version != version, "the load fell back past the snapshot RocksDB refused"
     assert fresh.items() == live[version]
     fresh.close()
+
+
+def test_an_upload_whose_local_checkpoint_lost_rocksdbs_own_files_writes_no_manifest(tmp_path: Path):
+    """SPARK-48105's effect on the shipped upload: if RocksDB's CURRENT vanishes from the local checkpoint
+    under the upload, no manifest is written (one would name a snapshot that can never be restored)."""
+    from spark_impl.state_store.sst_files import upload_checkpoint
+
+    storage = LocalStorage(tmp_path / "ck")
+    store = RocksDBStateStore(storage, OP, PART, "changelog", 100, local_root=tmp_path / "live")
+    store.put("k", 1)
+    store.commit("u1")
+    local = store._workspace.checkpoint(1, "u1", "", compact=False)
+    (Path(local.path) / "CURRENT").unlink()
+    manifest_path = f"state/{OP}/{PART}/1_u1.snapshot"
+    with pytest.raises(FileNotFoundError, match="CURRENT or MANIFEST"):
+        upload_checkpoint(storage, store.store, local, manifest_path)
+    assert not storage.exists(manifest_path)
+    store.close()

@@ -26,7 +26,7 @@ CAUGHT_BY = {
     "SPARK-45419": "reconstruction",       # a snapshot after the rollback holds an SST of a rolled-back version
     "SPARK-46711": "state_equivalence",    # the committed version's changelog is gone
     "SPARK-47568": "reconstruction",       # a snapshot named for a version it does not hold
-    "SPARK-48105": "reconstruction",       # the snapshot uploaded during the unload does not restore
+    "SPARK-48105": "maintenance",          # the upload refuses a checkpoint whose files vanish under it, loudly
     "SPARK-49363/SPARK-49770": "reconstruction",  # the reloaded version's snapshot now holds a later state
     "SPARK-51717": "reconstruction",       # the next snapshot reuses the first one's SST by name
     "SPARK-55892": "reconstruction",       # the delayed snapshot references a purged SST

@@ -192,14 +192,21 @@ def upload_checkpoint(storage: Storage, store: StoreId, checkpoint: LocalCheckpo
     root = Path(checkpoint.path)
     for name in sorted(os.listdir(root)):
         full = root / name
-        if not full.is_file():
+        if full.is_dir():
             continue
+        if not full.exists():
+            raise FileNotFoundError(f"{full}: a file of the local checkpoint of version {checkpoint.version} "
+                                    f"disappeared during its upload; no manifest is written")
         if name.endswith(".sst"):
             entry = _upload_sst(storage, store, checkpoint, full, reusable)
             ssts.append(entry)
             local_files[entry.dfs_name] = full
         else:
             others.append(_inline_file(full))
+    if not any(f.name == "CURRENT" for f in others) or not any(f.name.startswith("MANIFEST-") for f in others):
+        # A manifest without RocksDB's own CURRENT and MANIFEST could never be restored: refuse to write it.
+        raise FileNotFoundError(f"{root}: the local checkpoint of version {checkpoint.version} lacks RocksDB's "
+                                f"CURRENT or MANIFEST file (was it deleted during the upload?); no manifest is written")
     manifest = SnapshotManifest(checkpoint.version, checkpoint.uid, checkpoint.parent_uid,
                                 tuple(ssts), tuple(others))
     storage.write(manifest_path, manifest.encode(), overwrite=True)
