@@ -31,6 +31,7 @@ from experiments.figures import figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, fmt_pct, group, over_seeds, reduction
+from experiments.verdicts import judge, report_lines
 
 # Spark purges only once the batch id passes minBatchesToRetain (100 by default; MicroBatchExecution.scala,
 # constructNextBatch), and from then on deletes one entry per log per batch whatever the retention. The
@@ -54,8 +55,12 @@ LABELS = {"baseline": "Baseline", "async-purge": "Async\nlog purge", "async-prog
           "both": "Async progress\n+ log purge"}
 # the published relative cuts of p50 latency against the baseline (rate source to stat sink)
 CLAIMED_CUT = {"async-purge": 0.50, "async-progress": 0.65, "both": 0.85}
+CLAIMED_CUT_RANGE = {"async-purge": (50.0, 50.0), "async-progress": (65.0, 65.0), "both": (85.0, 86.0)}   # in %
 CLAIMED_BASELINE_MS = (700.0, 900.0)
 CLAIMED_BOTH_MS = (150.0, 250.0)
+# verdict tolerances: a cut within 10 percentage points of the published one, a latency within 100 ms of its range
+CUT_TOLERANCE_PP = 10.0
+LATENCY_TOLERANCE_MS = 100.0
 SIM_RATES = (100_000, 500_000, 1_000_000)
 SPARK_RATES = {"quick": (1_000,), "full": (1_000, 5_000, 10_000)}
 SPARK_NOISE = 0.05              # measured on a shared machine: a trend may be off by this much
@@ -114,7 +119,7 @@ class OffsetManagement(Experiment):
                     entry[config]["cut_batch"] = reduction(_median(entry, "baseline", "batch_ms"),
                                                            _median(entry, config, "batch_ms"))
         return {"rates": rates, "claimed_cut": CLAIMED_CUT, "claimed_baseline_ms": CLAIMED_BASELINE_MS,
-                "claimed_both_ms": CLAIMED_BOTH_MS}
+                "claimed_both_ms": CLAIMED_BOTH_MS, "verdicts": _verdicts(rates)}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         slack = 0.0 if ctx.backend == "sim" else SPARK_NOISE
@@ -150,7 +155,7 @@ class OffsetManagement(Experiment):
                              f"{fmt_pct(-batch_cut) if batch_cut is not None else '':>9}")
         lines.append(f"published: baseline {CLAIMED_BASELINE_MS[0]:.0f}-{CLAIMED_BASELINE_MS[1]:.0f} ms, both "
                      f"{CLAIMED_BOTH_MS[0]:.0f}-{CLAIMED_BOTH_MS[1]:.0f} ms")
-        return lines
+        return lines + report_lines(summary.get("verdicts", []))
 
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
@@ -166,7 +171,10 @@ class OffsetManagement(Experiment):
                               "p99": [_median(entry, c, "p99") for c in configs]}, unit="end-to-end latency (ms)")
                 ax.set_title(f"{_rate_label(rate)} events/s")
                 ax.tick_params(axis="x", labelsize=7)
-            fig.suptitle(f"Offset management ({ctx.backend}): latency per configuration")
+                _published_ranges(ax, configs)
+            seeds = len(self.seed_list(ctx))
+            fig.suptitle(f"Offset management ({ctx.backend}, {ctx.mode} mode, {seeds} seed{'s' * (seeds != 1)} "
+                         f"per point): latency per configuration; hatched: published p50")
             paths += save_figure(fig, out_dir, "offset_management_latency")
 
             fig, ax = plt.subplots(figsize=(6.4, 3.2))
@@ -180,6 +188,34 @@ class OffsetManagement(Experiment):
             ax.set_title("Latency reduction against the published ablation")
             paths += save_figure(fig, out_dir, "offset_management_reduction")
         return paths
+
+
+def _verdicts(rates: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each published number against the measured one, per rate (``experiments.verdicts``)."""
+    out = []
+    for rate, entry in rates.items():
+        at = f"at {_rate_label(rate)} ev/s"
+        out.append(judge(f"baseline p50 {at}", _median(entry, "baseline", "p50"), CLAIMED_BASELINE_MS,
+                         tolerance=LATENCY_TOLERANCE_MS, neutral=None, unit="ms").to_dict())
+        for config, published in CLAIMED_CUT_RANGE.items():
+            cut = entry.get(config, {}).get("cut_p50")
+            out.append(judge(f"{config} p50 cut {at}", None if cut is None else cut * 100, published,
+                             tolerance=CUT_TOLERANCE_PP, unit="%").to_dict())
+        out.append(judge(f"both p50 {at}", _median(entry, "both", "p50"), CLAIMED_BOTH_MS,
+                         tolerance=LATENCY_TOLERANCE_MS, neutral=None, unit="ms").to_dict())
+    return out
+
+
+def _published_ranges(ax: Any, configs: list[str]) -> None:
+    """The published p50 ranges (baseline 700-900 ms, both 150-250 ms) as hatched bands over their bars."""
+    for config, (low, high) in (("baseline", CLAIMED_BASELINE_MS), ("both", CLAIMED_BOTH_MS)):
+        if config in configs:
+            x = configs.index(config)
+            ax.fill_between([x - 0.45, x + 0.45], low, high, facecolor="none", edgecolor="0.35", hatch="///",
+                            linewidth=0.6, label="published p50" if config == "baseline" else None)
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, max(top, CLAIMED_BASELINE_MS[1] * 1.3))
+    ax.legend(loc="upper right", fontsize=7, handlelength=1.2)
 
 
 def _median(entry: dict[str, Any], config: str, metric: str) -> float | None:
