@@ -62,13 +62,15 @@ CLAIMED_BOTH_MS = (150.0, 250.0)
 CUT_TOLERANCE_PP = 10.0
 LATENCY_TOLERANCE_MS = 100.0
 SIM_RATES = (100_000, 500_000, 1_000_000)
+PROFILE = "lightspeed_cluster"              # first principles; the benchmark's stat sink writes no file
+FITTED_PROFILE = "lightspeed_cluster_fitted"   # fitted to the published p50 figures (experiments/fit_profile.py)
 SPARK_RATES = {"quick": (1_000,), "full": (1_000, 5_000, 10_000)}
 SPARK_NOISE = 0.05              # measured on a shared machine: a trend may be off by this much
 
 
 class OffsetManagement(Experiment):
     name = "offset-management"
-    version = "1"
+    version = "2"
     title = "async progress tracking and async log purge: p50/p99 end-to-end latency at 100K-1M events/s"
     claim = ("latency 700-900 ms -> 150-250 ms; async purge ~-50%, async progress ~-65%, both ~-85% "
              "(rate source to stat sink)")
@@ -78,9 +80,18 @@ class OffsetManagement(Experiment):
         return SIM_RATES if ctx.backend == "sim" else SPARK_RATES[ctx.mode]
 
     def points(self, ctx: RunContext) -> list[Point]:
+        """On the sim, the fitted profile's points first, then the first-principles profile's (the headline)."""
+        if ctx.backend != "sim":
+            return self.profile_points(ctx, None)
+        fitted = sim_profile(FITTED_PROFILE)
+        return self.profile_points(ctx, fitted, {"profile": fitted["name"]}) + \
+            self.profile_points(ctx, sim_profile(PROFILE, sink_part_files=0))
+
+    def profile_points(self, ctx: RunContext, profile: dict[str, Any] | None,
+                       params: dict[str, Any] | None = None) -> list[Point]:
+        """Every rate x configuration x seed on one cost profile (None: a Spark backend)."""
         sim = ctx.backend == "sim"
         duration = (10 if ctx.quick else 120) if sim else (10 if ctx.quick else 60)
-        profile = sim_profile("lightspeed_cluster", sink_part_files=0) if sim else None
         out = []
         for rate in self.rates(ctx):
             for config, engine in CONFIGS.items():
@@ -89,8 +100,8 @@ class OffsetManagement(Experiment):
                         f"offset-management-{config}-{rate}", seed, rate=rate, duration_s=duration,
                         operator={"kind": "map"}, partitions=8 if sim else 2,
                         state_partitions=28 if sim else 2, engine=engine)
-                    out.append(Point(self.name, "latency", config, {"rate": rate}, seed, ctx.backend, scenario,
-                                     profile, "volume"))
+                    out.append(Point(self.name, "latency", config, {"rate": rate, **(params or {})}, seed,
+                                     ctx.backend, scenario, profile, "volume"))
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
@@ -103,23 +114,17 @@ class OffsetManagement(Experiment):
         return metrics
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
-        rates: dict[str, Any] = {}
-        for (rate, config), group_records in group(records, "params.rate", "config").items():
-            entry = rates.setdefault(str(rate), {})
-            entry[config] = {"p50": over_seeds(group_records, "latency_p50"),
-                             "p99": over_seeds(group_records, "latency_p99"),
-                             "batch_ms": over_seeds(group_records, "batch_ms_mean")}
-        for entry in rates.values():
-            base = _median(entry, "baseline", "p50")
-            for config in CONFIGS:
-                if config in entry:
-                    entry[config]["cut_p50"] = reduction(base, _median(entry, config, "p50"))
-                    entry[config]["cut_p99"] = reduction(_median(entry, "baseline", "p99"),
-                                                         _median(entry, config, "p99"))
-                    entry[config]["cut_batch"] = reduction(_median(entry, "baseline", "batch_ms"),
-                                                           _median(entry, config, "batch_ms"))
-        return {"rates": rates, "claimed_cut": CLAIMED_CUT, "claimed_baseline_ms": CLAIMED_BASELINE_MS,
-                "claimed_both_ms": CLAIMED_BOTH_MS, "verdicts": _verdicts(rates)}
+        """``rates``: the first-principles profile (or the Spark backend); ``fitted``: the fitted profile's."""
+        primary = [r for r in records if "profile" not in r["point"]["params"]]
+        fitted = [r for r in records if "profile" in r["point"]["params"]]
+        rates = rates_summary(primary)
+        out = {"rates": rates, "claimed_cut": CLAIMED_CUT, "claimed_baseline_ms": CLAIMED_BASELINE_MS,
+               "claimed_both_ms": CLAIMED_BOTH_MS, "verdicts": _verdicts(rates)}
+        if fitted:
+            fitted_rates = rates_summary(fitted)
+            out["fitted"] = {"profile": fitted[0]["point"]["params"]["profile"], "rates": fitted_rates,
+                             "verdicts": _verdicts(fitted_rates)}
+        return out
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         slack = 0.0 if ctx.backend == "sim" else SPARK_NOISE
@@ -138,44 +143,30 @@ class OffsetManagement(Experiment):
         return out
 
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
-        lines = [f"{'rate':>10}  {'configuration':<16} {'p50':>9} {'p99':>9}  {'p50 cut':>8}  {'claimed':>7}  "
-                 f"{'batch':>8}  {'batch cut':>9}"]
-        for rate, entry in summary["rates"].items():
-            for config in CONFIGS:
-                if config not in entry:
-                    continue
-                claimed = CLAIMED_CUT.get(config)
-                cut = entry[config].get("cut_p50") if config != "baseline" else None
-                batch_cut = entry[config].get("cut_batch") if config != "baseline" else None
-                lines.append(f"{int(float(rate)):>10,}  {config:<16} {fmt_ms(_median(entry, config, 'p50')):>9} "
-                             f"{fmt_ms(_median(entry, config, 'p99')):>9}  "
-                             f"{fmt_pct(-cut) if cut is not None else '':>8}  "
-                             f"{fmt_pct(-claimed) if claimed else '':>7}  "
-                             f"{fmt_ms(_median(entry, config, 'batch_ms')):>8}  "
-                             f"{fmt_pct(-batch_cut) if batch_cut is not None else '':>9}")
-        lines.append(f"published: baseline {CLAIMED_BASELINE_MS[0]:.0f}-{CLAIMED_BASELINE_MS[1]:.0f} ms, both "
+        published = (f"published: baseline {CLAIMED_BASELINE_MS[0]:.0f}-{CLAIMED_BASELINE_MS[1]:.0f} ms, both "
                      f"{CLAIMED_BOTH_MS[0]:.0f}-{CLAIMED_BOTH_MS[1]:.0f} ms")
-        return lines + report_lines(summary.get("verdicts", []))
+        lines = ([f"profile {PROFILE} (first principles, stat sink)"] if ctx.backend == "sim" else []) + \
+            _table(summary["rates"]) + [published] + report_lines(summary.get("verdicts", []))
+        fitted = summary.get("fitted")
+        if fitted:
+            lines += [f"profile {fitted['profile']} (fitted to the published p50 figures)"] + \
+                _table(fitted["rates"]) + report_lines(fitted["verdicts"])
+        return lines
 
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
         rates = list(summary["rates"])
         configs = [c for c in CONFIGS if all(c in summary["rates"][r] for r in rates)]
         paths: list[Path] = []
+        seeds = len(self.seed_list(ctx))
+        how = f"{ctx.backend}, {ctx.mode} mode, {seeds} seed{'s' * (seeds != 1)} per point"
         with figure_context():
-            fig, axes = plt.subplots(1, len(rates), figsize=(4.2 * len(rates), 3.4), squeeze=False)
-            for ax, rate in zip(axes[0], rates):
-                entry = summary["rates"][rate]
-                grouped_bars(ax, [LABELS[c] for c in configs],
-                             {"p50": [_median(entry, c, "p50") for c in configs],
-                              "p99": [_median(entry, c, "p99") for c in configs]}, unit="end-to-end latency (ms)")
-                ax.set_title(f"{_rate_label(rate)} events/s")
-                ax.tick_params(axis="x", labelsize=7)
-                _published_ranges(ax, configs)
-            seeds = len(self.seed_list(ctx))
-            fig.suptitle(f"Offset management ({ctx.backend}, {ctx.mode} mode, {seeds} seed{'s' * (seeds != 1)} "
-                         f"per point): latency per configuration; hatched: published p50")
-            paths += save_figure(fig, out_dir, "offset_management_latency")
+            first = f", profile {PROFILE}" if ctx.backend == "sim" else ""
+            paths += _latency_figure(summary["rates"], configs, f"{how}{first}", out_dir, "offset_management_latency")
+            if summary.get("fitted"):
+                paths += _latency_figure(summary["fitted"]["rates"], configs,
+                                         f"{how}, profile {summary['fitted']['profile']}", out_dir,
+                                         "offset_management_latency_fitted")
 
             fig, ax = plt.subplots(figsize=(6.4, 3.2))
             cut_configs = [c for c in configs if c != "baseline"]
@@ -188,6 +179,44 @@ class OffsetManagement(Experiment):
             ax.set_title("Latency reduction against the published ablation")
             paths += save_figure(fig, out_dir, "offset_management_reduction")
         return paths
+
+
+def rates_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per rate and configuration: p50, p99 and mean batch duration over seeds, and the cuts against the baseline."""
+    rates: dict[str, Any] = {}
+    for (rate, config), group_records in group(records, "params.rate", "config").items():
+        entry = rates.setdefault(str(rate), {})
+        entry[config] = {"p50": over_seeds(group_records, "latency_p50"),
+                         "p99": over_seeds(group_records, "latency_p99"),
+                         "batch_ms": over_seeds(group_records, "batch_ms_mean")}
+    for entry in rates.values():
+        base = _median(entry, "baseline", "p50")
+        for config in CONFIGS:
+            if config in entry:
+                entry[config]["cut_p50"] = reduction(base, _median(entry, config, "p50"))
+                entry[config]["cut_p99"] = reduction(_median(entry, "baseline", "p99"), _median(entry, config, "p99"))
+                entry[config]["cut_batch"] = reduction(_median(entry, "baseline", "batch_ms"),
+                                                       _median(entry, config, "batch_ms"))
+    return rates
+
+
+def _table(rates: dict[str, Any]) -> list[str]:
+    lines = [f"{'rate':>10}  {'configuration':<16} {'p50':>9} {'p99':>9}  {'p50 cut':>8}  {'claimed':>7}  "
+             f"{'batch':>8}  {'batch cut':>9}"]
+    for rate, entry in rates.items():
+        for config in CONFIGS:
+            if config not in entry:
+                continue
+            claimed = CLAIMED_CUT.get(config)
+            cut = entry[config].get("cut_p50") if config != "baseline" else None
+            batch_cut = entry[config].get("cut_batch") if config != "baseline" else None
+            lines.append(f"{int(float(rate)):>10,}  {config:<16} {fmt_ms(_median(entry, config, 'p50')):>9} "
+                         f"{fmt_ms(_median(entry, config, 'p99')):>9}  "
+                         f"{fmt_pct(-cut) if cut is not None else '':>8}  "
+                         f"{fmt_pct(-claimed) if claimed else '':>7}  "
+                         f"{fmt_ms(_median(entry, config, 'batch_ms')):>8}  "
+                         f"{fmt_pct(-batch_cut) if batch_cut is not None else '':>9}")
+    return lines
 
 
 def _verdicts(rates: dict[str, Any]) -> list[dict[str, Any]]:
@@ -204,6 +233,22 @@ def _verdicts(rates: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(judge(f"both p50 {at}", _median(entry, "both", "p50"), CLAIMED_BOTH_MS,
                          tolerance=LATENCY_TOLERANCE_MS, neutral=None, unit="ms").to_dict())
     return out
+
+
+def _latency_figure(rates: dict[str, Any], configs: list[str], how: str, out_dir: Path, name: str) -> list[Path]:
+    """p50 and p99 bars per configuration, one panel per rate, with the published p50 ranges hatched."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(rates), figsize=(4.2 * len(rates), 3.4), squeeze=False)
+    for ax, rate in zip(axes[0], rates):
+        entry = rates[rate]
+        grouped_bars(ax, [LABELS[c] for c in configs],
+                     {"p50": [_median(entry, c, "p50") for c in configs],
+                      "p99": [_median(entry, c, "p99") for c in configs]}, unit="end-to-end latency (ms)")
+        ax.set_title(f"{_rate_label(rate)} events/s")
+        ax.tick_params(axis="x", labelsize=7)
+        _published_ranges(ax, configs)
+    fig.suptitle(f"Offset management ({how}): latency per configuration; hatched: published p50", fontsize=9)
+    return save_figure(fig, out_dir, name)
 
 
 def _published_ranges(ax: Any, configs: list[str]) -> None:
