@@ -161,7 +161,8 @@ class TimedIncarnation(Incarnation):
         threshold. A round whose threshold has not moved does nothing. The threshold is the
         reference's (``purge_threshold``): under sync progress the latest offset entry minus
         ``minBatchesToRetain`` (MicroBatchExecution.scala: ``purge(batchId - minLogEntriesToMaintain)``,
-        called only once ``batchId > minLogEntriesToMaintain``), so in steady state one entry per log;
+        called only once ``batchId > minLogEntriesToMaintain``: before that the threshold is below 1 and
+        nothing is due here either), so in steady state one entry per log;
         under async progress the oldest of the newest ``minBatchesToRetain`` durable entries, taken
         from an in-memory queue (AsyncProgressTrackingMicroBatchExecution.scala, ``purge``), which
         moves only when a durable offset entry lands, once per ``checkpoint_interval_ms``: the rounds
