@@ -559,7 +559,7 @@ def section_offset_management(p: Paper) -> None:
             n = f"om_{key(backend)}_{rate}"
             label = f"{esc(BACKEND_NAME[backend])}, {fmt('rate', float(rate))}/s"
             backlog = [backlogged(r) for r in run.doc["points"]
-                       if str(r["point"]["params"].get("rate")) == rate]
+                       if str(r["point"]["params"].get("rate")) == rate and "profile" not in r["point"]["params"]]
             if any(backlog):
                 label += " (backlogged)"
             rows.append([label,
@@ -577,7 +577,8 @@ def section_offset_management(p: Paper) -> None:
     if run is not None:
         lo = min(run.doc["summary"]["rates"], key=float)
         points = run.doc["points"]
-        idx = {(r["point"]["config"], str(r["point"]["params"]["rate"])): i for i, r in enumerate(points)}
+        idx = {(r["point"]["config"], str(r["point"]["params"]["rate"])): i for i, r in enumerate(points)
+               if "profile" not in r["point"]["params"]}   # the first-principles profile, not the fitted one
         b, g = idx[("baseline", lo)], idx[("async-progress", lo)]
         pu = idx[("async-purge", lo)]
         v.of(run, "om_sim_rate_lo", ["points", b, "point", "params", "rate"], "rate")

@@ -119,6 +119,19 @@ def check_metadata(storage: Storage, digest: str, name: str | None = None) -> st
     return str(body.get("id"))
 
 
+def purge_threshold(storage: Storage, min_batches_to_retain: int, progress_mode: str = "sync") -> int | None:
+    """The batch below which ``purge_logs`` deletes entries of both logs (None: nothing committed yet)."""
+    commits = log_batches(storage, layout.COMMITS)
+    offsets = log_batches(storage, layout.OFFSETS)
+    if not commits or not offsets:
+        return None
+    if progress_mode == "async":
+        threshold = offsets[-min_batches_to_retain] if len(offsets) >= min_batches_to_retain else offsets[0]
+    else:
+        threshold = offsets[-1] - min_batches_to_retain
+    return min(threshold, commits[-1])
+
+
 def purge_logs(storage: Storage, min_batches_to_retain: int, progress_mode: str = "sync") -> list[str]:
     """Delete log entries older than one threshold, the same for both logs.
 
@@ -136,16 +149,12 @@ def purge_logs(storage: Storage, min_batches_to_retain: int, progress_mode: str 
     Recovery reads the latest commit entry and every offset entry from the latest committed batch on
     (SPEC section 2), so the threshold never passes the latest commit entry, whatever the retention.
     """
+    deleted: list[str] = []
+    threshold = purge_threshold(storage, min_batches_to_retain, progress_mode)
+    if threshold is None:
+        return deleted  # nothing committed yet: a restart re-runs from the first offset entry
     commits = log_batches(storage, layout.COMMITS)
     offsets = log_batches(storage, layout.OFFSETS)
-    deleted: list[str] = []
-    if not commits or not offsets:
-        return deleted  # nothing committed yet: a restart re-runs from the first offset entry
-    if progress_mode == "async":
-        threshold = offsets[-min_batches_to_retain] if len(offsets) >= min_batches_to_retain else offsets[0]
-    else:
-        threshold = offsets[-1] - min_batches_to_retain
-    threshold = min(threshold, commits[-1])
     for folder, batches in ((layout.OFFSETS, offsets), (layout.COMMITS, commits)):
         for batch in batches:
             if batch < threshold:

@@ -90,6 +90,7 @@ class Profile:
     straggler_probability: float
     straggler_slowdown: float
     storage: StorageProfile
+    sink_part_files: int = 1   # optional (OPTIONAL_PARAMETERS): 1 a file sink, 0 an in-memory (stat) sink
 
     @property
     def slots(self) -> int:
@@ -133,6 +134,9 @@ STORAGE_PRESETS: dict[str, dict[str, float]] = {
            "read_ms": 25.0, "bandwidth_mb_per_s": 100.0, "jitter_sigma": 0.3},
 }
 
+# Parameters a profile may leave out, with the value that keeps the behaviour of profiles written before them.
+OPTIONAL_PARAMETERS: dict[str, float] = {"sink_part_files": 1}
+
 PARAMETER_DOCS: dict[str, str] = {
     "executors": "number of executor processes (workers)",
     "cores_per_executor": "task slots per executor",
@@ -156,6 +160,8 @@ PARAMETER_DOCS: dict[str, str] = {
     "executor_replacement_ms": "time to get a replacement executor after an executor loss, ms",
     "straggler_probability": "chance that a task is a straggler (0..1)",
     "straggler_slowdown": "a straggler's slowdown factor (>= 1)",
+    "sink_part_files": "1: each sink task writes a part file to the checkpoint storage; 0: the sink keeps what it "
+                       "is given in memory (the benchmark's stat sink) and writes nothing (optional, default 1)",
     "storage.small_write_ms": "creating a small file on the checkpoint storage, ms",
     "storage.rename_ms": "the rename that makes a write atomic, ms",
     "storage.list_ms": "one listing of a checkpoint directory, ms",
@@ -195,7 +201,13 @@ def profile_from_dict(raw: dict[str, Any]) -> Profile:
     for f in fields(Profile):
         if f.name in ("name", "storage"):
             continue
+        if f.name in OPTIONAL_PARAMETERS and f.name not in raw:
+            values[f.name] = OPTIONAL_PARAMETERS[f.name]
+            continue
         values[f.name] = _number(raw, f.name, f.name)
+    if values["sink_part_files"] not in (0, 1):
+        raise ProfileError("sink_part_files", f"expected 0 or 1, got {values['sink_part_files']}")
+    values["sink_part_files"] = int(values["sink_part_files"])
     for name in ("executors", "cores_per_executor"):
         if int(values[name]) != values[name] or values[name] < 1:
             raise ProfileError(name, f"expected a whole number >= 1, got {values[name]}")

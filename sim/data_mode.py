@@ -64,7 +64,7 @@ class DataIncarnation(TimedIncarnation):
         assert step == "sink_write", f"no cost for task step {step}"
         result = self.tasks[(b, p)].result
         rows = len(result.output) if result else 0
-        return svc.atomic_write_ms(rows * prof.bytes_per_output_row)
+        return self.sink_write_ms(rows * prof.bytes_per_output_row)
 
     def _state_load_ms(self, b: int, p: int) -> float:
         prof, svc = self.profile, self.service

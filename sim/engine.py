@@ -34,9 +34,11 @@ from typing import Any, Callable, Sequence, cast
 
 import simpy
 
+from reference import layout
 from reference.engine import Incarnation
 from reference.faults import FaultBook, apply_fault
 from reference.graph import Node
+from reference.logs import log_batches, purge_threshold
 from reference.outcome import ProgressEvent
 from reference.steps import NodeId
 from reference.storage import CheckpointFormatError
@@ -53,6 +55,7 @@ from .storage_service import StorageService
 from .trace import Trace
 
 PRUNE_LAG_BATCHES = 3          # finished batches this far behind a source commit are forgotten
+PURGE_DELETE_WITHOUT_LIST = 3  # HDFSMetadataLog.purge deletes at most this many due entries without a listing
 STORAGE_STEPS = frozenset(("offset_log_write", "purge", "state_load", "changelog_write", "snapshot_upload",
                            "sink_write", "sink_commit", "commit_log_write"))
 SMALL_FILE_BYTES = 256         # a log entry or manifest
@@ -77,6 +80,7 @@ class TimedIncarnation(Incarnation):
         self.clock, self.profile, self.service, self.rng = clock, profile, storage_service, rng
         self.timing: dict[tuple[str, int], tuple[float, float]] = {}   # (step, batch) -> (start, end)
         self.last_plan_start_ms: float | None = None
+        self.last_purged_batch = -1    # HDFSMetadataLog.lastPurgedBatchId: one per log object, so per incarnation
         self._step_methods: dict[str, Callable[..., None]] = {}
         super().__init__(*args, **kwargs)
 
@@ -137,7 +141,7 @@ class TimedIncarnation(Incarnation):
         if step == "offset_log_write":
             return svc.atomic_write_ms(SMALL_FILE_BYTES) if self.offsets_persist_due(b) else 0.0
         if step == "purge":
-            return svc.list_ms(2) + svc.delete_ms(2)   # offsets/ and commits/; state files: maintenance
+            return self.purge_cost_ms()   # offsets/ and commits/; state files: maintenance
         if step == "sink_commit":
             if self.sc.sink_mode != "exactly_once":
                 return 0.0
@@ -147,6 +151,59 @@ class TimedIncarnation(Incarnation):
             return svc.atomic_write_ms(SMALL_FILE_BYTES) if persisted else 0.0
         assert step == "source_commit", f"no cost for driver step {step}"
         return prof.source_commit_ms
+
+    def purge_cost_ms(self) -> float:
+        """One purge round, as Spark's ``HDFSMetadataLog.purge`` does it on each of the two logs.
+
+        Spark (sql/core/.../streaming/HDFSMetadataLog.scala, ``purge`` with ``lastPurgedBatchId``)
+        deletes the ids between the last round's threshold and this one's blindly when there are at
+        most three, and otherwise lists the log directory and deletes every entry below the
+        threshold. A round whose threshold has not moved does nothing. The threshold is the
+        reference's (``purge_threshold``): under sync progress the latest offset entry minus
+        ``minBatchesToRetain`` (MicroBatchExecution.scala: ``purge(batchId - minLogEntriesToMaintain)``,
+        called only once ``batchId > minLogEntriesToMaintain``: before that the threshold is below 1 and
+        nothing is due here either), so in steady state one entry per log;
+        under async progress the oldest of the newest ``minBatchesToRetain`` durable entries, taken
+        from an in-memory queue (AsyncProgressTrackingMicroBatchExecution.scala, ``purge``), which
+        moves only when a durable offset entry lands, once per ``checkpoint_interval_ms``: the rounds
+        in between cost nothing.
+        """
+        svc = self.service
+        threshold = purge_threshold(self.storage, self.cfg.min_batches_to_retain, self.cfg.progress_mode)
+        if threshold is None or threshold <= self.last_purged_batch + 1:
+            return 0.0
+        due = threshold - (self.last_purged_batch + 1)
+        self.last_purged_batch = threshold - 1
+        if due <= PURGE_DELETE_WITHOUT_LIST:
+            return svc.delete_ms(2 * due)
+        existing = sum(1 for folder in (layout.OFFSETS, layout.COMMITS)
+                       for batch in log_batches(self.storage, folder) if batch < threshold)
+        return svc.list_ms(2) + svc.delete_ms(existing)
+
+    def purge_round_skipped(self, node: SimNode) -> bool:
+        """Whether an async purge round is skipped because the previous one still ran when it was due.
+
+        Spark's ``AsyncLogPurge.purgeAsync`` (sql/core/.../streaming/AsyncLogPurge.scala) starts a round
+        only if ``purgeRunning`` is false, else it skips it. A round is due when its trigger step ends
+        (the step graph's ``purge_after``: ``plan`` under async progress, else ``offset_log_write``);
+        it reaches the purger later only if it waited for its predecessor.
+        """
+        if node.step != "purge" or not node.background:
+            return False
+        trigger = "plan" if self.cfg.progress_mode == "async" else "offset_log_write"
+        due = self.timing.get((trigger, node.batch))
+        return due is not None and self.clock.now > due[1]
+
+    def sink_write_ms(self, size_bytes: float, jitter: float | None = None) -> float:
+        """A task's sink write: a part file on the checkpoint storage, or nothing for an in-memory sink.
+
+        ``sink_part_files`` 0 stands for the published benchmark's stat sink (and Spark's noop, console
+        and memory sinks): it keeps statistics of what it is given and writes no file, so its cost is
+        the task's own per-record work.
+        """
+        if not self.profile.sink_part_files:
+            return 0.0
+        return self.service.atomic_write_ms(size_bytes, jitter)
 
     def task_cost_ms(self, node: SimNode) -> float:
         raise NotImplementedError
@@ -324,7 +381,9 @@ class IncarnationRun:
         try:
             extra_ms, node.skip = self.apply_faults(node, "before") if self.faults.pending else (0.0, False)
             inc.begin_step(node)
-            cost_ms = inc.cost_ms(node) + extra_ms
+            skipped_round = not node.skip and inc.purge_round_skipped(node)
+            node.skip = node.skip or skipped_round
+            cost_ms = (0.0 if skipped_round else inc.cost_ms(node)) + extra_ms
             if inc.service.spikes and node.step in STORAGE_STEPS:
                 cost_ms += inc.service.spike_wait_ms(node.start_ms)
             assert cost_ms >= 0, f"{node}: negative cost {cost_ms}"

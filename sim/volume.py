@@ -248,7 +248,7 @@ class VolumeIncarnation(TimedIncarnation):
             return cost
         jitter = counts.jitter[step][p]
         if step == "sink_write":
-            return svc.atomic_write_ms(counts.output * prof.bytes_per_output_row, jitter)
+            return self.sink_write_ms(counts.output * prof.bytes_per_output_row, jitter)
         if step == "changelog_write":
             keys = counts.total if self.cfg.provider == "snapshot" else counts.changed  # snapshot: whole state
             return svc.atomic_write_ms(keys * prof.bytes_per_state_key, jitter)

@@ -42,6 +42,7 @@ from experiments.figures import figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, over_seeds
+from experiments.verdicts import judge, report_lines
 from reference.backend import RunResult, ScenarioRefused
 from reference.outcome import BatchRecord
 
@@ -73,6 +74,7 @@ DEEP = 8
 MODES: dict[str, dict[str, Any]] = {"sequential": {"pipelining": False}, "pipelined": {"pipelining": True},
                                     "deep": {"pipelining": True, "pipeline_depth": DEEP}}
 CLAIMED_SPEEDUP = (2.0, 3.0)
+SPEEDUP_TOLERANCE = 0.5         # verdict: a throughput speed-up within 0.5x of the published 2-3x
 OPERATORS: dict[str, dict[str, Any]] = {"map": {"kind": "map"}, "aggregate": {"kind": "aggregate", "agg": "count"}}
 
 
@@ -199,8 +201,12 @@ class Pipelining(Experiment):
             entry["speedup_deep"] = c / a if a and c else None
             p, q = _med(seq, "p50"), _med(pipe, "p50")
             entry["latency_ratio_p50"] = q / p if p and q else None
+        verdicts = [judge(f"pipelined throughput speed-up ({key}{', depth ' + str(DEEP) if field else ''})",
+                          rows[key].get(f"speedup{field}"), CLAIMED_SPEEDUP, tolerance=SPEEDUP_TOLERANCE,
+                          neutral=1.0, unit="x").to_dict()
+                    for key in sorted(rows) for field in ("", "_deep")]
         return {"rows": rows, "row_block": ROW_BLOCK, "latency_rate": LATENCY_RATE, "deep": DEEP,
-                "claimed_speedup": CLAIMED_SPEEDUP}
+                "claimed_speedup": CLAIMED_SPEEDUP, "verdicts": verdicts}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         out = []
@@ -232,6 +238,7 @@ class Pipelining(Experiment):
                          f"{speed:>8} {_rate(_med(deep, 'rows_per_s')):>14} {deep_speed:>8}  "
                          f"{fmt_ms(_med(seq, 'p50')):>9} {fmt_ms(_med(pipe, 'p50')):>9}")
         lines.append(f"published: {CLAIMED_SPEEDUP[0]:.0f}-{CLAIMED_SPEEDUP[1]:.0f}x throughput")
+        lines += report_lines(summary.get("verdicts", []))
         if ctx.backend != "sim":
             lines.append("without stragglers pipelining still gains here: the driver's work for batch b (sink "
                          "commit, commit log, purge, planning) overlaps the tasks of later batches")
