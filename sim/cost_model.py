@@ -20,12 +20,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
 from reference.backend import BackendError
+from reference.storage_profiles import STORAGE_PROFILE_ALIASES, STORAGE_PROFILES, StorageProfileError, storage_profile
 
 from .random_draws import Draws
 
@@ -123,14 +124,12 @@ class Profile:
         return self.straggler_slowdown if uniform < self.straggler_probability else 1.0
 
 
-# Storage presets a profile may name instead of giving ``storage`` in full.
+# Storage presets a profile may name instead of giving ``storage`` in full: the named profiles of
+# ``reference.storage_profiles`` (one table, shared with the Spark engine's ``--storage-profile``), under
+# their own names and their aliases (``s3`` is ``object_store``).
 STORAGE_PRESETS: dict[str, dict[str, float]] = {
-    "local_disk": {"small_write_ms": 2.0, "rename_ms": 0.5, "list_ms": 0.5, "delete_ms": 0.3,
-                   "read_ms": 0.3, "bandwidth_mb_per_s": 500.0, "jitter_sigma": 0.1},
-    "hdfs": {"small_write_ms": 10.0, "rename_ms": 5.0, "list_ms": 5.0, "delete_ms": 5.0,
-             "read_ms": 5.0, "bandwidth_mb_per_s": 200.0, "jitter_sigma": 0.2},
-    "s3": {"small_write_ms": 40.0, "rename_ms": 60.0, "list_ms": 80.0, "delete_ms": 30.0,
-           "read_ms": 25.0, "bandwidth_mb_per_s": 100.0, "jitter_sigma": 0.3},
+    **{name: profile.to_dict() for name, profile in STORAGE_PROFILES.items()},
+    **{alias: STORAGE_PROFILES[name].to_dict() for alias, name in STORAGE_PROFILE_ALIASES.items()},
 }
 
 PARAMETER_DOCS: dict[str, str] = {
@@ -250,3 +249,13 @@ def resolve_profile(profile: Profile | dict[str, Any] | str | None) -> Profile:
         raise ProfileError("<profile>", f"expected a shipped profile name, a path, a profile document or a "
                                         f"Profile, got {type(profile).__name__}")
     return load_profile(profile)
+
+
+def with_storage_profile(profile: Profile, name: str) -> Profile:
+    """``profile`` with its checkpoint storage replaced by the named ``reference.storage_profiles`` profile
+    (what ``--storage-profile`` gives the Spark engine); ``ProfileError`` naming an unknown one."""
+    try:
+        named = storage_profile(name)
+    except StorageProfileError as exc:
+        raise ProfileError("storage_profile", str(exc)) from None
+    return replace(profile, storage=StorageProfile(**named.to_dict()))
