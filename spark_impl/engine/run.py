@@ -33,7 +33,7 @@ from .checkpoint_lock import acquire_checkpoint
 from .context import EngineContext
 from .driver_faults import ClaimingFaultBook
 from .incarnation import SparkIncarnation
-from ..latency import SinkDelivery, record_latencies_ms
+from ..latency import SinkDelivery, record_latencies_ms, record_throughput
 from .scheduler import StepScheduler
 from .storage_latency import StorageLatency, storage_details, with_latency
 
@@ -129,8 +129,9 @@ def engine_outcome(scenario: Scenario, storage: LocalStorage, observer: Observer
                    deliveries: list[SinkDelivery], details: Mapping[str, Any]) -> Outcome:
     """The typed outcome: the observer's history and the checkpoint, latency to first visibility,
     and the engine's diagnostics under ``details["spark"]``."""
-    latencies = record_latencies_ms(SourceData.of(scenario), deliveries, t0)
-    timing = Timing(summarize_latency(latencies), details.get("wall_s"))
+    data = SourceData.of(scenario)
+    latencies = record_latencies_ms(data, deliveries, t0)
+    timing = Timing(summarize_latency(latencies), details.get("wall_s"), record_throughput(data, deliveries, t0))
     sink_deliveries = [[d.batch, list(d.start), list(d.end), round((d.seen_s - t0) * 1000.0, 3)]
                        for d in deliveries]
     return build_outcome(scenario, storage, observer, error, backend=BACKEND, timing=timing,

@@ -31,7 +31,7 @@ from reference.scenario import Fault, Scenario
 from reference.storage import LocalStorage, Storage
 from reference.supervisor import Supervisor
 
-from .plan import InputFiles, build_query, output_mode, sink_row
+from .plan import InputFiles, build_query, output_mode, sink_row, stream_settings
 from .sink import FileSink
 from .spark_checkpoint import BatchInfo, SparkCheckpoint
 from .support import FaultSite, describe_failure, fault_site
@@ -213,13 +213,12 @@ class NativeRun:
 
     def start(self, life: int) -> Any:
         task_faults = [(self.faults.index_of(f), f) for f in self.pending("task", life)]
-        df = build_query(self.spark, self.sc, self.root, task_faults, self.run_id)
+        settings = stream_settings(self.sc, self.realtime)
+        df = build_query(self.spark, self.sc, self.root, task_faults, self.run_id, settings.source_options)
         writer = (df.writeStream.outputMode(output_mode(self.sc.operator)).foreachBatch(self.on_batch(life))
                   .option("checkpointLocation", self.checkpoint.path))
-        if self.realtime:
-            writer = writer.trigger(processingTime=f"{self.sc.engine.trigger_interval_ms} milliseconds")
-        else:
-            writer = writer.trigger(availableNow=True)
+        if settings.trigger is not None:
+            writer = writer.trigger(**settings.trigger)
         return writer.start()
 
     def wait(self, query: Any) -> BaseException | None:
