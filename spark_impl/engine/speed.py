@@ -1,6 +1,7 @@
 """Side-by-side speed measurements of the engine on this machine (issue figures; run, don't assert).
 
     python -m spark_impl.engine.speed [--rate 200] [--seconds 8] [--out results/spark-speed.json]
+                                      [--parts ablation,group,pipelining,native]
 
 Four measurements, each in one run on one SparkSession, so ratios compare
 like with like:
@@ -41,6 +42,7 @@ from reference.outcome import Outcome
 from reference.scenario import Scenario
 from reference.timing import describe_reported, reported_latency
 
+PARTS = ("ablation", "group", "pipelining", "native")
 CONFIGS: dict[str, dict[str, Any]] = {
     "baseline": {"progress": {"mode": "sync"}, "log_purge": {"mode": "inline", "min_batches_to_retain": 10}},
     "async_purge": {"progress": {"mode": "sync"}, "log_purge": {"mode": "async", "min_batches_to_retain": 10}},
@@ -89,12 +91,17 @@ def _latency_line(name: str, summary: dict[str, Any]) -> str:
     return "  " + describe_reported(f"{name:22s}", summary)
 
 
-def ablation(rate: int, seconds: float, batch_ms: int, progress: Any = print) -> dict[str, Any]:
+def ablation(rate: int, seconds: float, batch_ms: int, progress: Any = print,
+             storage_profile: str | None = None) -> dict[str, Any]:
+    """The features off, one at a time and together; ``storage_profile`` gives the checkpoint storage a real
+    store's latency (``storage_latency.py``)."""
     from . import run_spark
+    from .storage_latency import StorageLatency
     out = {}
     for name, engine in CONFIGS.items():
         scenario = running_count(f"ablation-{name}", rate, seconds, engine, batch_ms=batch_ms)
-        out[name] = _summary(run_spark(scenario).outcome)
+        latency = StorageLatency(storage_profile, scenario.seed) if storage_profile else None
+        out[name] = _summary(run_spark(scenario, storage_latency=latency).outcome)
         progress(_latency_line(name, out[name]))
     for name in CONFIGS:
         out[name]["p50_vs_baseline"] = p50_ratio(out[name], out["baseline"])
@@ -208,25 +215,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[16]",
                         help="Spark master (default local[16]: the pipelining runs need two slots per partition "
                              "with a job per batch; slow tasks sleep, so slots beyond the cores cost no CPU)")
+    parser.add_argument("--storage-profile", default=None, metavar="NAME",
+                        help="ablation: the engine's checkpoint storage latency (local_disk, hdfs, object_store)")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"which measurements to run, of {', '.join(PARTS)} (default: all)")
     parser.add_argument("--out", default="results/spark-speed.json")
     args = parser.parse_args(argv)
+    parts = [p for p in args.parts.split(",") if p]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        parser.error(f"--parts: unknown measurement {unknown[0]!r}; expected some of {', '.join(PARTS)}")
     from spark_impl.session import session
     spark = session(args.master)
     spark.sparkContext.parallelize(range(4), 2).count()  # start the Python workers before measuring
     prob, extra, seed = args.straggler.split(",")
     report: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds, "master": spark.sparkContext.master}
-    print(f"ablation: running count at {args.rate} records/s for {args.seconds} s per configuration")
     report["batch_ms"] = args.batch_ms
-    report["ablation"] = ablation(args.rate, args.seconds, args.batch_ms)
-    print(f"group scheduling: every feature on, {args.group_batch_ms} ms batches, G=1 against G={args.group}")
-    report["group"] = grouped(args.rate, args.seconds, args.group_batch_ms, args.group)
-    print(f"pipelining: {args.batches} batches, {args.partitions} partitions, depth {args.depth}, "
-          f"stragglers {args.straggler}")
-    report["pipelining"] = pipelining(args.batches, (float(prob), float(extra), int(seed)),
-                                      (1, args.pipeline_group), args.partitions, args.depth)
-    print("native Structured Streaming, same running count")
-    report["native"] = native(args.rate, args.seconds, args.batch_ms)
-    if report["native"] is not None:
+    if "ablation" in parts:
+        print(f"ablation: running count at {args.rate} records/s for {args.seconds} s per configuration")
+        report["storage_profile"] = args.storage_profile
+        report["ablation"] = ablation(args.rate, args.seconds, args.batch_ms, storage_profile=args.storage_profile)
+    if "group" in parts:
+        print(f"group scheduling: every feature on, {args.group_batch_ms} ms batches, G=1 against G={args.group}")
+        report["group"] = grouped(args.rate, args.seconds, args.group_batch_ms, args.group)
+    if "pipelining" in parts:
+        print(f"pipelining: {args.batches} batches, {args.partitions} partitions, depth {args.depth}, "
+              f"stragglers {args.straggler}")
+        report["pipelining"] = pipelining(args.batches, (float(prob), float(extra), int(seed)),
+                                          (1, args.pipeline_group), args.partitions, args.depth)
+    if "native" in parts:
+        print("native Structured Streaming, same running count and arrivals, default trigger, all available input")
+        report["native"] = native(args.rate, args.seconds, args.batch_ms)
+    if "ablation" in report and report.get("native") is not None:
         report["engine_p50_vs_native"] = p50_ratio(report["ablation"]["baseline"], report["native"])
         print(f"engine baseline p50 / native p50: {report['engine_p50_vs_native']} (None: a run was backlogged)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
