@@ -51,7 +51,7 @@ def simulate_point(point: Point, scenario: dict[str, Any] | None = None, *, trac
     from sim import simulate
     from sim.cost_model import resolve_profile, with_storage_profile
     sc = Scenario.from_dict(scenario if scenario is not None else point.scenario)
-    profile = point.profile
+    profile: Any = point.profile
     if point.extra.get("storage_profile") is not None:
         profile = with_storage_profile(resolve_profile(profile), point.extra["storage_profile"])
     return simulate(sc, profile, mode=point.sim_mode, trace_enabled=trace)

@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 
 from reference.backend import BackendError
-from reference.storage_profiles import STORAGE_PROFILE_ALIASES, STORAGE_PROFILES, StorageProfileError, storage_profile
+from reference.storage_profiles import (
+    STORAGE_PROFILE_ALIASES,
+    STORAGE_PROFILES,
+    StorageProfile,
+    StorageProfileError,
+    storage_profile,
+)
 
 from .random_draws import Draws
 
@@ -43,24 +49,6 @@ class ProfileError(BackendError, ValueError):
     def __init__(self, parameter: str, message: str):
         super().__init__(f"cost profile parameter {parameter}: {message}")
         self.parameter = parameter
-
-
-@dataclass(frozen=True)
-class StorageProfile:
-    """Latencies of the durable storage service, per operation (SPEC section 3's checkpoint FS).
-
-    A write of ``n`` bytes takes ``small_write_ms + n / (bandwidth_mb_per_s * 1e6) * 1000``;
-    every atomic create (temp file then rename) adds ``rename_ms``. Each latency is
-    multiplied by a log-normal jitter factor with shape ``jitter_sigma``.
-    """
-
-    small_write_ms: float     # create + close of a small file
-    rename_ms: float          # the rename that makes a write atomic (S3: copy + delete)
-    list_ms: float            # one directory listing
-    delete_ms: float          # one file delete
-    read_ms: float            # open + first byte of a read
-    bandwidth_mb_per_s: float  # large transfers, reads and writes
-    jitter_sigma: float       # log-normal shape of per-operation jitter (0: none)
 
 
 @dataclass(frozen=True)
@@ -188,8 +176,11 @@ def profile_from_dict(raw: dict[str, Any]) -> Profile:
         storage_raw = STORAGE_PRESETS[storage_raw]
     if not isinstance(storage_raw, dict):
         raise ProfileError("storage", "missing or not an object")
-    storage = StorageProfile(**{f.name: _number(storage_raw, f.name, f"storage.{f.name}")
-                                for f in fields(StorageProfile)})
+    try:   # the storage parameters are reference.storage_profiles.StorageProfile's, shared with the engine
+        storage = StorageProfile(**{f.name: _number(storage_raw, f.name, f"storage.{f.name}")
+                                    for f in fields(StorageProfile)})
+    except StorageProfileError as exc:
+        raise ProfileError(f"storage.{exc.parameter}", str(exc)) from None
     values: dict[str, Any] = {}
     for f in fields(Profile):
         if f.name in ("name", "storage"):
@@ -258,4 +249,4 @@ def with_storage_profile(profile: Profile, name: str) -> Profile:
         named = storage_profile(name)
     except StorageProfileError as exc:
         raise ProfileError("storage_profile", str(exc)) from None
-    return replace(profile, storage=StorageProfile(**named.to_dict()))
+    return replace(profile, storage=named)
