@@ -188,11 +188,12 @@ class Throughput:
 def summarize_throughput(created_ms: Sequence[float], visible_ms: Sequence[float]) -> Throughput | None:
     """Throughput of one run from each record's creation and first visibility (in the same order).
 
-    None when fewer than two records were delivered, or all were created at once (no rate to measure).
+    None when fewer than two records were delivered, or all were created at once, or all became visible at
+    once (one batch delivered everything): there is no rate to measure.
     """
     assert len(created_ms) == len(visible_ms), "one visibility time per created record"
     n = len(created_ms)
-    if n < 2 or max(created_ms) == min(created_ms):
+    if n < 2 or max(created_ms) == min(created_ms) or max(visible_ms) == min(visible_ms):
         return None
     input_rate = n / ((max(created_ms) - min(created_ms)) / 1000.0)
     processed_rate = n / max((max(visible_ms) - min(visible_ms)) / 1000.0, 1e-9)
