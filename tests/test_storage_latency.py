@@ -161,3 +161,11 @@ def test_a_stateful_run_on_the_object_store_profile_passes_every_oracle(spark, t
     driver_ops = storage["driver"]["operations"]
     assert driver_ops["write"]["count"] >= 2 * len(outcome.batches)   # offsets/b and commits/b at least
     assert storage["driver"]["total_ms"] > 0 and storage["tasks_ms"] > 0
+
+
+def test_a_driver_process_is_told_the_profile_and_seeds_it_with_the_scenario_seed(tmp_path):
+    from spark_impl.engine.driver_process import _child_command
+    cmd = _child_command(tmp_path / "scenario.json", tmp_path, 0, None, True, 1, None,
+                         StorageLatency("hdfs", 3))
+    assert cmd[cmd.index("--storage-profile") + 1] == "hdfs"
+    assert "--storage-profile" not in _child_command(tmp_path / "scenario.json", tmp_path, 0, None, True, 1, None)
