@@ -2,6 +2,7 @@
 
     lightspeed validate SCENARIO.json
     lightspeed run SCENARIO.json --backend reference [--out OUTCOME.json] [--checkpoint DIR [--overwrite]]
+                   [--storage-profile local_disk|hdfs|object_store]
     lightspeed check OUTCOME.json --scenario SCENARIO.json [--checkpoint DIR]
     lightspeed explore SCENARIO.json [--depth 2] [--workers N] [--out REPORT.json]
     lightspeed diff SCENARIO.json --backends reference,sim [--out DIR]
@@ -52,11 +53,12 @@ from reference.oracles import check_outcome, failures
 from reference.outcome import OutcomeError
 from reference.scenario import Scenario, ScenarioError, load_scenario
 from reference.storage import CheckpointFormatError
+from reference.storage_profiles import STORAGE_PROFILES, StorageProfileError
 
 DEFAULT_DIFF_BACKENDS = "reference,sim"
 DEFAULT_DEMO_BACKENDS = "reference,sim,spark"
 BAD_INPUT_ERRORS = (ScenarioError, OutcomeError, BackendError, UnknownBackend, BackendListError, ExperimentError,
-                    CheckpointDirError, InputFileError, ZooError)
+                    CheckpointDirError, InputFileError, ZooError, StorageProfileError)
 
 
 # ------------------------------------------------------------------ commands
@@ -73,7 +75,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
     """The options given on the command line (each backend refuses those it does not take)."""
-    given = {name: getattr(args, name, None) for name in ("profile", "master", "workdir", "crash", "group")}
+    given = {name: getattr(args, name, None)
+             for name in ("profile", "master", "workdir", "crash", "group", "storage_profile")}
     return RunOptions(**{k: v for k, v in given.items() if v is not None})
 
 
@@ -208,6 +211,13 @@ def _spark_options(p: argparse.ArgumentParser) -> None:
                         "is local[2]); on a cluster every worker must reach the checkpoint path")
 
 
+def _storage_profile_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--storage-profile", default=None, metavar="NAME",
+                   help=f"the checkpoint storage's latency ({', '.join(STORAGE_PROFILES)}): the spark engine "
+                        "sleeps each checkpoint operation's seeded draw from the named profile, on the driver "
+                        "and in the tasks; the sim charges the same profile on its clock")
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The top-level parser and each subcommand's parser by name."""
     parser = argparse.ArgumentParser(
@@ -249,6 +259,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="spark backend: run G consecutive batches per Spark job (group scheduling, as in "
                         "Drizzle); needs a task slot per state partition (the backend's default: 1, a job per "
                         "batch)")
+    _storage_profile_option(p)
 
     p = subs["check"] = _sub(sub, "check", "judge an outcome from any backend with every oracle (exit 0 iff all hold)",
                              "Judge an outcome file from any backend with every oracle of SPEC section 5 (and the "
@@ -288,6 +299,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                         "DIR/checkpoint-<backend>/")
     p.add_argument("--profile", default=None, help="sim backend: a cost-model profile (shipped name or JSON file)")
     _spark_options(p)
+    _storage_profile_option(p)
 
     p = subs["demo"] = _sub(sub, "demo", "the README's main job: a crash replayed on every backend, judged and "
                                          "compared; the explorer; the quick offset-management experiment",

@@ -2,6 +2,7 @@
 
     lightspeed experiment list
     lightspeed experiment NAME [--backend sim|spark|spark-native] [--quick] [--seeds N] [--out DIR]
+                               [--storage-profile local_disk|hdfs|object_store]
                                [--master URL | --no-spark | --executor inline] [--workers N]
     lightspeed experiment NAME --reproduce RESULTS.json [--point ID]
 
@@ -65,6 +66,10 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--point-timeout", type=float, default=None, metavar="SECONDS",
                    help="a point on a spark backend that runs longer fails, and the backend's remaining points "
                         "are not run (default: the experiment's, 180 s to 900 s)")
+    p.add_argument("--storage-profile", default=None, metavar="NAME",
+                   help="every point's checkpoint storage latency, a reference.storage_profiles name (local_disk, "
+                        "hdfs, object_store): the spark engine sleeps it, the sim charges it; results go to "
+                        "BACKEND-MODE-NAME")
     p.add_argument("--reproduce", metavar="RESULTS.json", default=None,
                    help="re-run the points of a results file and say whether every number is the same")
     p.add_argument("--point", action="append", default=None, metavar="ID",
@@ -90,7 +95,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                      out_dir=Path(args.out) if args.out else None,
                      executor="processes" if args.no_spark else args.executor,
                      master=args.master or DEFAULT_MASTER, workers=args.workers, figures=not args.no_figures,
-                     quiet=args.quiet, backend_master=args.master, point_timeout_s=args.point_timeout)
+                     quiet=args.quiet, backend_master=args.master, point_timeout_s=args.point_timeout,
+                     storage_profile=args.storage_profile)
     result = run_experiment(args.name, ctx)
     print_result(result)
     return result.exit_code
@@ -125,7 +131,8 @@ def reproduce_results(name: str, version: str, results_path: str, point_ids: lis
 def print_result(result: ExperimentResult, indent: str = "") -> None:
     """The experiment's report against its claim, failed points, sanity checks and the files written."""
     exp, ctx = result.experiment, result.ctx
-    out: list[str] = [f"== {exp.describe()}  [{ctx.backend}, {ctx.mode}]"]
+    storage = f", checkpoint storage {ctx.storage_profile}" if ctx.storage_profile else ""
+    out: list[str] = [f"== {exp.describe()}  [{ctx.backend}, {ctx.mode}{storage}]"]
     if exp.claim:
         out.append(f"   claim under test: {exp.claim}")
     if result.unavailable:

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 def point_options(point: Point, **options: Any) -> RunOptions:
     """The ``RunOptions`` of a point: its profile, its simulator mode (for a backend that has modes), its master
-    (``extra["master"]``), and ``options`` given as not None. A backend refuses what it does not take."""
+    (``extra["master"]``), its checkpoint storage profile (``extra["storage_profile"]``), and ``options`` given
+    as not None. A backend refuses what it does not take."""
     fields: dict[str, Any] = {}
     if point.profile is not None:
         fields["profile"] = point.profile
@@ -32,6 +33,8 @@ def point_options(point: Point, **options: Any) -> RunOptions:
         fields["sim_mode"] = point.sim_mode
     if point.extra.get("master") is not None:
         fields["master"] = point.extra["master"]
+    if point.extra.get("storage_profile") is not None:
+        fields["storage_profile"] = point.extra["storage_profile"]
     fields.update({k: v for k, v in options.items() if v is not None})
     return RunOptions(**fields)
 
@@ -46,5 +49,9 @@ def simulate_point(point: Point, scenario: dict[str, Any] | None = None, *, trac
     """Simulate the point's scenario (or ``scenario``) with its profile and mode; the whole ``sim.Simulation``,
     with its trace when ``trace``."""
     from sim import simulate
+    from sim.cost_model import resolve_profile, with_storage_profile
     sc = Scenario.from_dict(scenario if scenario is not None else point.scenario)
-    return simulate(sc, point.profile, mode=point.sim_mode, trace_enabled=trace)
+    profile: Any = point.profile
+    if point.extra.get("storage_profile") is not None:
+        profile = with_storage_profile(resolve_profile(profile), point.extra["storage_profile"])
+    return simulate(sc, profile, mode=point.sim_mode, trace_enabled=trace)

@@ -20,7 +20,8 @@ RESULTS_ROOT = Path("results") / "experiments"
 
 
 def default_out_dir(experiment: Experiment, ctx: RunContext) -> Path:
-    return RESULTS_ROOT / experiment.name / f"{ctx.backend}-{ctx.mode}"
+    storage = f"-{ctx.storage_profile}" if ctx.storage_profile else ""
+    return RESULTS_ROOT / experiment.name / f"{ctx.backend}-{ctx.mode}{storage}"
 
 
 def write_results(path: Path, document: dict[str, Any]) -> None:

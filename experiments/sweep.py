@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from experiments import exit_codes
-from experiments.backends import BACKEND_NAMES, on_spark, require_available
+from experiments.backends import BACKEND_NAMES, get_backend, on_spark, require_available
 from experiments.execution import execute
-from experiments.experiment import EXECUTORS, Check, Experiment, ExperimentError, RunContext, json_ready
+from experiments.experiment import EXECUTORS, Check, Experiment, ExperimentError, Point, RunContext, json_ready
 from experiments.figures import draw_figures
 from experiments.provenance import environment
 from experiments.registry import get_experiment
 from experiments.results import default_out_dir, write_results
 from reference.backend import BackendUnavailable
+from reference.storage_profiles import StorageProfileError, storage_profile
 
 
 @dataclass
@@ -68,6 +69,26 @@ def validate_context(experiment: Experiment, ctx: RunContext) -> None:
         raise ExperimentError(f"unknown executor {ctx.executor!r}; expected one of {', '.join(EXECUTORS)}")
     if ctx.point_timeout_s is not None and ctx.point_timeout_s <= 0:
         raise ExperimentError(f"--point-timeout must be positive, got {ctx.point_timeout_s}")
+    if ctx.storage_profile is not None:
+        try:
+            storage_profile(ctx.storage_profile)
+        except StorageProfileError as exc:
+            raise ExperimentError(f"--storage-profile: {exc}") from None
+        try:
+            takes = "storage_profile" in get_backend(ctx.backend).options
+        except BackendUnavailable:
+            takes = True    # said when the points run
+        if not takes:
+            raise ExperimentError(f"--storage-profile: backend {ctx.backend} has no checkpoint storage latency to "
+                                  "set (the spark engine sleeps the profile, the sim charges it)")
+
+
+def with_storage_profile(points: list[Point], name: str | None) -> list[Point]:
+    """Every point with its checkpoint storage named (``extra["storage_profile"]``, which ``point_options``
+    hands to the backend), so that a results file alone reproduces it."""
+    if name is None:
+        return points
+    return [replace(p, extra={**p.extra, "storage_profile": name}) for p in points]
 
 
 def run_experiment(name: str, ctx: RunContext) -> ExperimentResult:
@@ -82,7 +103,7 @@ def run_experiment(name: str, ctx: RunContext) -> ExperimentResult:
     unavailable = None
     try:
         require_available(ctx.backend)
-        points = experiment.points(ctx)
+        points = with_storage_profile(experiment.points(ctx), ctx.storage_profile)
         ids = [p.id for p in points]
         if len(set(ids)) != len(ids):
             duplicate = next(i for i in ids if ids.count(i) > 1)
@@ -105,7 +126,7 @@ def run_experiment(name: str, ctx: RunContext) -> ExperimentResult:
     results_path = out_dir / "results.json"
     write_results(results_path, {
         "experiment": experiment.name, "version": experiment.version, "title": experiment.title,
-        "claim": experiment.claim, "backend": ctx.backend, "mode": ctx.mode,
+        "claim": experiment.claim, "backend": ctx.backend, "mode": ctx.mode, "storage_profile": ctx.storage_profile,
         "seeds": experiment.seed_list(ctx), "started_at": started_at,
         "wall_s": round(time.perf_counter() - started, 3), "environment": environment(ctx),
         "unavailable": unavailable, "summary": summary,

@@ -188,11 +188,12 @@ class Throughput:
 def summarize_throughput(created_ms: Sequence[float], visible_ms: Sequence[float]) -> Throughput | None:
     """Throughput of one run from each record's creation and first visibility (in the same order).
 
-    None when fewer than two records were delivered, or all were created at once (no rate to measure).
+    None when fewer than two records were delivered, or all were created at once, or all became visible at
+    once (one batch delivered everything): there is no rate to measure.
     """
     assert len(created_ms) == len(visible_ms), "one visibility time per created record"
     n = len(created_ms)
-    if n < 2 or max(created_ms) == min(created_ms):
+    if n < 2 or max(created_ms) == min(created_ms) or max(visible_ms) == min(visible_ms):
         return None
     input_rate = n / ((max(created_ms) - min(created_ms)) / 1000.0)
     processed_rate = n / max((max(visible_ms) - min(visible_ms)) / 1000.0, 1e-9)
@@ -206,3 +207,32 @@ def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     var = sum((x - mean_x) ** 2 for x in xs)
     return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / var if var > 0 else 0.0
+
+
+def reported_latency(latency: LatencySummary, throughput: Throughput | None) -> dict[str, Any]:
+    """What a report may say of one run's latency, by the one rule above.
+
+    A run that kept up (or whose rate cannot be judged: ``throughput`` None) reports its percentiles,
+    ``latency_ms``. A run that did not keep up is ``backlogged``: its latency measured its queue, so it
+    reports no percentiles, only the throughput numbers that say it fell behind.
+    """
+    kept_up = None if throughput is None else throughput.kept_up
+    out: dict[str, Any] = {"kept_up": kept_up, "throughput": throughput.to_dict() if throughput else None}
+    if kept_up is False:
+        out["backlogged"] = True
+        return out
+    out["backlogged"] = False
+    out["latency_ms"] = latency.to_dict()
+    return out
+
+
+def describe_reported(name: str, reported: dict[str, Any]) -> str:
+    """One line of a report: the percentiles of a run that kept up, or BACKLOGGED with its rates."""
+    if reported.get("backlogged"):
+        t = reported["throughput"]
+        return (f"{name}: BACKLOGGED (did not keep up: processed {t['processed_rows_per_s']:,.1f} of "
+                f"{t['input_rows_per_s']:,.1f} rows/s, latency grew {t['latency_growth_ms_per_s']:,.1f} ms "
+                f"per s); no latency is reported")
+    latency = reported.get("latency_ms") or {}
+    kept = {True: "kept up", None: "rate not judged"}[reported.get("kept_up")]
+    return f"{name}: p50 {latency.get('p50')} ms, p99 {latency.get('p99')} ms ({kept})"

@@ -8,7 +8,10 @@ checkpoint. Bad options are typed errors that name them, never a traceback
 for the command line to show: a malformed cost profile raises
 ``cost_model.ProfileError`` naming the parameter, an unknown ``sim_mode``
 raises ``simulation.SimModeError``; both are ``BackendError``s (and
-``ValueError``s). Any other option is refused with ``OptionRefused``.
+``ValueError``s). ``storage_profile`` replaces the cost profile's checkpoint
+storage with a named ``reference.storage_profiles`` profile, the one the
+Spark engine sleeps under the same name. Any other option is refused with
+``OptionRefused``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ class SimBackend:
     """The SimPy cluster simulator: timed, with a cost profile; data mode (real records) or volume mode."""
 
     name = "sim"
-    options: frozenset[str] = frozenset({"profile", "sim_mode"})
+    options: frozenset[str] = frozenset({"profile", "sim_mode", "storage_profile"})
     timed = True
     snapshot_formats: dict[str, SnapshotReader] = {}   # the simulator writes the reference's snapshots
 
@@ -40,5 +43,9 @@ class SimBackend:
         """Simulate ``scenario`` to the end: the outcome, and the checkpoint in data mode (None in volume mode)."""
         refuse_unknown_options(self, options)
         from .simulation import simulate   # simpy and numpy are imported only to run
-        sim = simulate(scenario, options.profile, mode=options.sim_mode, trace_enabled=False)
+        profile = options.profile
+        if options.storage_profile is not None:   # the checkpoint storage of the engine's --storage-profile
+            from .cost_model import resolve_profile, with_storage_profile
+            profile = with_storage_profile(resolve_profile(profile), options.storage_profile)
+        sim = simulate(scenario, profile, mode=options.sim_mode, trace_enabled=False)
         return RunResult(sim.outcome(), sim.storage if sim.mode == "data" else None)

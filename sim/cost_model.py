@@ -20,12 +20,19 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
 from reference.backend import BackendError
+from reference.storage_profiles import (
+    STORAGE_PROFILE_ALIASES,
+    STORAGE_PROFILES,
+    StorageProfile,
+    StorageProfileError,
+    storage_profile,
+)
 
 from .random_draws import Draws
 
@@ -42,24 +49,6 @@ class ProfileError(BackendError, ValueError):
     def __init__(self, parameter: str, message: str):
         super().__init__(f"cost profile parameter {parameter}: {message}")
         self.parameter = parameter
-
-
-@dataclass(frozen=True)
-class StorageProfile:
-    """Latencies of the durable storage service, per operation (SPEC section 3's checkpoint FS).
-
-    A write of ``n`` bytes takes ``small_write_ms + n / (bandwidth_mb_per_s * 1e6) * 1000``;
-    every atomic create (temp file then rename) adds ``rename_ms``. Each latency is
-    multiplied by a log-normal jitter factor with shape ``jitter_sigma``.
-    """
-
-    small_write_ms: float     # create + close of a small file
-    rename_ms: float          # the rename that makes a write atomic (S3: copy + delete)
-    list_ms: float            # one directory listing
-    delete_ms: float          # one file delete
-    read_ms: float            # open + first byte of a read
-    bandwidth_mb_per_s: float  # large transfers, reads and writes
-    jitter_sigma: float       # log-normal shape of per-operation jitter (0: none)
 
 
 @dataclass(frozen=True)
@@ -124,14 +113,12 @@ class Profile:
         return self.straggler_slowdown if uniform < self.straggler_probability else 1.0
 
 
-# Storage presets a profile may name instead of giving ``storage`` in full.
+# Storage presets a profile may name instead of giving ``storage`` in full: the named profiles of
+# ``reference.storage_profiles`` (one table, shared with the Spark engine's ``--storage-profile``), under
+# their own names and their aliases (``s3`` is ``object_store``).
 STORAGE_PRESETS: dict[str, dict[str, float]] = {
-    "local_disk": {"small_write_ms": 2.0, "rename_ms": 0.5, "list_ms": 0.5, "delete_ms": 0.3,
-                   "read_ms": 0.3, "bandwidth_mb_per_s": 500.0, "jitter_sigma": 0.1},
-    "hdfs": {"small_write_ms": 10.0, "rename_ms": 5.0, "list_ms": 5.0, "delete_ms": 5.0,
-             "read_ms": 5.0, "bandwidth_mb_per_s": 200.0, "jitter_sigma": 0.2},
-    "s3": {"small_write_ms": 40.0, "rename_ms": 60.0, "list_ms": 80.0, "delete_ms": 30.0,
-           "read_ms": 25.0, "bandwidth_mb_per_s": 100.0, "jitter_sigma": 0.3},
+    **{name: profile.to_dict() for name, profile in STORAGE_PROFILES.items()},
+    **{alias: STORAGE_PROFILES[name].to_dict() for alias, name in STORAGE_PROFILE_ALIASES.items()},
 }
 
 # Parameters a profile may leave out, with the value that keeps the behaviour of profiles written before them.
@@ -195,8 +182,11 @@ def profile_from_dict(raw: dict[str, Any]) -> Profile:
         storage_raw = STORAGE_PRESETS[storage_raw]
     if not isinstance(storage_raw, dict):
         raise ProfileError("storage", "missing or not an object")
-    storage = StorageProfile(**{f.name: _number(storage_raw, f.name, f"storage.{f.name}")
-                                for f in fields(StorageProfile)})
+    try:   # the storage parameters are reference.storage_profiles.StorageProfile's, shared with the engine
+        storage = StorageProfile(**{f.name: _number(storage_raw, f.name, f"storage.{f.name}")
+                                    for f in fields(StorageProfile)})
+    except StorageProfileError as exc:
+        raise ProfileError(f"storage.{exc.parameter}", str(exc)) from None
     values: dict[str, Any] = {}
     for f in fields(Profile):
         if f.name in ("name", "storage"):
@@ -262,3 +252,13 @@ def resolve_profile(profile: Profile | dict[str, Any] | str | None) -> Profile:
         raise ProfileError("<profile>", f"expected a shipped profile name, a path, a profile document or a "
                                         f"Profile, got {type(profile).__name__}")
     return load_profile(profile)
+
+
+def with_storage_profile(profile: Profile, name: str) -> Profile:
+    """``profile`` with its checkpoint storage replaced by the named ``reference.storage_profiles`` profile
+    (what ``--storage-profile`` gives the Spark engine); ``ProfileError`` naming an unknown one."""
+    try:
+        named = storage_profile(name)
+    except StorageProfileError as exc:
+        raise ProfileError("storage_profile", str(exc)) from None
+    return replace(profile, storage=named)

@@ -14,7 +14,7 @@ import numpy as np
 
 from reference.storage import DurableStorage
 
-from .cost_model import StorageProfile
+from reference.storage_profiles import StorageProfile
 from .random_draws import Draws
 
 
@@ -42,7 +42,7 @@ class StorageService:
 
     # ------------------------------------------------------------- costs
     def transfer_ms(self, size_bytes: float) -> float:
-        return size_bytes / (self.profile.bandwidth_mb_per_s * 1e6) * 1000.0
+        return self.profile.transfer_ms(size_bytes)
 
     def atomic_write_ms(self, size_bytes: float, jitter: float | None = None) -> float:
         """Write to a temporary name, then rename (HDFS-style atomic create).

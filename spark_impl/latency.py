@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from reference.sources import SourceData
-from reference.timing import first_visible_ms
+from reference.timing import Throughput, first_visible_ms, summarize_throughput
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,21 @@ class SinkDelivery:
 
 def record_latencies_ms(data: SourceData, deliveries: Iterable[SinkDelivery], t0: float) -> list[float]:
     """Each delivered record's latency: its first visibility (ms since ``t0``) minus its creation."""
+    created, visible = delivered_times_ms(data, deliveries, t0)
+    return [seen - born for born, seen in zip(created, visible)]
+
+
+def delivered_times_ms(data: SourceData, deliveries: Iterable[SinkDelivery],
+                       t0: float) -> tuple[list[float], list[float]]:
+    """Each delivered record's creation and first visibility (ms since ``t0``), in the same order."""
     first = first_visible_ms(_record_deliveries(data, deliveries, t0))
-    return [seen_ms - data.partitions[sp][offset].arrival_ms for (sp, offset), seen_ms in first.items()]
+    created = [float(data.partitions[sp][offset].arrival_ms) for sp, offset in first]
+    return created, list(first.values())
+
+
+def record_throughput(data: SourceData, deliveries: Iterable[SinkDelivery], t0: float) -> Throughput | None:
+    """Whether the run kept up with its input: ``reference.timing.summarize_throughput``, the one rule."""
+    return summarize_throughput(*delivered_times_ms(data, deliveries, t0))
 
 
 def _record_deliveries(data: SourceData, deliveries: Iterable[SinkDelivery],

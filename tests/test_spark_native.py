@@ -267,7 +267,8 @@ def test_operator_boundaries_give_spark_s_own_rows_and_watermarks(spark, tmp_pat
 @pytest.mark.spark
 @pytest.mark.slow
 def test_realtime_run_reports_end_to_end_latency(spark, tmp_path):
-    """Paced input: batch b's file appears when its last record arrives; latency is creation to sink commit."""
+    """Paced input: batch b's file appears when its last record arrives; latency is creation to sink commit;
+    Spark runs under its default trigger and reads all available input."""
     d = native_dict("aggregate", source={"kind": "rate", "partitions": 2, "keys": 10, "rows_per_second": 40,
                                          "duration_s": 3, "batch_ms": 1000})
     scenario = Scenario.from_dict(d)
@@ -276,7 +277,10 @@ def test_realtime_run_reports_end_to_end_latency(spark, tmp_path):
     latency = outcome.latency()
     assert latency.p50 is not None and latency.p99 is not None and latency.max is not None
     assert latency.count == 120 and 0 < latency.p50 <= latency.p99 <= latency.max
-    assert outcome.details["native"]["batch_duration_ms"]["count"] == 3
+    # Spark reads every file that has arrived at each trigger (the fair baseline), so a slow batch may take
+    # several seconds' files: how many batches ran depends on the machine, never more than one per file
+    assert 1 <= outcome.details["native"]["batch_duration_ms"]["count"] <= 3
+    assert outcome.timing is not None and outcome.timing.throughput is not None   # judged: kept up or backlogged
 
 
 # ------------------------------------------------------------- refusals

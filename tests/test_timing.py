@@ -45,3 +45,9 @@ def test_a_run_with_a_steady_latency_kept_up_and_one_whose_latency_grows_did_not
 def test_throughput_needs_two_records_created_apart():
     assert summarize_throughput([], []) is None
     assert summarize_throughput([5.0, 5.0], [9.0, 9.0]) is None
+
+
+def test_a_run_that_delivered_everything_at_once_has_no_processed_rate_to_judge():
+    # one batch held every record (a cold query's first batch drained the whole input): not "kept up"
+    created = [i * 10.0 for i in range(100)]
+    assert summarize_throughput(created, [20_000.0] * 100) is None

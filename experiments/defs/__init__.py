@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 
 from experiments.stats import percentile
 from reference.outcome import Outcome, ProgressEvent
+from reference.timing import reported_latency
 
 # a traced step shorter than this did nothing (a maintenance round with no snapshot due); traces
 # record start times to the microsecond, so an empty step can show up to half a microsecond
@@ -75,19 +76,22 @@ def check_outcome_ok(outcome: Outcome) -> None:
 
 def latency_metrics(outcome: Outcome) -> dict[str, Any]:
     """End-to-end latency (creation to first visibility at the sink) percentiles of an outcome, in ms, and how
-    many records they summarise."""
+    many records they summarise; whether the run kept up with its input (``reference.timing``'s one rule).
+    A run that did not keep up is ``backlogged``: its percentiles are None (its latency measured its queue),
+    and its rates say how far behind it fell."""
     if outcome.timing is None:
         raise RuntimeError(f"backend {outcome.backend} reported no timing; this experiment needs a timed backend")
     latency, throughput = outcome.timing.latency_ms, outcome.timing.throughput
-    metrics: dict[str, Any] = {"latency_p50": latency.p50, "latency_p90": latency.p90, "latency_p99": latency.p99,
-                               "latency_max": latency.max, "latency_count": latency.count}
-    # Whether the run kept up with its input (reference/timing.py's one rule); None when it cannot be told
-    # (fewer than two records, or all created at once). A point that did not keep up is reported as backlogged.
-    metrics["kept_up"] = throughput.kept_up if throughput else None
-    metrics["input_rows_per_s"] = throughput.input_rows_per_s if throughput else None
-    metrics["processed_rows_per_s"] = throughput.processed_rows_per_s if throughput else None
-    metrics["latency_growth_ms_per_s"] = throughput.latency_growth_ms_per_s if throughput else None
-    return metrics
+    reported = reported_latency(latency, throughput)
+    out: dict[str, Any] = {"latency_p50": latency.p50, "latency_p90": latency.p90, "latency_p99": latency.p99,
+                           "latency_max": latency.max, "latency_count": latency.count,
+                           "kept_up": reported["kept_up"], "backlogged": reported["backlogged"]}
+    # the rates behind the verdict, None when it cannot be told (fewer than two records, or all at once)
+    out.update({k: getattr(throughput, k) if throughput else None
+                for k in ("input_rows_per_s", "processed_rows_per_s", "latency_growth_ms_per_s")})
+    if reported["backlogged"]:
+        out.update({key: None for key in ("latency_p50", "latency_p90", "latency_p99", "latency_max")})
+    return out
 
 
 def batch_ms(entry: ProgressEvent) -> float:

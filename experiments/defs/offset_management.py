@@ -188,7 +188,10 @@ def rates_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         entry = rates.setdefault(str(rate), {})
         entry[config] = {"p50": over_seeds(group_records, "latency_p50"),
                          "p99": over_seeds(group_records, "latency_p99"),
-                         "batch_ms": over_seeds(group_records, "batch_ms_mean")}
+                         "batch_ms": over_seeds(group_records, "batch_ms_mean"),
+                         # seeds whose run did not keep up: they report no latency (reference.timing)
+                         "backlogged": sum(1 for r in group_records if r["metrics"].get("backlogged")),
+                         "seeds": len(group_records)}
     for entry in rates.values():
         base = _median(entry, "baseline", "p50")
         for config in CONFIGS:
@@ -210,12 +213,15 @@ def _table(rates: dict[str, Any]) -> list[str]:
             claimed = CLAIMED_CUT.get(config)
             cut = entry[config].get("cut_p50") if config != "baseline" else None
             batch_cut = entry[config].get("cut_batch") if config != "baseline" else None
-            lines.append(f"{int(float(rate)):>10,}  {config:<16} {fmt_ms(_median(entry, config, 'p50')):>9} "
-                         f"{fmt_ms(_median(entry, config, 'p99')):>9}  "
+            lines.append(f"{int(float(rate)):>10,}  {config:<16} {_latency_cell(entry, config, 'p50'):>9} "
+                         f"{_latency_cell(entry, config, 'p99'):>9}  "
                          f"{fmt_pct(-cut) if cut is not None else '':>8}  "
                          f"{fmt_pct(-claimed) if claimed else '':>7}  "
                          f"{fmt_ms(_median(entry, config, 'batch_ms')):>8}  "
                          f"{fmt_pct(-batch_cut) if batch_cut is not None else '':>9}")
+    if any(e.get("backlogged") for entry in rates.values() for e in entry.values()):
+        lines.append("BACKLOGGED: a run that did not keep up with its input (reference.timing: processed rate "
+                     "and latency growth) reports no latency; its cut is not taken")
     return lines
 
 
@@ -265,6 +271,14 @@ def _published_ranges(ax: Any, configs: list[str]) -> None:
 
 def _median(entry: dict[str, Any], config: str, metric: str) -> float | None:
     return entry.get(config, {}).get(metric, {}).get("median")
+
+
+def _latency_cell(entry: dict[str, Any], config: str, metric: str) -> str:
+    """A latency in the report, or ``backlogged`` when no seed of the configuration kept up."""
+    value = _median(entry, config, metric)
+    if value is None and entry.get(config, {}).get("backlogged"):
+        return "backlogged"
+    return fmt_ms(value)
 
 
 def _not_above(name: str, value: float | None, bound: float | None, slack: float) -> Check:

@@ -12,6 +12,7 @@ from ..session import missing
 from ..snapshot_reader import SNAPSHOT_FORMAT, read_manifest_snapshot
 from .driver_process import run_spark_processes
 from .run import BACKEND, run_spark
+from .storage_latency import StorageLatency
 
 CRASH_MODES = ("in-process", "process")
 
@@ -21,11 +22,15 @@ class SparkEngineBackend:
 
     ``crash="process"`` kills the driver process at a ``driver_crash`` and
     restarts it (``driver_process.py``); the default drops the incarnation and
-    restarts in the same process and SparkSession.
+    restarts in the same process and SparkSession. ``storage_profile`` names a
+    ``reference.storage_profiles`` profile whose latencies every checkpoint
+    operation sleeps, on the driver and in the tasks, seeded by the scenario's
+    seed (``storage_latency.py``); an unknown name is refused naming it.
     """
 
     name = BACKEND
-    options: frozenset[str] = frozenset({"master", "workdir", "crash", "group", "straggler", "pace"})
+    options: frozenset[str] = frozenset({"master", "workdir", "crash", "group", "straggler", "pace",
+                                          "storage_profile"})
     timed = True
     snapshot_formats: dict[str, SnapshotReader] = {SNAPSHOT_FORMAT: read_manifest_snapshot}
 
@@ -36,9 +41,12 @@ class SparkEngineBackend:
         refuse_unknown_options(self, options)
         if options.crash not in CRASH_MODES:
             raise ValueError(f"crash mode {options.crash!r}: expected one of {', '.join(CRASH_MODES)}")
+        latency = None if options.storage_profile is None else \
+            StorageLatency(options.storage_profile, scenario.seed)
         if options.crash == "process":
             workdir = options.workdir or tempfile.mkdtemp(prefix="lightspeed-spark-")
             return run_spark_processes(scenario, workdir, master=options.master, pace=options.pace,
-                                       group=options.group, straggler=options.straggler)
+                                       group=options.group, straggler=options.straggler,
+                                       storage_latency=latency)
         return run_spark(scenario, master=options.master, workdir=options.workdir, pace=options.pace,
-                         straggler=options.straggler, group=options.group)
+                         straggler=options.straggler, group=options.group, storage_latency=latency)

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from ..latency import SinkDelivery
 from .locality import Placement
+from .storage_latency import StorageLatency
 
 
 @dataclass
@@ -27,6 +28,8 @@ class EngineContext:
     on_step: Callable[[str], None] | None = None   # called after each driver step (journal for SIGKILL mode)
     straggler: tuple[float, float, int] | None = None  # synthetic slow tasks: (probability, extra ms, seed)
     group: int = 1                       # batches per Spark job (group scheduling when > 1)
+    storage_latency: StorageLatency | None = None  # checkpoint storage sleeps this profile's latencies
+    driver_storage: Any = None           # the driver's checkpoint storage (with its latency, if any)
     jobs: int = 0                        # Spark jobs submitted (every incarnation)
     placement: Placement = field(init=False)   # where each partition ran last (preferred locations)
 

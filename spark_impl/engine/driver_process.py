@@ -40,6 +40,7 @@ from ..session import SparkUnavailable, session
 from .context import EngineContext
 from .journal import Journal
 from .run import SparkRun, engine_outcome, run_details
+from .storage_latency import StorageLatency, with_latency
 
 OUTCOME = "outcome.json"
 STDERR_TAIL_LINES = 15
@@ -56,7 +57,8 @@ def _each_driver_plans_its_own(_storage: Storage, _mode: str, source_partitions:
 
 
 def run_spark_processes(scenario: Scenario, workdir: str, *, master: str | None = None, pace: bool = True,
-                        group: int = 1, straggler: tuple[float, float, int] | None = None) -> RunResult:
+                        group: int = 1, straggler: tuple[float, float, int] | None = None,
+                        storage_latency: StorageLatency | None = None) -> RunResult:
     """Run ``scenario`` with one driver process per life; the outcome lists how each driver process ended."""
     base = Path(workdir)
     base.mkdir(parents=True, exist_ok=True)
@@ -68,7 +70,7 @@ def run_spark_processes(scenario: Scenario, workdir: str, *, master: str | None 
                             Observer(), plan_restart_fn=_each_driver_plans_its_own)
     processes: list[dict[str, Any]] = []
     for life, _restart in supervisor.lives():
-        cmd = _child_command(scenario_path, base, life, master, pace, group, straggler)
+        cmd = _child_command(scenario_path, base, life, master, pace, group, straggler, storage_latency)
         child = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if child.returncode == -signal.SIGKILL:
             processes.append({"life": life, "ended": "killed (SIGKILL)"})
@@ -89,7 +91,8 @@ def run_spark_processes(scenario: Scenario, workdir: str, *, master: str | None 
 
 
 def _child_command(scenario_path: Path, base: Path, life: int, master: str | None, pace: bool, group: int,
-                   straggler: tuple[float, float, int] | None) -> list[str]:
+                   straggler: tuple[float, float, int] | None, storage_latency: StorageLatency | None = None
+                   ) -> list[str]:
     cmd = [sys.executable, "-m", "spark_impl.engine.driver_process", "--child", str(scenario_path),
            "--workdir", str(base), "--life", str(life)]
     if master:
@@ -100,6 +103,8 @@ def _child_command(scenario_path: Path, base: Path, life: int, master: str | Non
         cmd += ["--group", str(group)]
     if straggler is not None:
         cmd += ["--straggler", ",".join(str(x) for x in straggler)]
+    if storage_latency is not None:
+        cmd += ["--storage-profile", storage_latency.profile]   # seeded by the scenario's seed, as here
     return cmd
 
 
@@ -123,7 +128,9 @@ def child_main(args: argparse.Namespace) -> int:
         return EXIT_SPARK_UNAVAILABLE
     engine = EngineContext(spark, str(base / "checkpoint"), str(base / "coord"),
                            str(base / "local"), kill_driver=True, pace=not args.no_pace, group=args.group,
-                           straggler=_straggler(args.straggler))
+                           straggler=_straggler(args.straggler),
+                           storage_latency=StorageLatency(args.storage_profile, scenario.seed)
+                           if args.storage_profile else None)
     journal = Journal(base)
     saved = journal.read()
     observer, first_life = Observer(), args.life
@@ -133,7 +140,8 @@ def child_main(args: argparse.Namespace) -> int:
         engine.task_log.extend(saved.task_log)
         first_life = max(first_life, saved.life + 1)   # a life restarted in-process before the kill counts too
     storage = checkpoint_storage(base / "checkpoint")
-    run = SparkRun(scenario, engine, storage, first_life=first_life, observer=observer)
+    engine.driver_storage = with_latency(storage, engine.storage_latency, "driver")
+    run = SparkRun(scenario, engine, engine.driver_storage, first_life=first_life, observer=observer)
     engine.on_step = lambda _step: journal.write(run.observer, engine.t0, engine.deliveries, engine.task_log,
                                                  run.life)
     started = time.time()
@@ -161,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pace", action="store_true", help="plan batches without waiting for their input")
     parser.add_argument("--group", type=int, default=1, help="batches per Spark job (group scheduling)")
     parser.add_argument("--straggler", help="probability,extra_ms,seed of a synthetic slow task")
+    parser.add_argument("--storage-profile", help="checkpoint storage latency profile (local_disk, hdfs, "
+                                                  "object_store)")
     return child_main(parser.parse_args(argv))
 
 

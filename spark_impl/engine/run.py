@@ -33,8 +33,9 @@ from .checkpoint_lock import acquire_checkpoint
 from .context import EngineContext
 from .driver_faults import ClaimingFaultBook
 from .incarnation import SparkIncarnation
-from ..latency import SinkDelivery, record_latencies_ms
+from ..latency import SinkDelivery, record_latencies_ms, record_throughput
 from .scheduler import StepScheduler
+from .storage_latency import StorageLatency, storage_details, with_latency
 
 BACKEND = "spark"
 
@@ -71,7 +72,7 @@ class SparkRun:
 
 def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | os.PathLike[str] | None = None,
               pace: bool = True, listeners: Iterable[Any] = (), straggler: tuple[float, float, int] | None = None,
-              group: int = 1) -> RunResult:
+              group: int = 1, storage_latency: StorageLatency | None = None) -> RunResult:
     """Run ``scenario`` on Spark in this process. Never raises for a fault the scenario plants.
 
     ``workdir`` holds ``checkpoint/`` (the SPEC layout), ``coord/`` and
@@ -81,7 +82,8 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
     (the rate a source really produces); ``straggler`` = (probability, extra
     ms, seed) makes a seeded choice of tasks slow, for pipelining experiments.
     ``group`` > 1 runs that many consecutive batches per Spark job (group
-    scheduling, ``group_scheduling.py``); it needs a task slot per state partition.
+    scheduling, ``group_scheduling.py``); it needs a task slot per state partition. ``storage_latency``
+    makes every checkpoint operation sleep a named profile's latency (``storage_latency.py``).
     """
     if group < 1:
         raise ValueError(f"group size {group}: expected 1 (a job per batch) or more")
@@ -93,7 +95,8 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
     lock = acquire_checkpoint(base / "checkpoint", scenario)
     try:
         engine = EngineContext(spark, str(base / "checkpoint"), str(base / "coord"), str(base / "local"),
-                               pace=pace, listeners=list(listeners), straggler=straggler, group=group)
+                               pace=pace, listeners=list(listeners), straggler=straggler, group=group,
+                               storage_latency=storage_latency)
         return _run_on(scenario, engine)
     finally:
         # ``local/`` is not removed here: executors' Python workers still hold the stores open, and
@@ -104,8 +107,9 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
 
 def _run_on(scenario: Scenario, engine: EngineContext) -> RunResult:
     storage = checkpoint_storage(engine.root)
+    engine.driver_storage = with_latency(storage, engine.storage_latency, "driver")  # the outcome reads it bare
     started = time.time()
-    run = SparkRun(scenario, engine, storage)
+    run = SparkRun(scenario, engine, engine.driver_storage)
     error = run.finish()
     details = run_details(scenario, engine, time.time() - started)
     return RunResult(engine_outcome(scenario, storage, run.observer, error, engine.t0, engine.deliveries, details),
@@ -125,8 +129,9 @@ def engine_outcome(scenario: Scenario, storage: LocalStorage, observer: Observer
                    deliveries: list[SinkDelivery], details: Mapping[str, Any]) -> Outcome:
     """The typed outcome: the observer's history and the checkpoint, latency to first visibility,
     and the engine's diagnostics under ``details["spark"]``."""
-    latencies = record_latencies_ms(SourceData.of(scenario), deliveries, t0)
-    timing = Timing(summarize_latency(latencies), details.get("wall_s"))
+    data = SourceData.of(scenario)
+    latencies = record_latencies_ms(data, deliveries, t0)
+    timing = Timing(summarize_latency(latencies), details.get("wall_s"), record_throughput(data, deliveries, t0))
     sink_deliveries = [[d.batch, list(d.start), list(d.end), round((d.seen_s - t0) * 1000.0, 3)]
                        for d in deliveries]
     return build_outcome(scenario, storage, observer, error, backend=BACKEND, timing=timing,
@@ -143,6 +148,7 @@ def run_details(scenario: Scenario, engine: EngineContext, wall_s: float) -> dic
         "cache_hits": sum(t["cache_hits"] for t in tasks),
         "pipelining": scenario.engine.pipelining, "group": engine.group, "jobs": engine.jobs,
         "checkpoint": engine.root,
+        "storage": storage_details(engine.storage_latency, engine.driver_storage, tasks),
         # synthetic stragglers (``straggler=``): how many tasks drew one, and the task_apply time they took
         "stragglers": {"tasks": sum(1 for t in tasks if t["straggler_ms"]),
                        "task_apply_ms": round(sum(t["timings_ms"].get("task_apply", 0.0)

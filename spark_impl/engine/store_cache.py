@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from reference import layout
-from reference.storage import LocalStorage
+from reference.storage import Storage
 
 from .coordination import POLL_S, WAIT_TIMEOUT_S, Coordination, TaskWaitFailed, wait_for
 from .task_spec import TaskSpec
@@ -35,7 +35,7 @@ _epoch_coord: dict[str, str] = {}                    # epoch -> its coordination
 _lock = threading.Lock()
 
 
-def stores_for(spec: TaskSpec, storage: LocalStorage, p: int) -> tuple[dict[str, Any], dict[str, str], int]:
+def stores_for(spec: TaskSpec, storage: Storage, p: int) -> tuple[dict[str, Any], dict[str, str], int]:
     """Version ``batch`` of every store of partition p; returns (stores, input lineage, cache hits)."""
     close_finished_epochs(spec)
     hits = 0
@@ -50,7 +50,7 @@ def stores_for(spec: TaskSpec, storage: LocalStorage, p: int) -> tuple[dict[str,
     return stores, lineage, hits
 
 
-def _store(spec: TaskSpec, storage: LocalStorage, sid: str, p: int, uid: str | None,
+def _store(spec: TaskSpec, storage: Storage, sid: str, p: int, uid: str | None,
            generation: int) -> tuple[Any, bool]:
     """The cached store of (sid, p) if it holds version ``batch`` of lineage ``uid``, else a fresh load."""
     key = (spec.epoch, sid, p)
@@ -75,7 +75,7 @@ def _store(spec: TaskSpec, storage: LocalStorage, sid: str, p: int, uid: str | N
     return store, False
 
 
-def _new_store(spec: TaskSpec, storage: LocalStorage, sid: str, p: int) -> Any:
+def _new_store(spec: TaskSpec, storage: Storage, sid: str, p: int) -> Any:
     from spark_impl.state_store import RocksDBStateStore
     cfg = spec.query.engine
     return RocksDBStateStore(storage, sid, p, cfg.provider, cfg.min_deltas_for_snapshot, local_root=spec.local_root)
@@ -94,7 +94,7 @@ def _input_lineage(spec: TaskSpec, sid: str, p: int) -> str | None:
     return str(json.loads(done)[sid])
 
 
-def _wait_for_durable(spec: TaskSpec, storage: LocalStorage, sid: str, p: int, version: int,
+def _wait_for_durable(spec: TaskSpec, storage: Storage, sid: str, p: int, version: int,
                       uid: str | None) -> None:
     """A version committed asynchronously in another worker may still be on its way to the checkpoint."""
     if not spec.async_state or uid is None:

@@ -28,9 +28,10 @@ from typing import Any, Callable, Iterable, Iterator
 from reference import layout
 from reference.query import PartitionResult, StoreChanges, apply_partition, route, rows_of, sink_rows
 from reference.sources import SourceData
-from reference.storage import CheckpointFormatError, LocalStorage
+from reference.storage import CheckpointFormatError, LocalStorage, Storage
 
 from .coordination import atomic_write, debug_log, wait_for
+from .storage_latency import storage_latency_for, thread_storage_ms
 from .store_cache import stores_for
 from .task_faults import TaskFaults
 from .task_spec import TaskSpec
@@ -71,7 +72,8 @@ def run_task(spec: TaskSpec, p: int, attempt: int) -> TaskResult:
     started = time.time()
     b, uid = spec.batch, f"r{spec.number}b{spec.batch}p{p}a{attempt}"
     debug_log(spec.coordination, f"b{b} p{p} start {uid}")
-    storage = LocalStorage(spec.root)
+    storage = storage_latency_for(LocalStorage(spec.root), spec.root, spec.storage_latency)
+    storage_ms_before = thread_storage_ms(storage)
     faults = TaskFaults(spec, p, storage, uid)
     clock = StepClock()
     stores, lineage_in, hits = _load_state(spec, faults, storage, p)
@@ -90,10 +92,11 @@ def run_task(spec: TaskSpec, p: int, attempt: int) -> TaskResult:
             "input_rows": applied.input_rows, "max_event_ms": applied.result.max_event_ms,
             "changes": {sid: [c.updated, c.removed, c.total] for sid, c in applied.changes.items()},
             "cache_hits": hits, "timings_ms": clock.timings_ms, "straggler_ms": applied.straggler_ms,
+            "storage_ms": round(thread_storage_ms(storage) - storage_ms_before, 3),
             "started": started, "finished": time.time(), "pid": os.getpid()}
 
 
-def _load_state(spec: TaskSpec, faults: TaskFaults, storage: LocalStorage,
+def _load_state(spec: TaskSpec, faults: TaskFaults, storage: Storage,
                 p: int) -> tuple[dict[str, Any], dict[str, str], int]:
     """``state_load``: every store of the partition at version ``batch``; (stores, input lineage, cache hits)."""
     loaded: tuple[dict[str, Any], dict[str, str], int] = ({}, {}, 0)
@@ -118,7 +121,7 @@ def _apply(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], p: int, u
     return Applied(len(records), result, changes, sealed, extra_ms)
 
 
-def _write_sink(spec: TaskSpec, faults: TaskFaults, storage: LocalStorage, p: int, uid: str,
+def _write_sink(spec: TaskSpec, faults: TaskFaults, storage: Storage, p: int, uid: str,
                 result: PartitionResult) -> tuple[str, int]:
     """``sink_write``: the attempt's part file; returns its path and how many rows it holds."""
     faults.at("sink_write", "before")

@@ -29,7 +29,7 @@ from typing import Any, Mapping, NoReturn
 
 from reference.faults import SealedVersion, apply_fault, matches, zombie_landings
 from reference.steps import NodeId
-from reference.storage import LocalStorage, Storage
+from reference.storage import Storage
 
 from .coordination import POLL_S, WAIT_TIMEOUT_S, atomic_write, claim, fault_marker
 from .task_spec import TaskSpec
@@ -44,7 +44,7 @@ class InjectedTaskFailure(RuntimeError):
 class TaskFaults:
     """The faults of one task attempt (batch ``spec.batch``, partition ``p``), and the substrate they act on."""
 
-    def __init__(self, spec: TaskSpec, p: int, storage: LocalStorage, uid: str):
+    def __init__(self, spec: TaskSpec, p: int, storage: Storage, uid: str):
         self.spec, self.p, self.uid = spec, p, uid
         self.storage: Storage = storage
         self.sealed: Mapping[str, Any] = {}   # the attempt's sealed versions, once task_apply sealed them

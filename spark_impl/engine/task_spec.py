@@ -10,6 +10,7 @@ from reference.query import pipeline_store_ids
 from reference.scenario import Fault, Scenario
 
 from .coordination import Coordination
+from .storage_latency import StorageLatency
 
 IndexedFault = tuple[int, Fault]   # a scenario fault and its position in ``scenario.faults``
 
@@ -36,6 +37,7 @@ class TaskSpec:
     driver_pid: int = 0
     kill_driver: bool = False  # driver_crash by SIGKILL (else the driver is asked to crash)
     straggler: tuple[float, float, int] | None = None  # (probability, extra ms, seed): synthetic slow tasks
+    storage_latency: StorageLatency | None = None  # checkpoint storage sleeps this profile's draws (None: none)
 
     @property
     def query(self) -> Scenario:

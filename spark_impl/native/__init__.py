@@ -18,9 +18,12 @@ and pyarrow; never ``sim`` or ``experiments``.
 How a scenario becomes a Spark query
 ------------------------------------
 - Input: one JSON-lines file per planned batch and input side, read by Spark's
-  file source with ``maxFilesPerTrigger = 1`` (``plan.py``), so Spark's batch b
-  has exactly the reference's records of batch b. The boundaries in the outcome
-  are read back from Spark's own ``offsets/<b>`` and file-source log, not assumed.
+  file source (``plan.py``). Untimed runs read one file per trigger
+  (``maxFilesPerTrigger = 1``), so Spark's batch b has exactly the reference's
+  records of batch b; realtime runs read every file that has arrived, as Spark
+  does by default, so a batch may span several planned batches. The boundaries
+  in the outcome are read back from Spark's own ``offsets/<b>`` and file-source
+  log, not assumed.
 - Operators: see ``plan.py`` for the table (groupBy/agg, window + withWatermark,
   dropDuplicatesWithinWatermark, stream-stream join, applyInPandasWithState).
   ``chain`` is refused (``support.UNSUPPORTED_OPERATORS`` says why).
@@ -37,11 +40,13 @@ How a scenario becomes a Spark query
 - Triggers: ``availableNow`` by default (untimed: all of the input is there, one
   file per batch, and the latency summary is empty). ``realtime=True`` feeds
   batch b's file when its input has arrived on the scenario's clock
-  (``SourceData.input_ready_ms``, the rule of every timed backend), uses a
-  processing-time trigger of ``trigger_interval_ms``, and reports end-to-end
-  latency per record (creation to its batch's first sink commit) in the
-  outcome's ``timing`` and batch durations as
-  ``details["native"]["batch_duration_ms"]``.
+  (``SourceData.input_ready_ms``, the rule of every timed backend), uses
+  Spark's default trigger (a processing-time trigger of ``trigger_interval_ms``
+  when that is positive), reads all available input at each trigger, and
+  reports end-to-end latency per record (creation to its batch's first sink
+  commit) in the outcome's ``timing``, whether Spark kept up with the input
+  (``timing.throughput``, ``reference.timing``'s one rule), and batch
+  durations as ``details["native"]["batch_duration_ms"]``.
 - State: read back with Spark's state data source and re-encoded and
   re-bucketed into the reference's partitions (``state.py`` explains why the
   partition functions differ and why re-bucketing is sound).

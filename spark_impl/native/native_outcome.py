@@ -17,7 +17,7 @@ from typing import Any
 from reference.outcome import BatchRecord, Outcome, Timing
 from reference.timing import LatencySummary, summarize_latency
 
-from ..latency import SinkDelivery, record_latencies_ms
+from ..latency import SinkDelivery, record_latencies_ms, record_throughput
 from .plan import fault_property
 from .query_run import NativeRun
 from .state import read_states
@@ -36,11 +36,15 @@ def native_outcome(run: NativeRun) -> Outcome:
         state, state_errors = read_states(run.spark, run.checkpoint.path, run.sc, versions)
     run.timing["state_read_s"] = round(time.time() - started, 3)
     # a run that is not realtime feeds all its input at once: its records have no arrival to measure from
-    latency = summarize_latency(record_latencies_ms(run.files.data, sink_deliveries(run, batches), run.t0)) \
+    deliveries = sink_deliveries(run, batches)
+    latency = summarize_latency(record_latencies_ms(run.files.data, deliveries, run.t0)) \
         if run.realtime else LatencySummary()
+    # whether Spark kept up with the paced input (reference.timing's one rule); a run that did not is backlogged
+    throughput = record_throughput(run.files.data, deliveries, run.t0) if run.realtime else None
     return Outcome(run.sc.name, BACKEND, tuple(batches), state, run.sink.entries(), tuple(run.observer.recoveries),
                    tuple(run.progress), tuple(run.checkpoint.file_list(run.sink.dir)), run.sc.seed, run.error,
-                   tuple(state_errors), Timing(latency, run.timing.get("queries_s")), {"native": details(run)})
+                   tuple(state_errors), Timing(latency, run.timing.get("queries_s"), throughput),
+                   {"native": details(run)})
 
 
 def committed_batches(run: NativeRun) -> list[BatchRecord]:

@@ -3,8 +3,13 @@
 Input: every planned batch ``b`` of the reference (``SourceData.planned_end_offsets``)
 becomes one JSON-lines file per input side, ``input/<side>/batch-<b>.json``, with
 modification times in batch order. The query reads each side with Spark's file
-source and ``maxFilesPerTrigger = 1``, so Spark's batch ``b`` reads exactly the
-reference's records of batch ``b``, in (source partition, offset) order.
+source. Untimed runs set ``maxFilesPerTrigger = 1``, so Spark's batch ``b``
+reads exactly the reference's records of batch ``b``, in (source partition,
+offset) order, for the differential tests. Realtime runs, which measure
+latency, read everything that has arrived at each trigger, as Spark does by
+default, under Spark's default trigger (``stream_settings``): a throttle of
+one file per trigger would let a slow batch's backlog grow and measure the
+queue, not Spark.
 
 Operators (``build_query``), each with the Spark operator whose semantics are
 closest to the reference's (``reference/operators.py``):
@@ -28,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from reference.scenario import Fault, OperatorSpec, Scenario
@@ -127,9 +133,27 @@ def input_schema() -> Any:
                        StructField("pb", LongType())])
 
 
-def _read(spark: Any, root: str, side: str) -> Any:
+@dataclass(frozen=True)
+class StreamSettings:
+    """How the adapter runs Spark's query: the file source's options and the trigger (None: Spark's default)."""
+
+    source_options: dict[str, str]
+    trigger: dict[str, Any] | None
+
+
+def stream_settings(scenario: Scenario, realtime: bool) -> StreamSettings:
+    """Untimed: one planned batch's file per trigger, ``availableNow`` (batch b is the reference's batch b).
+    Realtime: every file that has arrived, at each trigger; Spark's default trigger (the next batch as soon
+    as the previous one ends) unless the scenario names an interval."""
+    if not realtime:
+        return StreamSettings({"maxFilesPerTrigger": "1"}, {"availableNow": True})
+    interval = scenario.engine.trigger_interval_ms
+    return StreamSettings({}, {"processingTime": f"{interval} milliseconds"} if interval > 0 else None)
+
+
+def _read(spark: Any, root: str, side: str, options: dict[str, str]) -> Any:
     from pyspark.sql import functions as F
-    return (spark.readStream.schema(input_schema()).option("maxFilesPerTrigger", 1)
+    return (spark.readStream.schema(input_schema()).options(**options)
             .json(os.path.join(root, "input", side))
             .withColumn("ts", F.timestamp_millis("event_ms")))
 
@@ -213,26 +237,28 @@ def session_sum_function(timeout_ms: int) -> Any:
 
 
 def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence[tuple[int, Fault]],
-                run_id: str) -> Any:
-    """The scenario's query as a streaming DataFrame with columns (key, a, b, c) per operator."""
+                run_id: str, source_options: dict[str, str] | None = None) -> Any:
+    """The scenario's query as a streaming DataFrame with columns (key, a, b, c) per operator; the file source
+    takes ``source_options`` (by default the untimed runs' one file per trigger)."""
     from pyspark.sql import functions as F
     op = scenario.operator
     parts = scenario.state_partitions
+    options = stream_settings(scenario, False).source_options if source_options is None else source_options
 
     def guarded(df: Any, keys: Sequence[str]) -> Any:
         return task_fault_filter(df, keys, parts, task_faults, run_id)
 
     if op.kind == "join":
         delay = _ms(op.watermark_delay_ms)
-        left = (_read(spark, root, "left").withWatermark("ts", delay)
+        left = (_read(spark, root, "left", options).withWatermark("ts", delay)
                 .select(F.col("key").alias("lk"), F.col("value").alias("lv"), F.col("ts").alias("lt"), "pb"))
-        right = (_read(spark, root, "right").withWatermark("ts", delay)
+        right = (_read(spark, root, "right", options).withWatermark("ts", delay)
                  .select(F.col("key").alias("rk"), F.col("value").alias("rv"), F.col("ts").alias("rt")))
         left = guarded(left, ["lk"]).drop("pb")
         bound = f"interval {op.time_bound_ms or 0} milliseconds"
         joined = left.join(right, F.expr(f"lk = rk AND lt >= rt - {bound} AND lt <= rt + {bound}"))
         return joined.select(F.col("lk").alias("key"), F.col("lv").alias("a"), F.col("rv").alias("b"))
-    df = _read(spark, root, "main")
+    df = _read(spark, root, "main", options)
     if op.kind == "map":
         return df.select("key", F.col("value").alias("a"))
     if op.kind == "aggregate":

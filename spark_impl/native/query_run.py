@@ -31,7 +31,7 @@ from reference.scenario import Fault, Scenario
 from reference.storage import LocalStorage, Storage
 from reference.supervisor import Supervisor
 
-from .plan import InputFiles, build_query, output_mode, sink_row
+from .plan import InputFiles, build_query, output_mode, sink_row, stream_settings
 from .sink import FileSink
 from .spark_checkpoint import BatchInfo, SparkCheckpoint
 from .support import FaultSite, describe_failure, fault_site
@@ -40,6 +40,7 @@ PROGRESS_DURATIONS = ("latestOffset", "walCommit", "queryPlanning", "getBatch", 
                       "triggerExecution")
 WAIT_POLL_S = 0.01
 FEED_STEP_S = 0.002
+READY_TIMEOUT_S = 120.0   # realtime: how long the started query may take to be waiting for data
 
 
 class InjectedCrash(RuntimeError):
@@ -165,10 +166,6 @@ class NativeRun:
     # ---------------------------------------------------------- incarnations
     def execute(self) -> None:
         started = time.time()
-        if self.realtime:
-            self.t0 = time.time()
-            self.feeder = threading.Thread(target=self.feed, name="native-feeder", daemon=True)
-            self.feeder.start()
         try:
             for life, restart in self.supervisor.lives():
                 self.supervisor.ended(life, self.incarnation(life, restart))
@@ -185,6 +182,8 @@ class NativeRun:
             self.files.write(self.files.batches if stop is None else stop)
         self.crash = None
         query = self.start(life)
+        if self.realtime and self.feeder is None:
+            self.start_feeding(query)
         failure = self.wait(query)
         self.collect_progress(query, life)
         if failure is not None:
@@ -213,13 +212,12 @@ class NativeRun:
 
     def start(self, life: int) -> Any:
         task_faults = [(self.faults.index_of(f), f) for f in self.pending("task", life)]
-        df = build_query(self.spark, self.sc, self.root, task_faults, self.run_id)
+        settings = stream_settings(self.sc, self.realtime)
+        df = build_query(self.spark, self.sc, self.root, task_faults, self.run_id, settings.source_options)
         writer = (df.writeStream.outputMode(output_mode(self.sc.operator)).foreachBatch(self.on_batch(life))
                   .option("checkpointLocation", self.checkpoint.path))
-        if self.realtime:
-            writer = writer.trigger(processingTime=f"{self.sc.engine.trigger_interval_ms} milliseconds")
-        else:
-            writer = writer.trigger(availableNow=True)
+        if settings.trigger is not None:
+            writer = writer.trigger(**settings.trigger)
         return writer.start()
 
     def wait(self, query: Any) -> BaseException | None:
@@ -240,6 +238,20 @@ class NativeRun:
     def consumed_all(self) -> bool:
         """Every side's last input file is in a committed batch."""
         return self.final_batch is not None and self.checkpoint.latest_commit() >= self.final_batch
+
+    def start_feeding(self, query: Any) -> None:
+        """Realtime: the scenario's clock starts once Spark's query is up and waiting for data, so that the
+        query's start-up (a second or more, ten under load) is not charged to the first records' latency:
+        the engine's clock, too, starts after its Spark session and Python workers are up."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while query.isActive and time.monotonic() < deadline:
+            status = query.status
+            if not status.get("isTriggerActive") and str(status.get("message", "")).startswith("Waiting for data"):
+                break
+            time.sleep(WAIT_POLL_S)
+        self.t0 = time.time()
+        self.feeder = threading.Thread(target=self.feed, name="native-feeder", daemon=True)
+        self.feeder.start()
 
     def feed(self) -> None:
         """Realtime: make batch b's file visible once its input has arrived on the scenario's clock."""

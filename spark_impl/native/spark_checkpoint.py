@@ -20,7 +20,8 @@ from .plan import InputFiles, parse_batch_file
 
 @dataclass(frozen=True)
 class BatchInfo:
-    """What ``offsets/<b>`` says of a batch: the planned batch of each side's input file, and the watermark."""
+    """What ``offsets/<b>`` says of a batch: the last planned batch of each side's input files, and the
+    watermark."""
 
     files: dict[str, int]
     watermark_ms: int
@@ -48,24 +49,35 @@ class SparkCheckpoint:
         """Where Spark's restart begins: re-run the latest logged batch if it has no commit, else the next."""
         logged, committed = self.latest_offset(), self.latest_commit()
         if logged > committed:
-            start, end = self.files.start(logged), self.files.ends[logged]
+            start, end = self.end_of(logged - 1), self.end_of(logged)
             return RestartPlan(logged, start, {logged: (start, end)}, None, kept_through=committed)
         first = committed + 1
-        return RestartPlan(first, self.files.start(first), {}, None, kept_through=committed)
+        return RestartPlan(first, self.end_of(committed), {}, None, kept_through=committed)
 
-    def source_file(self, source: int, log_offset: int) -> str | None:
-        """The input file the file source logged at ``log_offset`` (plain or compacted log entries)."""
+    def end_of(self, b: int) -> tuple[int, ...]:
+        """The end offsets of Spark's batch ``b`` (nothing read before batch 0): a batch may have read several
+        planned batches' files when the source reads everything that has arrived."""
+        position = (0,) * len(self.files.data.partitions)
+        if b < 0:
+            return position
+        for side, planned in sorted(self.read_batch(b).files.items()):
+            position = self.files.end_offsets_of(side, planned, position)
+        return position
+
+    def source_files(self, source: int, log_offset: int) -> list[str]:
+        """The input files the file source logged at ``log_offset`` (plain or compacted log entries): one
+        per trigger when it reads one file per trigger, all that had arrived otherwise."""
         directory = os.path.join(self.path, "sources", str(source))
         plain = os.path.join(directory, str(log_offset))
         candidates = [plain] if os.path.exists(plain) else sorted(
             os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".compact"))
         for path in candidates:
             with open(path) as fh:
-                for line in fh.read().splitlines()[1:]:
-                    entry = json.loads(line)
-                    if entry.get("batchId") == log_offset:
-                        return str(entry["path"])
-        return None
+                found = [str(entry["path"]) for entry in map(json.loads, fh.read().splitlines()[1:])
+                         if entry.get("batchId") == log_offset]
+            if found:
+                return found
+        return []
 
     def read_batch(self, b: int) -> BatchInfo:
         """Read ``offsets/b`` as Spark wrote it: which input file of each side, and the watermark."""
@@ -78,11 +90,11 @@ class SparkCheckpoint:
                 offset = json.loads(line)
             except json.JSONDecodeError:
                 continue  # "-": the source has no offset yet
-            path = self.source_file(source, int(offset["logOffset"]))
-            parsed = parse_batch_file(path) if path else None
-            if parsed is None:
+            parsed = [parse_batch_file(path) for path in self.source_files(source, int(offset["logOffset"]))]
+            if not parsed or None in parsed:
                 raise RuntimeError(f"offsets/{b}: source {source} log offset {offset} names no input file")
-            files[parsed[0]] = parsed[1]
+            side, planned = max(p for p in parsed if p is not None)   # files are read in batch order
+            files[side] = planned
         return BatchInfo(files, int(metadata.get("batchWatermarkMs", 0)))
 
     def file_list(self, sink_dir: str) -> list[str]:
