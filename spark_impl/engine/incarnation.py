@@ -119,16 +119,20 @@ class SparkIncarnation(Incarnation):
         assert fire is not None, f"batch {b} is open, so input is left"
         return fire
 
-    def plan_ready_s(self, b: int) -> float:
-        """Wall time at which ``plan`` of batch ``b`` may run, its dependencies met now: its input has
-        arrived (fixed cuts), or the trigger fires with new input (an open batch)."""
+    def plan_ready_s(self, b: int, now_s: float) -> float:
+        """Wall time at which ``plan`` of batch ``b`` may run, its dependencies met at ``now_s``: once its
+        input has arrived (fixed cuts), or when the trigger fires with new input (an open batch; ``now_s``
+        itself if that is now)."""
         if self.plans[b].end is not None:
             return self.input_ready_s(b)
-        return self.engine.t0 + self.trigger_ms(b, self.ms_since_t0(time.time())) / 1000.0
+        now_ms = self.ms_since_t0(now_s)
+        fire_ms = self.trigger_ms(b, now_ms)
+        return now_s if fire_ms <= now_ms else self.engine.t0 + fire_ms / 1000.0
 
     def step_plan(self, b: int) -> None:
         if self.engine.pace:
-            delay = self.plan_ready_s(b) - time.time()
+            now = time.time()
+            delay = self.plan_ready_s(b, now) - now
             if delay > 0:
                 time.sleep(delay)
         self.batch_timing[b]["plan"] = time.time()

@@ -163,7 +163,7 @@ class StepScheduler:
             if not self._ready(node_id):
                 continue
             if node_id.step == "plan" and self.inc.engine.pace:
-                ready_s = self.inc.plan_ready_s(node_id.batch)
+                ready_s = self.inc.plan_ready_s(node_id.batch, now)
                 if ready_s > now:
                     self.next_plan_s = ready_s if self.next_plan_s is None else min(self.next_plan_s, ready_s)
                     continue
