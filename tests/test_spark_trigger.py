@@ -123,3 +123,22 @@ def test_fixed_cuts_stay_deterministic_and_agree_with_the_reference_and_the_simu
     assert first_difference(run_scenario(scenario).outcome(), outcome, scenario.sink_mode) is None
     from sim.backend import SimBackend
     assert first_difference(SimBackend().run(scenario).outcome, outcome, scenario.sink_mode) is None
+
+
+def test_only_a_paced_run_of_arrival_timed_sources_with_one_job_per_batch_cuts_by_the_trigger():
+    from types import SimpleNamespace
+
+    from spark_impl.engine.incarnation import cuts_by_trigger
+    explicit = _scenario("rule", {"kind": "map"}, "at_least_once", {}, [])
+    fixed = _scenario("rule", {"kind": "map"}, "at_least_once", {"batch_cuts": "fixed"}, [])
+    generated = Scenario.from_dict({"name": "rule", "seed": 1,
+                                    "source": {"kind": "generated", "partitions": 2, "keys": 4,
+                                               "records_per_partition_per_batch": 3, "batches": 2},
+                                    "query": {"operator": {"kind": "map"}, "state_partitions": 2}})
+    paced, unpaced, grouped = (SimpleNamespace(pace=True, group=1), SimpleNamespace(pace=False, group=1),
+                               SimpleNamespace(pace=True, group=3))
+    assert cuts_by_trigger(explicit, paced)
+    assert not cuts_by_trigger(explicit, unpaced)
+    assert not cuts_by_trigger(explicit, grouped)
+    assert not cuts_by_trigger(fixed, paced)
+    assert not cuts_by_trigger(generated, paced)
