@@ -91,6 +91,25 @@ def test_sync_progress_re_runs_exactly_the_offsets_a_trigger_cut_logged(spark, t
     _replayed_by_the_reference(scenario, result)
 
 
+@pytest.mark.slow
+def test_a_killed_driver_process_re_runs_the_trigger_cut_it_logged(tmp_path):
+    """``--crash process``: the driver is SIGKILLed after writing ``offsets/1``; a new driver process, with the
+    run's time 0 from the journal, re-runs batch 1 with the logged offsets and cuts the rest by its trigger."""
+    crash = [{"kind": "driver_crash", "at": {"step": "offset_log_write", "batch": 1, "when": "after"}}]
+    scenario = _scenario("trigger-process", {"kind": "aggregate", "agg": "count"}, "exactly_once", {}, crash)
+    from spark_impl.engine.backend import SparkEngineBackend
+    result = SparkEngineBackend().run(scenario, RunOptions(workdir=str(tmp_path), pace=True, crash="process"))
+    _judge(scenario, result)
+    outcome = result.outcome
+    assert [p["ended"] for p in outcome.details["spark"]["driver_processes"]] == ["killed (SIGKILL)", "finished"]
+    [recovery] = outcome.recoveries
+    assert recovery.rerun_batches == (1,)
+    logged = OffsetEntry.read(result.checkpoint, 1)
+    batch_1 = next(b for b in outcome.batches if b.id == 1)
+    assert (logged.start, logged.end) == (batch_1.start_offsets, batch_1.end_offsets)
+    _replayed_by_the_reference(scenario, result)
+
+
 def test_async_progress_folds_the_unpersisted_batches_a_trigger_cut(spark, tmp_path):
     """Entries persist every 200 ms of the batch clock (batches 0 and 2); a crash before ``commits/2``
     re-runs batch 2 from the end of ``offsets/0``: batch 1, never logged, is folded into it."""
