@@ -82,7 +82,7 @@ class Calibration(Experiment):
     def points(self, ctx: RunContext) -> list[Point]:
         # the first run of a process pays for the JVM, Python workers and code paths warming up; it is not used
         warmup = rate_scenario("calibration-warmup", self.base_seed, rate=1_000, duration_s=3, operator={"kind": "map"},
-                               keys=1_000, partitions=2, state_partitions=2, engine={})
+                               keys=1_000, partitions=2, state_partitions=2, engine={"batch_cuts": FIXED})
         out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend, warmup)]
         for workload, (operator, sink, configs) in WORKLOADS.items():
             for config, engine in configs.items():
