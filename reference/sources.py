@@ -15,6 +15,7 @@ boundaries in the outcome, which is all the oracles need.
 from __future__ import annotations
 
 import json
+import math
 import random
 import zlib
 from dataclasses import dataclass
@@ -149,6 +150,17 @@ class SourceData:
             if hi > lo:
                 last = max(last, self.partitions[sp][hi - 1].arrival_ms)
         return last
+
+    def arrived_by(self, now_ms: float, start: Sequence[int]) -> tuple[int, ...]:
+        """End offsets that take in every record that has arrived by ``now_ms`` (``arrival_ms <= now_ms``),
+        never before ``start``: where a timed backend cutting by its trigger ends a batch planned then."""
+        return tuple(max(lo, _count_before(rows, math.floor(now_ms) + 1))
+                     for lo, rows in zip(start, self.partitions))
+
+    def next_arrival_ms(self, start: Sequence[int]) -> int | None:
+        """The arrival of the first record at or after ``start`` (None once every partition is consumed)."""
+        waiting = [rows[lo].arrival_ms for lo, rows in zip(start, self.partitions) if lo < len(rows)]
+        return min(waiting) if waiting else None
 
     def slice(self, start: Sequence[int], end: Sequence[int]) -> list[Record]:
         """The records of one batch, in (source partition, offset) order."""

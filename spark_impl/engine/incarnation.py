@@ -6,7 +6,13 @@ class changes is where effects happen and what is measured:
 
 - task steps do their work in Spark tasks (``task.py``); on the driver their
   nodes only record what the task reported (its lineage id, its sink file);
-- ``plan`` waits for the batch's input to arrive on the wall clock
+- a paced run cuts explicit and rate sources by Spark's trigger
+  (``engine.batch_cuts: trigger``, the default): the incarnation is
+  open-ended, so each batch's end is chosen when its ``plan`` runs, from the
+  records whose ``arrival_ms`` has passed on the wall clock, and ``plan``
+  runs at the trigger's time (``reference.trigger``). With fixed cuts (a
+  generated source, ``batch_cuts: fixed``, an unpaced run or group
+  scheduling) ``plan`` waits for the fixed batch's input to arrive
   (``SourceData.input_ready_ms``) when the run is paced;
 - driver steps mark wall-clock times, from which the batch's progress event
   (``progress.py``) and its sink deliveries (``latency.py``) are made.
@@ -17,12 +23,15 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from typing import Any
+from typing import Any, Callable
 
 from reference.engine import Incarnation
+from reference.graph import Node
 from reference.outcome import ProgressEvent
 from reference.query import PartitionResult, operator_watermarks
+from reference.scenario import Scenario
 from reference.steps import TASK_STEPS
+from reference.trigger import trigger_plan_ms
 
 from ..snapshot_reader import SNAPSHOT_FORMAT
 from .context import EngineContext
@@ -36,6 +45,17 @@ ZOMBIE_WAIT_S = 30.0
 ZOMBIE_POLL_S = 0.005
 
 
+def cuts_by_trigger(scenario: Scenario, engine: EngineContext) -> bool:
+    """Whether the engine cuts this run's batches by Spark's trigger on the wall clock (open-ended planning).
+
+    Only a paced run has a wall clock that input arrives on; generated sources have fixed-size batches
+    (like ``rate-micro-batch``); a group job is built for batches known in advance, so group scheduling
+    keeps fixed cuts.
+    """
+    return scenario.engine.batch_cuts == "trigger" and engine.pace and engine.group == 1 and \
+        all(src.kind != "generated" for src in scenario.sources.values())
+
+
 class SparkIncarnation(Incarnation):
     """One driver lifetime on Spark; its task steps' effects happen on executors (see the module docstring)."""
 
@@ -47,7 +67,12 @@ class SparkIncarnation(Incarnation):
         self.coordination = Coordination(engine.coord, self.epoch)
         self.results: dict[tuple[int, int], TaskResult] = {}
         self.batch_timing: dict[int, dict[str, float]] = defaultdict(dict)   # batch -> step -> wall time (s)
+        self.on_nodes_added: Callable[[list[Node]], None] | None = None   # the scheduler's hook
         super().__init__(*args, **kwargs)
+
+    def nodes_added(self, nodes: list[Node]) -> None:
+        if self.on_nodes_added is not None:
+            self.on_nodes_added(nodes)
 
     # ------------------------------------------------ task steps: what the task reported
     def step_state_load(self, b: int, p: int) -> None:
@@ -82,13 +107,42 @@ class SparkIncarnation(Incarnation):
         plan = self.plans[b]
         return self.engine.t0 + self.data.input_ready_ms(*plan.bounds) / 1000.0
 
+    def ms_since_t0(self, wall_s: float) -> float:
+        return round((wall_s - self.engine.t0) * 1000.0, 3)
+
+    def trigger_ms(self, b: int, now_ms: float) -> float:
+        """When the trigger plans open batch ``b``, its dependencies met at ``now_ms`` (``reference.trigger``):
+        ticks are multiples of ``trigger_interval_ms`` after the previous plan of this incarnation."""
+        previous = self.batch_timing.get(b - 1, {}).get("plan")
+        fire = trigger_plan_ms(self.cfg.trigger_interval_ms, None if previous is None else self.ms_since_t0(previous),
+                               now_ms, self.data.next_arrival_ms(self.plans[b].start))
+        assert fire is not None, f"batch {b} is open, so input is left"
+        return fire
+
+    def plan_ready_s(self, b: int, now_s: float) -> float:
+        """Wall time at which ``plan`` of batch ``b`` may run, its dependencies met at ``now_s``: once its
+        input has arrived (fixed cuts), or when the trigger fires with new input (an open batch; ``now_s``
+        itself if that is now)."""
+        if self.plans[b].end is not None:
+            return self.input_ready_s(b)
+        now_ms = self.ms_since_t0(now_s)
+        fire_ms = self.trigger_ms(b, now_ms)
+        return now_s if fire_ms <= now_ms else self.engine.t0 + fire_ms / 1000.0
+
     def step_plan(self, b: int) -> None:
         if self.engine.pace:
-            delay = self.input_ready_s(b) - time.time()
+            now = time.time()
+            delay = self.plan_ready_s(b, now) - now
             if delay > 0:
                 time.sleep(delay)
         self.batch_timing[b]["plan"] = time.time()
         super().step_plan(b)
+
+    def cut_now(self, b: int) -> tuple[int, ...]:
+        """Everything that has arrived by now (by the trigger's time, should the clock read a hair before it)."""
+        start = self.plans[b].start
+        now_ms = self.ms_since_t0(self.batch_timing[b]["plan"])
+        return self.data.arrived_by(max(now_ms, self.trigger_ms(b, now_ms)), start)
 
     def step_offset_log_write(self, b: int) -> None:
         super().step_offset_log_write(b)

@@ -32,7 +32,7 @@ from ..snapshot_reader import checkpoint_storage
 from .checkpoint_lock import acquire_checkpoint
 from .context import EngineContext
 from .driver_faults import ClaimingFaultBook
-from .incarnation import SparkIncarnation
+from .incarnation import SparkIncarnation, cuts_by_trigger
 from ..latency import SinkDelivery, record_latencies_ms, record_throughput
 from .scheduler import StepScheduler
 from .storage_latency import StorageLatency, storage_details, with_latency
@@ -63,7 +63,7 @@ class SparkRun:
     def _incarnation(self, number: int, restart: RestartPlan) -> Exception | None:
         try:
             inc = SparkIncarnation(self.scenario, self.data, self.storage, restart, number, self.observer,
-                                   engine=self.engine)
+                                   engine=self.engine, open_ended=cuts_by_trigger(self.scenario, self.engine))
             StepScheduler(inc, self.faults).run()
         except Exception as exc:  # noqa: BLE001 - the supervisor decides: restart, stop loudly, or re-raise
             return exc
@@ -79,7 +79,9 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
     ``local/``; by default a fresh temporary directory. An existing
     checkpoint there is resumed, and refused if it belongs to another query.
     ``pace`` plans a batch only once its input has arrived on the wall clock
-    (the rate a source really produces); ``straggler`` = (probability, extra
+    (the rate a source really produces); a paced run cuts explicit and rate
+    sources by Spark's trigger (``engine.batch_cuts``, ``incarnation.cuts_by_trigger``),
+    an unpaced one at the fixed cuts; ``straggler`` = (probability, extra
     ms, seed) makes a seeded choice of tasks slow, for pipelining experiments.
     ``group`` > 1 runs that many consecutive batches per Spark job (group
     scheduling, ``group_scheduling.py``); it needs a task slot per state partition. ``storage_latency``

@@ -5,8 +5,10 @@ a node's effect is ``inc.run_step``. What this module decides is when and
 where each node runs:
 
 - driver steps run on the driver thread as soon as their dependencies are
-  done (a paced ``plan`` also waits for its input, without blocking the
-  thread); background driver steps (async offset/commit log writes, async
+  done (a paced ``plan`` also waits for its input, or for the trigger to fire
+  with new input, without blocking the thread; an open-ended incarnation,
+  cutting by the trigger, adds each batch's nodes when the previous batch
+  plans); background driver steps (async offset/commit log writes, async
   purge) run on their own threads (``Lane``), off the micro-batch's critical
   path. Their faults fire here (``driver_faults.py``);
 - the task steps of one batch run as one Spark job (``jobs.py``), submitted
@@ -32,6 +34,7 @@ from collections import defaultdict
 from typing import Callable
 
 from reference.engine import DriverCrash, QueryFailure
+from reference.graph import Node
 from reference.steps import TASK_STEPS, NodeId
 from reference.storage import CheckpointFormatError
 
@@ -70,8 +73,20 @@ class StepScheduler:
         self.waiting = [n for n in inc.nodes if n.step not in TASK_STEPS]  # driver nodes not yet started
         self.next_plan_s: float | None = None
         self.jobs = SparkJobs(inc)
+        assert inc.engine.group == 1 or not inc.open_ended, "a group job needs its batches known in advance"
         self.groups = GroupScheduling(inc, self.jobs, sorted(self.task_nodes), self) if inc.engine.group > 1 \
             else None
+        inc.on_nodes_added = self._nodes_added
+
+    def _nodes_added(self, nodes: list[Node]) -> None:
+        """An open batch joined the graph (its previous batch planned): schedule its nodes too."""
+        with self.cond:
+            for node in nodes:
+                if node.id.step in TASK_STEPS:
+                    self.task_nodes[node.id.batch].append(node.id)
+                else:
+                    self.waiting.append(node.id)
+            self.cond.notify_all()
 
     # ------------------------------------------------------------ main loop
     def run(self) -> None:
@@ -148,7 +163,7 @@ class StepScheduler:
             if not self._ready(node_id):
                 continue
             if node_id.step == "plan" and self.inc.engine.pace:
-                ready_s = self.inc.input_ready_s(node_id.batch)
+                ready_s = self.inc.plan_ready_s(node_id.batch, now)
                 if ready_s > now:
                     self.next_plan_s = ready_s if self.next_plan_s is None else min(self.next_plan_s, ready_s)
                     continue
