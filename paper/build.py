@@ -541,6 +541,10 @@ def backlog_summary(p: Paper) -> None:
 # -- 6.1 offset management
 
 OM_CONFIGS = ("baseline", "async-purge", "async-progress", "both")
+# the values of the fitted cloud profile's run (absent when the results hold none)
+OM_FIT_VALUES = tuple(f"om_fit_{c}_cut_{a}" for c in ("purge", "progress", "both") for a in ("min", "max")) + \
+    tuple(f"om_fit_{c}_p50_{a}" for c in ("base", "both") for a in ("min", "max")) + \
+    ("fit_delete_ms", "fit_rename_ms", "fit_planning_ms", "fit_profile_name")
 
 
 def section_offset_management(p: Paper) -> None:
@@ -563,6 +567,16 @@ def section_offset_management(p: Paper) -> None:
             if any(backlog):
                 label += " (backlogged)"
             rows.append([label,
+                         v.of(run, f"{n}_baseline_p50", base + ["baseline", "p50", "median"], "ms"),
+                         v.of(run, f"{n}_purge_cut", base + ["async-purge", "cut_p50"], "cut"),
+                         v.of(run, f"{n}_progress_cut", base + ["async-progress", "cut_p50"], "cut"),
+                         v.of(run, f"{n}_both_cut", base + ["both", "cut_p50"], "cut"),
+                         v.of(run, f"{n}_both_p50", base + ["both", "p50", "median"], "ms")])
+        fitted = run.doc["summary"].get("fitted")
+        for rate in sorted((fitted or {}).get("rates", {}), key=float):
+            base = ["summary", "fitted", "rates", rate]
+            n = f"omfit_{key(backend)}_{rate}"
+            rows.append([f"{esc(BACKEND_NAME[backend])}, fitted profile, {fmt('rate', float(rate))}/s",
                          v.of(run, f"{n}_baseline_p50", base + ["baseline", "p50", "median"], "ms"),
                          v.of(run, f"{n}_purge_cut", base + ["async-purge", "cut_p50"], "cut"),
                          v.of(run, f"{n}_progress_cut", base + ["async-progress", "cut_p50"], "cut"),
@@ -609,6 +623,28 @@ def section_offset_management(p: Paper) -> None:
                                       for r in rates], "ms", "min")
         v.add("om_sim_base_p50_max", [(run.file, ["summary", "rates", r, "baseline", "p50", "median"])
                                       for r in rates], "ms", "max")
+        v.add("om_sim_progress_cut_min", [(run.file, ["summary", "rates", r, "async-progress", "cut_p50"])
+                                          for r in rates], "pct", "min")
+        fitted = run.doc["summary"].get("fitted")
+        if fitted:
+            frates = list(fitted["rates"])
+            for config, short in (("async-purge", "purge"), ("async-progress", "progress"), ("both", "both")):
+                for agg in ("min", "max"):
+                    v.add(f"om_fit_{short}_cut_{agg}", [(run.file, ["summary", "fitted", "rates", r, config, "cut_p50"])
+                                                        for r in frates], "pct", agg)
+            for config, short in (("baseline", "base"), ("both", "both")):
+                for agg in ("min", "max"):
+                    v.add(f"om_fit_{short}_p50_{agg}", [(run.file, ["summary", "fitted", "rates", r, config, "p50",
+                                                                    "median"]) for r in frates], "ms", agg)
+            f = next(i for i, r in enumerate(points) if "profile" in r["point"]["params"])
+            fprof = ["points", f, "point", "profile"]
+            v.of(run, "fit_delete_ms", fprof + ["storage", "delete_ms"], "ms")
+            v.of(run, "fit_rename_ms", fprof + ["storage", "rename_ms"], "ms")
+            v.of(run, "fit_planning_ms", fprof + ["planning_ms"], "ms")
+            v.of(run, "fit_profile_name", ["summary", "fitted", "profile"], "str")
+        else:
+            for name in OM_FIT_VALUES:
+                v.absent(name)
         prof = ["points", b, "point", "profile"]
         for name in ("small_write_ms", "rename_ms", "list_ms", "delete_ms", "read_ms"):
             v.of(run, f"cluster_{name}", prof + ["storage", name], "ms")
@@ -623,7 +659,8 @@ def section_offset_management(p: Paper) -> None:
                      "om_sim_both_cut_max", "om_sim_progress_cut_max", "om_sim_purge_cut_min",
                      "om_sim_purge_cut_max", "om_sim_both_p50_min", "om_sim_base_p50_min", "om_sim_base_p50_max",
                      "cluster_small_write_ms", "cluster_rename_ms", "cluster_list_ms", "cluster_delete_ms",
-                     "cluster_read_ms", "cluster_executors", "cluster_cores", "cluster_restart", "cluster_jitter"):
+                     "cluster_read_ms", "cluster_executors", "cluster_cores", "cluster_restart", "cluster_jitter",
+                     "om_sim_progress_cut_min") + OM_FIT_VALUES:
             v.absent(name)
 
 
