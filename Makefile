@@ -26,3 +26,4 @@ clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis results
 
 include paper/paper.mk
+include tests/mutation/mutation.mk
