@@ -25,13 +25,17 @@ operator, diff) and writes ``paper/results/mutation.json`` in the schema
     python tests/mutation/run.py --report-only        # re-read the sessions, no mutants run
 
 A mutant is killed when its test subset fails or times out; a survivor is a
-mutant whose subset passes. Skipped (filtered) mutants are not counted.
+mutant whose subset passes. Skipped mutants are not counted: those of other
+operators, and those in annotations and assertion messages, which are not
+run as code (``not_code``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
+import functools
 import json
 import re
 import shlex
@@ -43,6 +47,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from cosmic_ray.work_db import WorkDB, use_db
+from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / ".mutation"
@@ -56,7 +63,7 @@ MODULES: dict[str, list[str]] = {
                 "tests/test_reference_check_cli.py", "tests/test_judge_oracle_details.py"],
     "checkpoint_rules": ["tests/test_judge_each_oracle.py", "tests/test_judge_outcome_ties.py",
                          "tests/test_judge_checkpoint_rules.py"],
-    "logs": ["tests/test_judge_purge_one_threshold.py", "tests/test_judge_logs.py",
+    "logs": ["tests/test_judge_logs.py", "tests/test_judge_purge_one_threshold.py",
              "tests/test_reference_spark_suites.py"],
     "state_store": ["tests/test_judge_state_store.py", "tests/test_reference_spark_suites.py",
                     "tests/test_judge_outcome_ties.py"],
@@ -142,6 +149,49 @@ def write_config(module: str, tests: list[str], timeout_s: float) -> Path:
     return config
 
 
+def _spans(tree: ast.AST) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Source spans that are not run as code: annotations (every module of reference/ has ``from __future__
+    import annotations``, so they are never evaluated) and assertion messages (built only when an internal
+    invariant already broke)."""
+    nodes: list[ast.AST | None] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            nodes.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            nodes.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            nodes.append(node.annotation)
+        elif isinstance(node, ast.Assert):
+            nodes.append(node.msg)
+    return [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in nodes
+            if n is not None and n.end_lineno is not None and n.end_col_offset is not None]
+
+
+@functools.cache
+def not_code(file: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    tree = ast.parse((ROOT / file).read_text())
+    assert any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body), \
+        f"{file} evaluates its annotations; mutants in them are code"
+    return _spans(tree)
+
+
+def in_code(file: str, start: tuple[int, int]) -> bool:
+    return not any(lo <= tuple(start) < hi for lo, hi in not_code(file))
+
+
+def skip_not_code(session: Path) -> int:
+    """Mark mutants in annotations and assertion messages skipped before they run."""
+    skipped = []
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in db.pending_work_items:
+            m = item.mutations[0]
+            if not in_code(str(m.module_path), (m.start_pos[0], m.start_pos[1])):
+                skipped.append(item.job_id)
+        for job_id in skipped:
+            db.set_result(job_id, WorkResult(output="not code", worker_outcome=WorkerOutcome.SKIPPED))
+    return len(skipped)
+
+
 def forget_survivors(session: Path) -> int:
     """Mark the survivors of a session pending again, so that ``exec`` re-runs them against today's tests."""
     with sqlite3.connect(session) as db:
@@ -161,6 +211,7 @@ def run_module(module: str, scratch: Path, survivors_only: bool) -> None:
         session.unlink(missing_ok=True)
         subprocess.run([bindir / "cosmic-ray", "init", config, session], cwd=scratch, check=True)
         subprocess.run([bindir / "cr-filter-operators", session, config], cwd=scratch, check=True)
+        print(f"== {module}: {skip_not_code(session)} mutants in annotations or assertion messages skipped")
     start = time.monotonic()
     subprocess.run([bindir / "cosmic-ray", "exec", config, session], cwd=scratch, check=True)
     print(f"== {module}: mutants ran in {time.monotonic() - start:.0f} s", flush=True)
@@ -176,6 +227,8 @@ def read_session(module: str) -> list[Mutant]:
         if result is None or result["worker_outcome"] == "skipped":
             continue
         mutation = item["mutations"][0]
+        if not in_code(mutation["module_path"], tuple(mutation["start_pos"])):
+            continue
         outcome = "survived" if result["test_outcome"] == "survived" else "killed"
         found.append(Mutant(module, mutation["module_path"], mutation["start_pos"][0], mutation["operator_name"],
                             mutation["occurrence"], result.get("diff") or "", outcome))
