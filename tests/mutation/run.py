@@ -199,7 +199,7 @@ def forget_survivors(session: Path) -> int:
 
 
 def run_module(module: str, scratch: Path, survivors_only: bool) -> None:
-    tests = [t for t in MODULES[module] if (ROOT / t).exists()]
+    tests = [t for t in MODULES[module] if (scratch / t).exists()]
     took = baseline_seconds(scratch, tests)
     config = write_config(module, tests, timeout_s=max(30.0, 3 * took + 10))
     session = WORK / f"{module}.sqlite"
