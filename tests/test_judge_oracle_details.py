@@ -1,0 +1,126 @@
+"""What the oracles' verdicts say, beyond pass or fail (reference/oracles.py, SPEC section 5).
+
+Found by mutation testing the judge: which batch, partition and rows a
+failing verdict names, how many versions a passing one counted, when a check
+has nothing to judge, and a damaged file a load can fall back past. Each
+expectation is derived by hand from the crafted outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from reference.catalogue import make, scenario_dict
+from reference.oracles import FAIL, PASS, Verdict, check_outcome, failures
+from reference.outcome import Outcome, Recovery
+from reference.run import run_scenario
+from reference.scenario import Scenario
+from reference.state_store import store_files
+
+
+@pytest.fixture(scope="module")
+def count() -> tuple[Any, Outcome, Any]:
+    scenario = make("aggregate", batches=5, retain=10)
+    finished = run_scenario(scenario)
+    return scenario, finished.outcome(), finished.storage
+
+
+def verdict(scenario: Any, outcome: Outcome, check: str, storage: Any = None) -> Verdict:
+    return next(v for v in check_outcome(scenario, outcome, storage) if v.check == check)
+
+
+def test_describe_prints_expected_and_actual_only_for_a_failure_that_has_them():
+    assert Verdict("no_loss", FAIL, "short", batch=3, actual=[1, 2]).describe() == (
+        '[FAIL] no_loss (batch 3): short\n    expected: null\n    actual:   [1, 2]')
+    assert Verdict("no_loss", FAIL, "short", expected=4).describe().endswith("expected: 4\n    actual:   null")
+    assert Verdict("no_loss", FAIL, "short").describe() == "[FAIL] no_loss: short"
+    assert Verdict("no_loss", PASS, "fine", expected=4, actual=4).describe() == "[PASS] no_loss: fine"
+
+
+def test_identity_names_the_lowest_partition_beyond_the_scenario(count):
+    scenario, outcome, _ = count
+    state = {sid: dict(parts, **{"12": {}, "9": {}}) for sid, parts in outcome.state.items()}
+    v = verdict(scenario, dataclasses.replace(outcome, state=state), "identity")
+    assert v.status == FAIL and v.partition == 9 and v.message.startswith("partition 9 is beyond")
+
+
+def test_state_equivalence_counts_every_version_it_compared(count):
+    scenario, outcome, _ = count
+    versions = sum(len(vs) for parts in outcome.state.values() for vs in parts.values())
+    assert versions == 2 * 5    # 2 partitions, versions 1..5 all retained (retain 10)
+    v = verdict(scenario, outcome, "state_equivalence")
+    assert v.status == PASS and v.message == "10 retained versions equal the failure-free run"
+
+
+def test_exactly_once_names_the_first_uncommitted_batch_with_a_sink_commit(count):
+    scenario, outcome, _ = count
+    sink = outcome.sink + (dataclasses.replace(outcome.sink[0], batch=8), dataclasses.replace(outcome.sink[0], batch=7))
+    v = verdict(scenario, dataclasses.replace(outcome, sink=sink), "output_semantics")
+    assert v.status == FAIL and v.batch == 7
+
+
+@pytest.fixture(scope="module")
+def wide() -> tuple[Scenario, Outcome]:
+    """A stateless pass-through, at-least-once, 2 source partitions x 6 records = 12 rows per batch."""
+    d = scenario_dict("map", batches=3, sink="at_least_once")
+    d["source"]["records_per_partition_per_batch"] = 6
+    scenario = Scenario.from_dict(d)
+    return scenario, run_scenario(scenario).outcome()
+
+
+def with_rows(outcome: Outcome, batch: int, rows: tuple[Any, ...]) -> Outcome:
+    return dataclasses.replace(outcome, sink=tuple(dataclasses.replace(e, rows=rows) if e.batch == batch else e
+                                                   for e in outcome.sink))
+
+
+def test_at_least_once_verdicts_show_at_most_ten_rows(wide):
+    scenario, outcome = wide
+    assert len(outcome.sink[1].rows) == 12
+    lost = verdict(scenario, with_rows(outcome, 1, ()), "output_semantics")
+    assert "lost rows" in lost.message and len(lost.expected) == 10 and len(lost.actual) == 10
+    foreign = tuple([f"stranger-{i:02d}", i] for i in range(12))
+    extra = verdict(scenario, with_rows(outcome, 1, outcome.sink[1].rows + foreign), "output_semantics")
+    assert "never produces" in extra.message
+    assert extra.actual == [json.dumps([f"stranger-{i:02d}", i]) for i in range(10)]
+
+
+def test_at_least_once_shows_at_most_ten_strangers_of_a_re_run_batch(wide):
+    scenario, outcome = wide
+    stray = dataclasses.replace(outcome.sink[0], batch=5, rows=tuple([f"s{i:02d}", i] for i in range(12)))
+    wrong = dataclasses.replace(outcome, sink=outcome.sink + (stray,),
+                                recoveries=(Recovery(restart=1, resumed_at=5, rerun_batches=(5,)),))
+    v = verdict(scenario, wrong, "output_semantics")
+    assert "no committed batch produces" in v.message and len(v.actual) == 10
+
+
+def test_retention_leaves_a_run_that_stopped_with_an_error_to_no_loss(count):
+    scenario, outcome, _ = count
+    state = json.loads(json.dumps(outcome.state))
+    state["0"]["1"].pop("4")
+    wrong = dataclasses.replace(outcome, state=state, error="stopped")
+    assert verdict(scenario, wrong, "retention").status == PASS
+    assert verdict(scenario, dataclasses.replace(wrong, error=None), "retention").status == FAIL
+
+
+def test_lineage_of_a_stateless_query_has_nothing_to_trace():
+    scenario = make("map", batches=3)
+    finished = run_scenario(scenario)
+    v = verdict(scenario, finished.outcome(), "lineage", finished.storage)
+    assert v.status == PASS and v.message == "no committed state to trace"
+
+
+def test_checkpoint_names_a_damaged_snapshot_even_when_loads_fall_back_past_it(count):
+    """SPARK-21696: a corrupt snapshot must fall back to changelogs; the state still loads right, but the
+    checkpoint check names the damaged file."""
+    scenario, outcome, storage = count
+    damaged = storage.copy()
+    path = next(p for (v, _u, kind), p in store_files(damaged, "0", 1).items() if v == 4 and kind == "snapshot")
+    damaged.write(path, damaged.read(path)[:5], overwrite=True)
+    bad = {v.check: v for v in failures(check_outcome(scenario, outcome, damaged))}
+    assert "checkpoint" in bad and "state_equivalence" not in bad
+    v = bad["checkpoint"]
+    assert v.message == f"{path} is damaged (it does not decode)" and (v.partition, v.version) == (1, 4)
