@@ -318,6 +318,10 @@ def test_determinism_passes_identical_bytes_and_names_the_first_differing_byte()
     assert (v.expected, v.actual) == ("abcdef", "abcXef")
     longer = determinism("abc", "abcd")
     assert longer.status == "fail" and "from byte 3" in longer.message
+    a, b = "".join(chr(65 + i % 26) for i in range(200)), "".join(chr(97 + i % 26) for i in range(200))
+    far = determinism(a[:100] + a[100:], a[:100] + b[100:])
+    assert "from byte 100" in far.message
+    assert (far.expected, far.actual) == (a[60:140], a[60:100] + b[100:140])   # 40 bytes either side
 
 
 def test_every_check_the_judge_runs_is_convicted_somewhere():
