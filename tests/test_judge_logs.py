@@ -40,28 +40,20 @@ def test_a_malformed_entry_is_a_format_error_naming_the_file(data, says):
     assert str(caught.value).startswith("offsets/7: ") and says in str(caught.value)
 
 
-@pytest.mark.parametrize("body", [
-    b'v1\n{"batch":3,"start_offsets":[0]}',                        # a field missing (KeyError)
-    b'v1\n{"batch":3,"start_offsets":null,"end_offsets":[1]}',      # not a list (TypeError)
-    b'v1\n{"batch":"three","start_offsets":[0],"end_offsets":[1]}',  # not a number (ValueError)
+@pytest.mark.parametrize("entry, body", [
+    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":[0]}'),                        # a field missing (KeyError)
+    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":null,"end_offsets":[1]}'),      # not a list (TypeError)
+    (OffsetEntry, b'v1\n{"batch":"three","start_offsets":[0],"end_offsets":[1]}'),  # not a number (ValueError)
+    (CommitEntry, b'v1\n{"batch":3,"next_trackers":[],"state_lineage":{}}'),
+    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":0,"next_trackers":5,"state_lineage":{}}'),
+    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":"late","next_trackers":[],"state_lineage":{}}'),
 ])
-def test_an_offset_entry_without_its_fields_is_a_format_error_naming_it(body):
+def test_an_entry_without_its_fields_is_a_format_error_naming_it(entry, body):
+    folder, kind = ("offsets", "offset") if entry is OffsetEntry else ("commits", "commit")
     storage = DurableStorage()
-    storage.write("offsets/3", body)
-    with pytest.raises(CheckpointFormatError, match=r"^offsets/3: offset entry lacks"):
-        OffsetEntry.read(storage, 3)
-
-
-@pytest.mark.parametrize("body", [
-    b'v1\n{"batch":3,"next_trackers":[],"state_lineage":{}}',                       # no watermark (KeyError)
-    b'v1\n{"batch":3,"watermark_ms":0,"next_trackers":5,"state_lineage":{}}',       # not a list (TypeError)
-    b'v1\n{"batch":3,"watermark_ms":"late","next_trackers":[],"state_lineage":{}}',  # not a number (ValueError)
-])
-def test_a_commit_entry_without_its_fields_is_a_format_error_naming_it(body):
-    storage = DurableStorage()
-    storage.write("commits/3", body)
-    with pytest.raises(CheckpointFormatError, match=r"^commits/3: commit entry lacks"):
-        CommitEntry.read(storage, 3)
+    storage.write(f"{folder}/3", body)
+    with pytest.raises(CheckpointFormatError, match=rf"^{folder}/3: {kind} entry lacks"):
+        entry.read(storage, 3)
 
 
 def test_metadata_records_the_name_and_snapshot_format_only_when_given():
