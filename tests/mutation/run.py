@@ -67,7 +67,7 @@ MODULES: dict[str, list[str]] = {
              "tests/test_reference_spark_suites.py"],
     "state_store": ["tests/test_judge_state_store.py", "tests/test_reference_spark_suites.py",
                     "tests/test_judge_outcome_ties.py"],
-    "changelog": ["tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
+    "changelog": ["tests/test_judge_changelog.py", "tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
                   "tests/test_reference_spark_suites.py"],
     "retained": ["tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
                  "tests/test_reference_spark_suites.py"],
