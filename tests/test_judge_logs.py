@@ -11,8 +11,8 @@ import dataclasses
 
 import pytest
 
-from reference.logs import (CommitEntry, OffsetEntry, check_metadata, decode_entry, encode_entry, read_metadata,
-                            write_metadata)
+from reference.logs import (CommitEntry, OffsetEntry, check_metadata, decode_entry, encode_entry, purge_logs,
+                            read_metadata, write_metadata)
 from reference.storage import CheckpointFormatError, DurableStorage
 
 
@@ -78,3 +78,16 @@ def test_a_checkpoint_of_another_query_is_refused_naming_both_scenarios():
     with pytest.raises(CheckpointFormatError) as unnamed:
         check_metadata(storage, "mine")
     assert str(unnamed.value).endswith("; this is digest 'mine'")
+
+
+def test_async_purge_keeps_the_newest_entries_and_everything_while_there_are_fewer():
+    """Async progress logs have gaps: keep the newest min_batches_to_retain offset entries (and the commit
+    entries from the oldest of them on), and everything while there are no more than that."""
+    storage = DurableStorage()
+    for b in (0, 2, 5, 7):
+        storage.write(f"offsets/{b}", OffsetEntry(b, (b,), (b + 1,)).encode())
+        storage.write(f"commits/{b}", CommitEntry(b, 0, [], {}).encode())
+    assert purge_logs(storage, 4, "async") == []
+    assert purge_logs(storage, 5, "async") == []
+    assert purge_logs(storage, 3, "async") == ["offsets/0", "commits/0"]
+    assert sorted(storage.list("offsets/")) == ["offsets/2", "offsets/5", "offsets/7"]

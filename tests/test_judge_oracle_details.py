@@ -19,6 +19,7 @@ from reference.oracles import FAIL, PASS, Verdict, check_outcome, failures
 from reference.outcome import Outcome, Recovery
 from reference.run import run_scenario
 from reference.scenario import Scenario
+from reference.changelog import decode_state_file, encode_state_file
 from reference.state_store import store_files
 
 
@@ -124,3 +125,80 @@ def test_checkpoint_names_a_damaged_snapshot_even_when_loads_fall_back_past_it(c
     assert "checkpoint" in bad and "state_equivalence" not in bad
     v = bad["checkpoint"]
     assert v.message == f"{path} is damaged (it does not decode)" and (v.partition, v.version) == (1, 4)
+
+
+def test_describe_cuts_expected_and_actual_at_300_characters():
+    text = Verdict("no_loss", FAIL, "long", expected="e" * 400, actual="a" * 400).describe()
+    expected_line, actual_line = text.split("\n")[1:]
+    assert expected_line == '    expected: "' + "e" * 299 and actual_line == '    actual:   "' + "a" * 299
+
+
+def test_the_async_progress_limit_rounds_the_interval_up_to_whole_batches():
+    from reference.oracles import async_progress_replay_limit
+    # batches are planned every max(trigger, 100) ms; an entry persists once the interval has passed
+    assert async_progress_replay_limit(make("map", "async_progress")) == 2 + 2          # 200 ms / 100 ms
+    assert async_progress_replay_limit(make("map", "async_progress", progress={
+        "mode": "async", "checkpoint_interval_ms": 250})) == 3 + 2                      # ceil(2.5)
+    assert async_progress_replay_limit(make("map", "async_progress", trigger_interval_ms=300)) == 1 + 2
+    assert async_progress_replay_limit(make("map", "async_progress", pipelining=True, pipeline_depth=3)) == 2 + 3
+
+
+def test_reconstruction_loads_each_version_from_its_own_snapshot_too(count):
+    """A snapshot of version 2 with wrong (well-formed) content: loading version 2 from it differs."""
+    scenario, outcome, storage = count
+    tampered = storage.copy()
+    path = next(p for (v, _u, kind), p in store_files(tampered, "0", 1).items() if v == 2 and kind == "snapshot")
+    header, records = decode_state_file(tampered.read(path), path)
+    tampered.write(path, encode_state_file(header, tuple((k, v + 1) for k, v in records)), overwrite=True)
+    v = verdict(scenario, outcome, "reconstruction", tampered)
+    assert v.status == FAIL and (v.partition, v.version) == (1, 2) and "the snapshot of version 2" in v.message
+
+
+def test_reconstruction_counts_every_load_from_every_base(count):
+    """Versions 1..5 retained, snapshots at 2 and 4: version v loads from version 0 and from each snapshot
+    at or below it, so 1 + 2 + 2 + 3 + 3 = 11 loads per partition, 22 for both."""
+    scenario, outcome, storage = count
+    v = verdict(scenario, outcome, "reconstruction", storage)
+    assert v.status == PASS and v.message == "22 loads from every base equal the failure-free run"
+
+
+def test_checkpoint_verdicts_name_the_first_of_several_problems(count):
+    scenario, outcome, storage = count
+    half = storage.copy()
+    half.delete("commits/4")
+    v = verdict(scenario, dataclasses.replace(outcome, checkpoint_files=tuple(half.list())), "checkpoint", half)
+    assert (v.expected, v.actual) == (4, 3)
+    listed = sorted(p for p in storage.list() if p.startswith("sink/"))
+    thin = storage.copy()
+    for path in listed[:6]:
+        thin.delete(path)
+    v = verdict(scenario, outcome, "checkpoint", thin)
+    assert v.message == f"6 file(s) the outcome lists are not in the checkpoint, first {listed[0]}"
+    assert v.actual == listed[:5]
+    two = storage.copy()
+    two.delete("commits/2")
+    two.delete("offsets/3")
+    v = verdict(scenario, dataclasses.replace(outcome, checkpoint_files=tuple(two.list())), "checkpoint", two)
+    assert v.message.startswith("commit_order: commits/2 is missing")
+
+
+def test_retention_names_the_first_version_that_would_not_load(count):
+    scenario, outcome, _ = count
+    v = verdict(scenario, dataclasses.replace(outcome, state_errors=("first error", "second error")), "retention")
+    assert v.message == "a retained version would not load: first error"
+
+
+def test_an_unreadable_commit_entry_is_a_verdict_not_a_traceback(count):
+    scenario, outcome, storage = count
+    older = storage.copy()
+    older.write("commits/1", b"v1\n{", overwrite=True)
+    verdicts = {v.check: v for v in check_outcome(scenario, outcome, older)}
+    assert verdicts["lineage"].status == PASS          # an unreadable older entry names no lineage to check
+    assert verdicts["checkpoint"].status == FAIL and "commits/1" in verdicts["checkpoint"].message
+    latest = storage.copy()
+    latest.write("commits/4", b"v1\n{", overwrite=True)
+    verdicts = {v.check: v for v in check_outcome(scenario, outcome, latest)}
+    for check in ("reconstruction", "lineage"):
+        assert verdicts[check].status == FAIL and verdicts[check].message.startswith("unreadable checkpoint file: "
+                                                                                     "commits/4")
+    assert verdicts["checkpoint"].status == FAIL and "commits/4" in verdicts["checkpoint"].message
