@@ -69,7 +69,7 @@ MODULES: dict[str, list[str]] = {
                     "tests/test_judge_outcome_ties.py"],
     "changelog": ["tests/test_judge_changelog.py", "tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
                   "tests/test_reference_spark_suites.py"],
-    "retained": ["tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
+    "retained": ["tests/test_judge_retained.py", "tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
                  "tests/test_reference_spark_suites.py"],
     "recovery": ["tests/test_judge_recovery.py", "tests/test_reference_spark_suites.py",
                  "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
