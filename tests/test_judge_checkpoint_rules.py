@@ -98,3 +98,20 @@ def test_lineage_reachable_looks_only_at_the_last_retained_entries(count):
     lineage["0"]["1"] = "r5b1p1a2"
     edit_commit(old, 1, state_lineage=lineage)
     assert violations(old, scenario) == []
+
+
+def test_each_rule_names_its_first_offence_once(count):
+    scenario, storage = count
+    gaps = storage.copy()
+    gaps.delete("commits/2")
+    gaps.delete("commits/3")
+    assert violations(gaps, scenario)[0][1].startswith("commits/2 is missing while commits/4 exists")
+    orphans = storage.copy()
+    orphans.delete("offsets/2")
+    orphans.delete("offsets/3")
+    assert violations(orphans, scenario) == [("commit_has_offsets", "commits/2 exists without offsets/2")]
+    falling = storage.copy()
+    edit_commit(falling, 1, watermark_ms=60)
+    edit_commit(falling, 2, watermark_ms=50)    # and commits/3 holds 0: two steps back, one violation
+    assert violations(falling, scenario) == [("watermark_monotone", "commits/2 holds watermark 50 after 60 in "
+                                                                    "commits/1")]
