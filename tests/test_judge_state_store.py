@@ -10,11 +10,13 @@ due when a version is ``min_deltas_for_snapshot`` past the last one.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from reference.changelog import StateFileHeader, encode_state_file
-from reference.state_store import (LoadPlan, apply_plan, StateStore, cleanup_store, load_version, parent_uid, plan_load,
-                                   readable, resolve_uid, store_files)
+from reference.state_store import (LoadPlan, StateStore, apply_plan, cleanup_store, load_version, parent_uid,
+                                   plan_load, read_state_file, readable, resolve_uid, store_files)
 from reference.storage import CheckpointFormatError, DurableStorage
 
 D = "state/0/1"
@@ -175,3 +177,54 @@ def test_cleanup_walks_past_a_corrupt_snapshot_to_an_older_readable_one():
     s = four_versions()
     s.storage.write(f"{D}/4_u4.snapshot", b"junk", overwrite=True)
     assert cleanup_store(s.storage, "0", 1, 1, 4, "u4") == [f"{D}/1_u1.changelog"]
+
+
+def test_a_task_retried_after_its_state_commit_commits_the_same_version_again():
+    """A task attempt can fail after state_commit; the retry rolls memory back and commits that version again
+    under its own uid: the committed version stays where it was, it does not move back."""
+    s = store()
+    before = s.memento()
+    s.put("a", 1)
+    assert s.commit("a0") == 1
+    s.restore(before)
+    s.put("a", 1)
+    assert s.commit("a1") == 1 and s.durable_versions == {1}
+    assert sorted(s.storage.list()) == [f"{D}/1_a0.changelog", f"{D}/1_a1.changelog"]
+
+
+def test_a_snapshot_is_due_every_ten_versions_by_default_as_in_spark():
+    """spark.sql.streaming.stateStore.minDeltasForSnapshot defaults to 10."""
+    s = StateStore(DurableStorage(), "0", 1)
+    for v in range(1, 10):
+        s.put("k", v)
+        s.commit(f"u{v}")
+        assert s.pending_snapshot is None
+    s.put("k", 10)
+    s.commit("u10")
+    assert s.pending_snapshot is not None and s.pending_snapshot.version == 10
+
+
+def test_a_load_plan_is_frozen():
+    plan = LoadPlan(1, "u", 0, None, ())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.version = 2   # type: ignore[misc]
+
+
+def test_a_snapshot_in_a_backends_own_format_is_read_by_the_first_reader_that_knows_it():
+    s = four_versions()
+    s.storage.write(f"{D}/4_u4.snapshot", b"SST!rows", overwrite=True)
+    decoded = (StateFileHeader("snapshot", 4, "u4", "u3"), (("a", 2), ("c", 5)))
+    seen = []
+
+    def not_mine(_storage, path, _data):
+        seen.append(path)
+        return None
+
+    def mine(_storage, _path, data):
+        return decoded if data.startswith(b"SST!") else None
+
+    s.storage.snapshot_readers = (not_mine, mine)
+    assert read_state_file(s.storage, f"{D}/4_u4.snapshot") == decoded
+    assert seen == [f"{D}/4_u4.snapshot"]
+    assert read_state_file(s.storage, f"{D}/2_u2.snapshot")[0].kind == "snapshot"   # our own format: no reader
+    assert seen == [f"{D}/4_u4.snapshot"]
