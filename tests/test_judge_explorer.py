@@ -70,8 +70,9 @@ def test_single_faults_skip_background_steps_and_cover_every_task_step(tiny):
         if node.step in ("state_load", "task_apply"):
             assert placed >= {("task_failure", "before"), ("task_failure", "after"), ("executor_loss", "before"),
                               ("executor_loss", "after")}
-    zombies = [lands for f, lands in faults if f.kind == "zombie_write"]
-    assert None in zombies and any(lands is not None for lands in zombies)
+    zombies = [(f.at.step, lands) for f, lands in faults if f.kind == "zombie_write"]
+    assert {step for step, _ in zombies} == {"changelog_write", "sink_write"}   # the steps that write part files
+    assert any(lands is None for _, lands in zombies) and any(lands is not None for _, lands in zombies)
 
 
 def test_the_plan_counts_cuts_and_faults_under_each_background_order(tiny):
@@ -101,9 +102,10 @@ def test_the_lazy_order_runs_background_steps_only_when_nothing_else_is_ready():
     assert lazy != list(inc.nodes)
 
 
-def test_the_report_is_the_same_for_one_worker_and_two():
+def test_the_report_is_the_same_for_one_worker_and_two_and_depth_two_adds_schedules():
     scenario = make("aggregate", batches=2, partitions=1)
     one, two = explore(scenario, workers=1), explore(scenario, workers=2)
+    assert explore(scenario, workers=1, depth=2).schedules > one.schedules
     plan = plan_exploration(scenario)
     assert one.schedules == two.schedules == plan.schedules
     assert one.distinct_checkpoints == two.distinct_checkpoints > 1
@@ -126,8 +128,8 @@ def test_a_planted_mistake_is_reported_with_its_schedule_in_exploration_order():
     assert report.violations
     orders = [v.order for v in report.violations]
     assert orders == sorted(orders)
-    first = report.violations[0]
-    assert first.schedule.startswith("driver_crash after [") or first.reproduce.get("faults")
+    crashes = [v for v in report.violations if v.schedule.startswith("driver_crash after [")]
+    assert crashes and all(v.reproduce["crash_after_prefix"] is True and v.reproduce["schedule"] for v in crashes)
     assert report.summary().endswith(f"{len(report.violations)} violation(s)")
 
 

@@ -75,8 +75,7 @@ MODULES: dict[str, list[str]] = {
                  "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
     "operators": ["tests/test_operator_boundaries.py", "tests/test_judge_operators.py",
                   "tests/test_reference_sources.py"],
-    "explorer": ["tests/test_judge_explorer.py", "tests/test_judge_purge_one_threshold.py",
-                 "tests/test_judge_executor_loss.py"],
+    "explorer": ["tests/test_judge_explorer.py"],
     "engine": ["tests/test_reference_spark_suites.py", "tests/test_judge_executor_loss.py",
                "tests/test_reference_open_batches.py", "tests/test_reference_recorded_cuts.py"],
 }
