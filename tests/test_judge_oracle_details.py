@@ -202,3 +202,46 @@ def test_an_unreadable_commit_entry_is_a_verdict_not_a_traceback(count):
         assert verdicts[check].status == FAIL and verdicts[check].message.startswith("unreadable checkpoint file: "
                                                                                      "commits/4")
     assert verdicts["checkpoint"].status == FAIL and "commits/4" in verdicts["checkpoint"].message
+
+
+def test_a_verdict_is_frozen_and_its_dict_leaves_out_what_it_does_not_say():
+    v = Verdict("no_loss", FAIL, "short", batch=3)
+    assert v.to_dict() == {"check": "no_loss", "status": FAIL, "message": "short", "batch": 3}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.status = PASS   # type: ignore[misc]
+
+
+def test_identity_names_the_lowest_store_the_query_does_not_have(count):
+    scenario, outcome, _ = count
+    v = verdict(scenario, dataclasses.replace(outcome, state=dict(outcome.state, **{"8": {}, "7": {}})), "identity")
+    assert v.status == FAIL and v.operator == "7"
+
+
+def test_exactly_once_shows_the_rows_of_the_uncommitted_batch_it_names(count):
+    scenario, outcome, _ = count
+    sink = outcome.sink + (dataclasses.replace(outcome.sink[0], batch=8),
+                           dataclasses.replace(outcome.sink[1], batch=7))
+    v = verdict(scenario, dataclasses.replace(outcome, sink=sink), "output_semantics")
+    assert v.batch == 7 and v.actual == list(outcome.sink[1].rows)
+
+
+def test_at_least_once_duplicates_and_stray_batches_show_at_most_ten_rows(wide):
+    scenario, outcome = wide
+    rows = outcome.sink[1].rows
+    v = verdict(scenario, with_rows(outcome, 1, rows + rows[:1]), "output_semantics")
+    assert "duplicate" in v.message and v.actual == [json.dumps(rows[0])]
+    v = verdict(scenario, with_rows(outcome, 1, rows + rows), "output_semantics")
+    assert "duplicate" in v.message and len(v.actual) == 10
+    stray = dataclasses.replace(outcome.sink[0], batch=6)
+    v = verdict(scenario, dataclasses.replace(outcome, sink=outcome.sink + (stray,)), "output_semantics")
+    assert "neither committed nor re-run" in v.message and v.actual == list(stray.rows)[:10] and len(v.actual) == 10
+
+
+def test_file_reading_checks_pass_a_stopped_run_whose_checkpoint_holds_no_commit(count):
+    scenario, outcome, storage = count
+    no_commits = storage.copy()
+    for path in no_commits.list("commits/"):
+        no_commits.delete(path)
+    stopped = dataclasses.replace(outcome, error="stopped before its first commit")
+    for check in ("reconstruction", "lineage"):
+        assert verdict(scenario, stopped, check, no_commits).status == PASS
