@@ -73,11 +73,11 @@ MODULES: dict[str, list[str]] = {
                  "tests/test_reference_spark_suites.py"],
     "recovery": ["tests/test_judge_recovery.py", "tests/test_reference_spark_suites.py",
                  "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
-    "operators": ["tests/test_operator_boundaries.py", "tests/test_judge_operators.py",
+    "operators": ["tests/test_judge_operators.py", "tests/test_operator_boundaries.py",
                   "tests/test_reference_sources.py"],
     "explorer": ["tests/test_judge_explorer.py"],
-    "engine": ["tests/test_reference_spark_suites.py", "tests/test_judge_executor_loss.py",
-               "tests/test_reference_open_batches.py", "tests/test_reference_recorded_cuts.py"],
+    "engine": ["tests/test_judge_each_oracle.py", "tests/test_reference_spark_suites.py",
+               "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
 }
 
 # One natural mistake per site: a boundary moved by one, a condition negated or dropped, an operator
