@@ -8,13 +8,15 @@ the report is the same for any number of workers, or what it says.
 
 from __future__ import annotations
 
+import multiprocessing
+
 import pytest
 
 from reference.catalogue import make
 from reference.engine import Incarnation
-from reference.explorer import (MAX_CUTS, WRITING, ExplorePlan, Model, Report, Violation, _down_sets, _lazy_order,
-                                count_writing_cuts, explore, first_graph, plan_exploration, single_faults,
-                                writing_cuts)
+from reference.explorer import (MAX_CUTS, WRITING, ExplorePlan, Model, Report, Violation, _down_sets,
+                                _explore_share, _lazy_order, count_writing_cuts, explore, first_graph,
+                                plan_exploration, single_faults, writing_cuts)
 from reference.oracles import Verdict
 
 
@@ -94,17 +96,21 @@ def test_the_lazy_order_runs_background_steps_only_when_nothing_else_is_ready():
     assert sorted(lazy, key=list(inc.nodes).index) == list(inc.nodes) and len(set(lazy)) == len(lazy)
     done: set = set()
     for node in lazy:
-        assert set(inc.nodes[node].deps) <= done
-        if inc.nodes[node].background:
-            ready = [n for n in inc.nodes if n not in done and set(inc.nodes[n].deps) <= done]
-            assert all(inc.nodes[n].background for n in ready), f"{node} ran while a foreground step was ready"
+        ready = [n for n in inc.nodes if n not in done and set(inc.nodes[n].deps) <= done]
+        foreground = [n for n in ready if not inc.nodes[n].background]
+        assert node == (foreground or ready)[0], "the earliest-created ready step, foreground first"
         done.add(node)
     assert lazy != list(inc.nodes)
+    faults = list(single_faults(scenario, inc))
+    applied = {(f.at.batch, f.at.partition) for f, _ in faults if f.at.step == "task_apply"}
+    assert applied == {(b, p) for b in range(3) for p in range(2)}, "background steps are skipped, not a stop"
 
 
 def test_the_report_is_the_same_for_one_worker_and_two_and_depth_two_adds_schedules():
     scenario = make("aggregate", batches=2, partitions=1)
-    one, two = explore(scenario, workers=1), explore(scenario, workers=2)
+    ticks: list = []
+    one, two = explore(scenario, workers=1, progress=ticks.append), explore(scenario, workers=2)
+    assert ticks and all(0 <= t.done <= t.planned and 0 <= t.seconds <= one.seconds for t in ticks)
     assert explore(scenario, workers=1, depth=2).schedules > one.schedules
     plan = plan_exploration(scenario)
     assert one.schedules == two.schedules == plan.schedules
@@ -124,8 +130,11 @@ class PurgesEverything(Incarnation):
 
 def test_a_planted_mistake_is_reported_with_its_schedule_in_exploration_order():
     scenario = make("aggregate", batches=2, partitions=1, retain=1)
-    report = explore(scenario, model=Model(PurgesEverything), workers=1)
-    assert report.violations
+    done, found = multiprocessing.Value("q", 0), multiprocessing.Value("q", 0)
+    share = _explore_share(scenario, 1, Model(PurgesEverything), 0, 1, (done, found), None)
+    assert share.schedules == done.value == plan_exploration(scenario).schedules
+    assert 0 < found.value <= len(share.violations)    # a schedule counts once, however many checks it fails
+    report = Report(scenario.name, violations=share.violations)
     orders = [v.order for v in report.violations]
     assert orders == sorted(orders)
     crashes = [v for v in report.violations if v.schedule.startswith("driver_crash after [")]

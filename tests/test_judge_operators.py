@@ -6,6 +6,10 @@ apart join and one millisecond further do not, from either side.
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from reference.operators import Row, Watermark, apply_operator
 from reference.scenario import OperatorSpec
 
@@ -28,3 +32,27 @@ def test_rows_exactly_the_time_bound_apart_join_from_either_side():
 def test_rows_one_ms_beyond_the_time_bound_do_not_join():
     assert joined("right", 100, "left", 111) == []
     assert joined("left", 100, "right", 89) == []
+
+
+def test_both_sides_of_one_batch_join_whatever_order_the_rows_come_in():
+    """Left rows are matched first against the right state, then right rows against the left state, so a pair
+    arriving in one batch joins once, even when the right row comes first."""
+    state = {"left": {}, "right": {}}
+    batch = [Row("k", "a", 100, "right"), Row("k", "b", 105, "left")]
+    new, out = apply_operator(JOIN, state, batch, Watermark(0, 0))
+    assert [[r.key, r.value] for r in out] == [["k", ["b", "a"]]]
+    assert new == {"left": {"k": [[105, "b"]]}, "right": {"k": [[100, "a"]]}}
+
+
+def test_an_emitted_window_carries_its_window_time_as_event_time():
+    """Spark's ``window_time``: a window's rows downstream have event time end - 1 (here in ms)."""
+    window = OperatorSpec("window_aggregate", agg="sum", window_ms=30, watermark_delay_ms=0)
+    state, _ = apply_operator(window, {"": {}}, [Row("k", 4, 5)], Watermark(0, 0))
+    _, out = apply_operator(window, state, [], Watermark(0, 30))
+    assert [(r.key, r.value, r.event_time_ms, r.measure) for r in out] == [("k", [0, 30, 4], 29, 4)]
+
+
+def test_the_watermark_of_batch_zero_is_zero_and_frozen():
+    assert Watermark() == Watermark(0, 0) and Watermark().is_late(0) and not Watermark().is_late(1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Watermark().late_ms = 5   # type: ignore[misc]
