@@ -8,6 +8,7 @@ from the layout in the module docstring.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import zlib
 
@@ -55,3 +56,8 @@ def test_a_damaged_file_is_refused_naming_it_and_what_is_wrong(data, message):
     with pytest.raises(CheckpointFormatError) as caught:
         decode_state_file(data, "f")
     assert str(caught.value).startswith(message)
+
+
+def test_a_header_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        HEADER.version = 4   # type: ignore[misc]

@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from reference.operators import Row, Watermark, apply_operator
+from reference.operators import Row, Watermark, apply_operator, watermark_of
 from reference.scenario import OperatorSpec
 
 JOIN = OperatorSpec("join", time_bound_ms=10, watermark_delay_ms=0)
@@ -56,3 +56,38 @@ def test_the_watermark_of_batch_zero_is_zero_and_frozen():
     assert Watermark() == Watermark(0, 0) and Watermark().is_late(0) and not Watermark().is_late(1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         Watermark().late_ms = 5   # type: ignore[misc]
+
+
+def test_rows_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Row("k", 1, 0).value = 2   # type: ignore[misc]
+
+
+def test_a_zero_watermark_delay_keeps_a_dedup_entry_until_its_own_event_time():
+    dedup = OperatorSpec("dedup_within_watermark", watermark_delay_ms=0)
+    state, _ = apply_operator(dedup, {"": {}}, [Row("a", 1, 50)], Watermark(0, 0))
+    assert state == {"": {"a": 50}}                                       # expires at 50 + 0
+    assert apply_operator(dedup, state, [], Watermark(0, 49))[0] == {"": {"a": 50}}
+    assert apply_operator(dedup, state, [], Watermark(0, 50))[0] == {"": {}}
+
+
+def test_a_zero_time_bound_joins_rows_of_the_same_instant_only():
+    join = OperatorSpec("join", time_bound_ms=0, watermark_delay_ms=0)
+    state = {"left": {}, "right": {"k": [[70, "s"]]}}
+    assert [r.value for r in apply_operator(join, state, [Row("k", "r", 70, "left")], Watermark(0, 0))[1]] == \
+        [["r", "s"]]
+    assert apply_operator(join, state, [Row("k", "r", 71, "left")], Watermark(0, 0))[1] == []
+
+
+def test_a_zero_timeout_times_a_session_out_once_the_watermark_passes_its_last_event():
+    fn = OperatorSpec("stateful_function", function="session_sum", timeout_ms=0, watermark_delay_ms=0)
+    state, _ = apply_operator(fn, {"": {}}, [Row("a", 3, 50)], Watermark(0, 0))
+    assert state == {"": {"a": [3, 1, 50, 50]}}                          # timeout at 50 + 0
+    assert apply_operator(fn, state, [], Watermark(0, 50))[1] == []     # not strictly before 50
+    _, out = apply_operator(fn, state, [], Watermark(0, 51))
+    assert [(r.key, r.value, r.event_time_ms) for r in out] == [("a", [3, 1], 50)]
+
+
+def test_a_tracker_without_a_late_watermark_filters_nothing_late():
+    assert watermark_of({"watermark_ms": 30}) == Watermark(0, 30)
+    assert watermark_of({"watermark_ms": 30, "late_watermark_ms": 20}) == Watermark(20, 30)

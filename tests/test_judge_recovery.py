@@ -8,6 +8,8 @@ offsets, the restored trackers and lineage, and the version state resumes at.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from reference import layout
@@ -86,3 +88,18 @@ def test_restoring_trackers_does_not_touch_the_commit_entry():
     storage = logs({0: STEADY[0]}, [0])
     plan_restart(storage, "sync", 2)
     assert CommitEntry.read(storage, 0).next_trackers == TRACKERS
+
+
+def test_a_fresh_plan_keeps_nothing_and_resumes_at_version_zero_and_plans_are_frozen():
+    plan = plan_restart(DurableStorage(), "sync", 3)
+    assert (plan.first_batch, plan.start_offsets, plan.lineage, plan.lineage_version, plan.kept_through) == \
+        (0, (0, 0, 0), {}, 0, -1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.first_batch = 1   # type: ignore[misc]
+
+
+def test_errors_and_async_folds_name_the_newest_entry_of_several():
+    with pytest.raises(CheckpointFormatError, match=r"^commits/3: commit entry without any offset entry$"):
+        plan_restart(logs({}, [1, 2, 3]), "sync", 2)
+    plan = plan_restart(logs({0: STEADY[0], 1: STEADY[1], 2: STEADY[2], 4: STEADY[4]}, [0, 2]), "async", 2)
+    assert plan == RestartPlan(4, (9, 9), {4: ((9, 9), (15, 15))}, RESTORED, LINEAGE, 3, 2)
