@@ -76,7 +76,7 @@ MODULES: dict[str, list[str]] = {
     "operators": ["tests/test_judge_operators.py", "tests/test_operator_boundaries.py",
                   "tests/test_reference_sources.py"],
     "explorer": ["tests/test_judge_explorer.py"],
-    "engine": ["tests/test_judge_each_oracle.py", "tests/test_reference_spark_suites.py",
+    "engine": ["tests/test_judge_engine.py", "tests/test_judge_each_oracle.py", "tests/test_reference_spark_suites.py",
                "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
 }
 
