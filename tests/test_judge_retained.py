@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from reference.catalogue import make
+from reference.changelog import StateFileHeader, encode_state_file
 from reference.logs import CommitEntry, encode_entry
 from reference.retained import (ChainLink, committed_chain, latest_lineage, parent_uid, retained_range,
                                 retained_states, unreadable)
@@ -104,3 +105,35 @@ def test_a_commit_entry_without_the_partitions_lineage_is_an_error(count):
     states, errors = retained_states(storage, ["0"], 2)
     assert errors == [f"{D}: latest commit entry names no lineage uid"] and states["0"]["1"] == {}
     assert sorted(states["0"]["0"], key=int) == ["2", "3", "4", "5"]
+
+
+def test_retaining_more_than_the_chain_holds_names_version_one_by_its_parents_uid(count):
+    assert errors_after(count, retain=5) == [f"state/0/{p}: version 1 is one of the last 5 committed versions, but its "
+                                             f"file is missing (expected 1_r0b0p{p}a0.snapshot, .changelog or .delta)"
+                                             for p in (0, 1)]
+
+
+def test_a_store_with_no_file_left_names_every_retained_version(count):
+    storage = count.copy()
+    for p in storage.list(D + "/"):
+        storage.delete(p)
+    assert errors_after(storage) == [f"{D}: version {v} is one of the last 3 committed versions, but its file is "
+                                     "missing (expected a snapshot or changelog)" for v in (3, 4, 5)]
+
+
+def test_a_snapshot_only_link_is_unreadable_when_its_snapshot_is(count):
+    storage = count.copy()
+    storage.write(path(4, "snapshot"), b"junk", overwrite=True)
+    why = unreadable(storage, link(4, True, delta=False))
+    assert why is not None and why.startswith(path(4, "snapshot"))
+
+
+def test_a_version_that_fails_to_load_is_an_error_and_the_others_still_load(count):
+    """Changelog 3 is whole and names its parent, but its header says version 7: loading 3 fails; 4 and 5 load
+    from the snapshot of 4, and 2 from its own."""
+    storage = count.copy()
+    storage.write(path(3, "changelog"), encode_state_file(StateFileHeader("changelog", 7, "r0b2p1a0", "r0b1p1a0"),
+                                                          ()), overwrite=True)
+    states, errors = retained_states(storage, ["0"], 2)
+    assert len(errors) == 1 and "header says version 7, expected 3" in errors[0]
+    assert sorted(states["0"]["1"], key=int) == ["2", "4", "5"]
