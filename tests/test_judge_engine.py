@@ -81,3 +81,21 @@ def test_progress_events_of_the_untimed_model():
     assert all(e.input_rows_per_second == 0.0 and e.processed_rows_per_second == 0.0 for e in outcome.progress)
     assert all(op.num_rows_removed == 0 and op.num_rows_updated > 0 for e in outcome.progress
                for op in e.state_operators)
+
+
+def test_window_evictions_are_counted_as_removed_rows_and_durations_are_zero():
+    """Every window the sink receives was popped from state in the batch that emitted it."""
+    outcome, _ = judged(make("window_aggregate", batches=6))
+    removed = sum(op.num_rows_removed for e in outcome.progress for op in e.state_operators)
+    emitted = sum(len(entry.rows) for entry in outcome.sink)
+    assert removed == emitted > 0
+    assert all(set(e.duration_ms.values()) == {0} for e in outcome.progress)
+
+
+def test_inline_purge_cleans_state_below_the_snapshot_the_retained_versions_load_from():
+    """Retain 3 of versions 1..5: versions 3..5 load from the snapshot of 2 (snapshots every 2 versions), so
+    only version 1's changelog goes."""
+    _, storage = judged(make("aggregate", batches=5, retain=3))
+    assert sorted(storage.list("state/0/1/")) == [
+        "state/0/1/2_r0b1p1a0.changelog", "state/0/1/2_r0b1p1a0.snapshot", "state/0/1/3_r0b2p1a0.changelog",
+        "state/0/1/4_r0b3p1a0.changelog", "state/0/1/4_r0b3p1a0.snapshot", "state/0/1/5_r0b4p1a0.changelog"]

@@ -9,13 +9,15 @@ the report is the same for any number of workers, or what it says.
 from __future__ import annotations
 
 import multiprocessing
+import signal
+import threading
 
 import pytest
 
 from reference.catalogue import make
 from reference.engine import Incarnation
 from reference.explorer import (MAX_CUTS, WRITING, ExplorePlan, Model, Report, Violation, _down_sets,
-                                _explore_share, _lazy_order, count_writing_cuts, explore, first_graph,
+                                _explore_share, _lazy_order, _on_sigint, count_writing_cuts, explore, first_graph,
                                 plan_exploration, single_faults, writing_cuts)
 from reference.oracles import Verdict
 
@@ -72,6 +74,14 @@ def test_single_faults_skip_background_steps_and_cover_every_task_step(tiny):
         if node.step in ("state_load", "task_apply"):
             assert placed >= {("task_failure", "before"), ("task_failure", "after"), ("executor_loss", "before"),
                               ("executor_loss", "after")}
+    errors = {f.at.step for f, _ in faults if f.kind == "storage_write_error"}
+    assert errors <= {"changelog_write", "sink_write", "snapshot_upload"} and "sink_write" in errors
+    landing = {(f.at.step, f.at.batch, f.at.partition): [] for f, _ in faults if f.kind == "zombie_write"}
+    for f, lands in faults:
+        if f.kind == "zombie_write":
+            landing[(f.at.step, f.at.batch, f.at.partition)].append(lands)
+    # a zombie of batch 0's task lands after batch 0's commit entry, before batch 1's task loads, or at the end
+    assert landing[("changelog_write", 0, 0)] == [inc.nid("commit_log_write", 0), inc.nid("state_load", 1, 0), None]
     zombies = [(f.at.step, lands) for f, lands in faults if f.kind == "zombie_write"]
     assert {step for step, _ in zombies} == {"changelog_write", "sink_write"}   # the steps that write part files
     assert any(lands is None for _, lands in zombies) and any(lands is not None for _, lands in zombies)
@@ -109,8 +119,9 @@ def test_the_lazy_order_runs_background_steps_only_when_nothing_else_is_ready():
 def test_the_report_is_the_same_for_one_worker_and_two_and_depth_two_adds_schedules():
     scenario = make("aggregate", batches=2, partitions=1)
     ticks: list = []
-    one, two = explore(scenario, workers=1, progress=ticks.append), explore(scenario, workers=2)
-    assert ticks and all(0 <= t.done <= t.planned and 0 <= t.seconds <= one.seconds for t in ticks)
+    one, two = explore(scenario, workers=0, progress=ticks.append), explore(scenario, workers=2)   # 0 means 1
+    assert ticks and all(0 <= t.done <= t.planned and 0 <= t.seconds <= one.seconds and t.violations == 0
+                         for t in ticks)
     assert explore(scenario, workers=1, depth=2).schedules > one.schedules
     plan = plan_exploration(scenario)
     assert one.schedules == two.schedules == plan.schedules
@@ -133,12 +144,14 @@ def test_a_planted_mistake_is_reported_with_its_schedule_in_exploration_order():
     done, found = multiprocessing.Value("q", 0), multiprocessing.Value("q", 0)
     share = _explore_share(scenario, 1, Model(PurgesEverything), 0, 1, (done, found), None)
     assert share.schedules == done.value == plan_exploration(scenario).schedules
-    assert 0 < found.value <= len(share.violations)    # a schedule counts once, however many checks it fails
+    assert found.value == len(share.violations) > 0
     report = Report(scenario.name, violations=share.violations)
     orders = [v.order for v in report.violations]
-    assert orders == sorted(orders)
+    assert orders == sorted(orders) and 1 <= orders[0] and orders[-1] <= share.schedules
     crashes = [v for v in report.violations if v.schedule.startswith("driver_crash after [")]
     assert crashes and all(v.reproduce["crash_after_prefix"] is True and v.reproduce["schedule"] for v in crashes)
+    for v in crashes:   # the label names the last three steps of the cut
+        assert v.schedule.count(", ") == min(2, len(v.reproduce["schedule"]) - 1)
     assert report.summary().endswith(f"{len(report.violations)} violation(s)")
 
 
@@ -151,4 +164,21 @@ def test_report_and_violation_texts():
     assert Report("idle").summary() == "idle: explored 0 schedules (0 distinct crash checkpoints) in 0.00 s (0/s); " \
                                        "0 violation(s)"
     v = Violation("driver_crash after [x]", [Verdict("no_loss", "fail", "short")], {})
+    assert v.order == 0
     assert v.describe() == "VIOLATION under driver_crash after [x]\n  [FAIL] no_loss: short"
+
+
+def test_sigint_is_caught_only_on_the_main_thread():
+    interrupted = threading.Event()
+    previous = _on_sigint(interrupted)
+    try:
+        assert previous is not None
+        signal.raise_signal(signal.SIGINT)
+        assert interrupted.is_set()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    found = []
+    worker = threading.Thread(target=lambda: found.append(_on_sigint(threading.Event())))
+    worker.start()
+    worker.join()
+    assert found == [None]

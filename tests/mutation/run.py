@@ -75,7 +75,8 @@ MODULES: dict[str, list[str]] = {
                  "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
     "operators": ["tests/test_judge_operators.py", "tests/test_operator_boundaries.py",
                   "tests/test_reference_sources.py"],
-    "explorer": ["tests/test_judge_explorer.py"],
+    "explorer": ["tests/test_judge_explorer.py",
+                 "tests/test_cli_hostile.py::test_explore_interrupted_stops_every_worker_and_says_where_it_got_to"],
     "engine": ["tests/test_judge_engine.py", "tests/test_judge_each_oracle.py", "tests/test_reference_spark_suites.py",
                "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
 }
@@ -198,7 +199,7 @@ def forget_survivors(session: Path) -> int:
 
 
 def run_module(module: str, scratch: Path, survivors_only: bool) -> None:
-    tests = [t for t in MODULES[module] if (scratch / t).exists()]
+    tests = [t for t in MODULES[module] if (scratch / t.split("::")[0]).exists()]
     took = baseline_seconds(scratch, tests)
     config = write_config(module, tests, timeout_s=max(30.0, 3 * took + 10))
     session = WORK / f"{module}.sqlite"
