@@ -193,9 +193,18 @@ def skip_not_code(session: Path) -> int:
 
 
 def forget_survivors(session: Path) -> int:
-    """Mark the survivors of a session pending again, so that ``exec`` re-runs them against today's tests."""
+    """Mark the survivors of a session pending again, so that ``exec`` re-runs them against today's tests
+    (those listed as equivalent stay as they are)."""
+    equivalent = load_equivalent()
     with sqlite3.connect(session) as db:
-        return db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
+        rows = db.execute("SELECT r.job_id, s.module_path, s.operator_name, s.start_pos_row, r.diff "
+                          "FROM work_results r JOIN mutation_specs s ON r.job_id = s.job_id "
+                          "WHERE r.test_outcome = 'SURVIVED'").fetchall()
+        again = [job for job, file, operator, line, diff in rows
+                 if not any(is_listed(Mutant("", file, line, operator, 0, diff or "", "survived"), e)
+                            for e in equivalent)]
+        db.executemany("DELETE FROM work_results WHERE job_id = ?", [(job,) for job in again])
+    return len(again)
 
 
 def run_module(module: str, scratch: Path, survivors_only: bool) -> None:
