@@ -226,22 +226,26 @@ def run_module(module: str, scratch: Path, survivors_only: bool) -> None:
     print(f"== {module}: mutants ran in {time.monotonic() - start:.0f} s", flush=True)
 
 
-def read_session(module: str) -> list[Mutant]:
+def read_session(module: str) -> tuple[list[Mutant], int]:
+    """The mutants of a module's session that ran, and how many of its mutants have not run yet."""
     bindir = Path(sys.executable).parent
     dump = subprocess.run([bindir / "cosmic-ray", "dump", WORK / f"{module}.sqlite"], capture_output=True,
                           text=True, check=True).stdout
-    found = []
+    found, pending = [], 0
     for line in dump.splitlines():
         item, result = json.loads(line)
-        if result is None or result["worker_outcome"] == "skipped":
-            continue
         mutation = item["mutations"][0]
+        if result is not None and result["worker_outcome"] == "skipped":
+            continue
         if not in_code(mutation["module_path"], tuple(mutation["start_pos"])):
+            continue
+        if result is None:
+            pending += 1
             continue
         outcome = "survived" if result["test_outcome"] == "survived" else "killed"
         found.append(Mutant(module, mutation["module_path"], mutation["start_pos"][0], mutation["operator_name"],
                             mutation["occurrence"], result.get("diff") or "", outcome))
-    return found
+    return found, pending
 
 
 def load_equivalent() -> list[dict[str, str]]:
@@ -256,7 +260,8 @@ def is_listed(m: Mutant, entry: dict[str, str]) -> bool:
 
 def report(modules: list[str], command: str) -> dict:
     equivalent_list = load_equivalent()
-    mutants = [m for module in modules for m in read_session(module)]
+    sessions = {module: read_session(module) for module in modules}
+    mutants = [m for module in modules for m in sessions[module][0]]
     survivors = [m for m in mutants if m.outcome == "survived"]
     equivalent = [(m, e) for m in survivors for e in equivalent_list if is_listed(m, e)]
     eq_ids = {id(m) for m, _ in equivalent}
@@ -271,9 +276,11 @@ def report(modules: list[str], command: str) -> dict:
         k = sum(1 for m in mine if m.outcome == "killed")
         s = sum(1 for m in live if m.module == module)
         e = sum(1 for m, _ in equivalent if m.module == module)
+        pending = sessions[module][1]
         per_module[f"reference/{module}.py"] = {"total": len(mine), "killed": k, "survived": s, "equivalent": e,
-                                                "tests": MODULES[module]}
-        print(f"{module:18s} {len(mine):5d} mutants  {k:5d} killed  {s:4d} survived  {e:4d} equivalent")
+                                                "not_run": pending, "tests": MODULES[module]}
+        print(f"{module:18s} {len(mine):5d} mutants  {k:5d} killed  {s:4d} survived  {e:4d} equivalent"
+              + (f"  ({pending} not run)" if pending else ""))
     print(f"score {score:.2f}% ({killed} killed of {killed + len(live)} non-equivalent; "
           f"{len(equivalent)} equivalent)")
     import cosmic_ray  # noqa: PLC0415 (only to name the version)
@@ -291,6 +298,7 @@ def report(modules: list[str], command: str) -> dict:
         "equivalent": [{"mutant": f"{m.file}:{m.line} {m.operator}: {m.before_after[0]} -> {m.before_after[1]}",
                         "reason": e["reason"]} for m, e in equivalent],
         "score_percent": round(score, 2),
+        "not_run": sum(pending for _found, pending in sessions.values()),
         "per_module": per_module,
         "survivors": [{"file": m.file, "line": m.line, "operator": m.operator, "diff": m.diff} for m in live],
     }
