@@ -228,3 +228,72 @@ def test_a_snapshot_in_a_backends_own_format_is_read_by_the_first_reader_that_kn
     assert seen == [f"{D}/4_u4.snapshot"]
     assert read_state_file(s.storage, f"{D}/2_u2.snapshot")[0].kind == "snapshot"   # our own format: no reader
     assert seen == [f"{D}/4_u4.snapshot"]
+
+
+def test_skip_snapshots_is_keyword_only():
+    s = four_versions()
+    with pytest.raises(TypeError):
+        plan_load(s.storage, "0", 1, 3, "u3", frozenset({2}))   # type: ignore[misc]
+    with pytest.raises(TypeError):
+        load_version(s.storage, "0", 1, 3, "u3", frozenset({2}))   # type: ignore[misc]
+
+
+def test_cleanup_stops_at_a_snapshot_whose_parent_an_earlier_cleanup_removed():
+    """Cleanup at version 4 keeping 1 removed versions 1..3; version 5 follows. Keeping 3 now, the walk from
+    5 reaches the snapshot of 4, whose parent version has no file left: it stops there, deleting nothing."""
+    s = four_versions()
+    assert s.cleanup(1) == [f"{D}/1_u1.changelog", f"{D}/2_u2.changelog", f"{D}/2_u2.snapshot",
+                            f"{D}/3_u3.changelog"]
+    s.put("a", 9)
+    s.commit("u5")
+    assert cleanup_store(s.storage, "0", 1, 3, 5, "u5") == []
+    assert sorted(s.storage.list()) == [f"{D}/4_u4.changelog", f"{D}/4_u4.snapshot", f"{D}/5_u5.changelog"]
+
+
+def test_cleanup_of_a_lineage_with_a_missing_link_fails_naming_it():
+    s = store(every=100)
+    for v in (1, 2, 3):
+        s.put("a", v)
+        s.commit(f"u{v}")
+    s.storage.delete(f"{D}/1_u1.changelog")
+    with pytest.raises(CheckpointFormatError, match="no file for version 1 with lineage id 'u1'"):
+        cleanup_store(s.storage, "0", 1, 1, 3, "u3")
+
+
+def test_a_load_that_cannot_plan_says_so_and_a_failed_fallback_names_what_it_skipped():
+    s = four_versions()
+    s.storage.delete(f"{D}/3_u3.changelog")
+    with pytest.raises(CheckpointFormatError) as plain:
+        load_version(s.storage, "0", 1, 3, "u3")
+    assert str(plain.value).startswith(f"{D}: cannot load version 3: no snapshot or changelog for version 3")
+    t = four_versions()
+    t.storage.write(f"{D}/4_u4.snapshot", b"junk", overwrite=True)
+    t.storage.delete(f"{D}/3_u3.changelog")
+    with pytest.raises(CheckpointFormatError) as fallback:
+        load_version(t.storage, "0", 1, 4, "u4")
+    assert str(fallback.value).startswith(f"{D}/4_u4.snapshot") and "; falling back to an older snapshot failed: " \
+        f"{D}: cannot load version 4" in str(fallback.value)
+
+
+def test_async_state_may_seal_a_second_version_before_the_first_is_durable():
+    s = store()
+    s.put("a", 1)
+    first = s.seal("u1")
+    s.put("a", 2)
+    second = s.seal("u2")                      # batch 1's task runs while batch 0's state is not yet durable
+    for sealed in (first, second):
+        s.write(sealed)
+        s.mark_durable(sealed)
+    assert load_version(s.storage, "0", 1, 2, "u2") == {"a": 2}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.version = 3   # type: ignore[misc]
+
+
+def test_a_snapshot_may_be_uploaded_again():
+    s = store(every=1)
+    s.put("a", 1)
+    s.commit("u1")
+    pending = s.pending_snapshot
+    assert s.do_maintenance() == f"{D}/1_u1.snapshot"
+    s.pending_snapshot = pending                # maintenance after a reload uploads the same version again
+    assert s.do_maintenance() == f"{D}/1_u1.snapshot"
