@@ -245,3 +245,15 @@ def test_file_reading_checks_pass_a_stopped_run_whose_checkpoint_holds_no_commit
     stopped = dataclasses.replace(outcome, error="stopped before its first commit")
     for check in ("reconstruction", "lineage"):
         assert verdict(scenario, stopped, check, no_commits).status == PASS
+
+
+def test_unreadable_metadata_and_an_outcome_without_boundaries_are_verdicts(count):
+    scenario, outcome, storage = count
+    broken = storage.copy()
+    broken.write("metadata", b"v1\n{", overwrite=True)
+    v = verdict(scenario, outcome, "checkpoint", broken)
+    assert v.status == FAIL and v.message.startswith("unreadable metadata: metadata: ")
+    shapeless = dataclasses.replace(outcome, batches=(dataclasses.replace(outcome.batches[0], start_offsets=None),)
+                                    + outcome.batches[1:])
+    [only] = check_outcome(scenario, shapeless, storage)
+    assert (only.check, only.status) == ("outcome_shape", FAIL) and "batch 0 has no start_offsets" in only.message
