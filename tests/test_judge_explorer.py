@@ -16,9 +16,9 @@ import pytest
 
 from reference.catalogue import make
 from reference.engine import Incarnation
-from reference.explorer import (MAX_CUTS, WRITING, ExplorePlan, Model, Report, Violation, _down_sets,
-                                _explore_share, _lazy_order, _on_sigint, count_writing_cuts, explore, first_graph,
-                                plan_exploration, single_faults, writing_cuts)
+from reference.explorer import (MAX_CUTS, WRITING, ExplorationInterrupted, ExplorePlan, Model, Report, Violation,
+                                _down_sets, _explore_share, _lazy_order, _on_sigint, count_writing_cuts, explore,
+                                first_graph, plan_exploration, single_faults, writing_cuts)
 from reference.oracles import Verdict
 
 
@@ -182,3 +182,12 @@ def test_sigint_is_caught_only_on_the_main_thread():
     worker.start()
     worker.join()
     assert found == [None]
+
+
+def test_an_interrupt_with_one_worker_reports_what_was_explored():
+    def interrupt(_progress):
+        raise KeyboardInterrupt
+
+    with pytest.raises(ExplorationInterrupted) as stopped:
+        explore(make("aggregate", batches=2, partitions=1), workers=1, progress=interrupt)
+    assert stopped.value.report.truncated and stopped.value.report.schedules >= 1

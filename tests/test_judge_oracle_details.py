@@ -16,6 +16,7 @@ import pytest
 
 from reference.catalogue import make, scenario_dict
 from reference.oracles import FAIL, PASS, Verdict, check_outcome, failures
+from reference.logs import CommitEntry, encode_entry
 from reference.outcome import Outcome, Recovery
 from reference.run import run_scenario
 from reference.scenario import Scenario
@@ -257,3 +258,39 @@ def test_unreadable_metadata_and_an_outcome_without_boundaries_are_verdicts(coun
                                     + outcome.batches[1:])
     [only] = check_outcome(scenario, shapeless, storage)
     assert (only.check, only.status) == ("outcome_shape", FAIL) and "batch 0 has no start_offsets" in only.message
+
+
+def test_identity_counts_partitions_from_zero_and_source_partitions_per_batch(count):
+    scenario, outcome, _ = count
+    state = {sid: dict(parts, **{"2": {}}) for sid, parts in outcome.state.items()}   # partitions are 0 and 1
+    assert verdict(scenario, dataclasses.replace(outcome, state=state), "identity").partition == 2
+    short = dataclasses.replace(outcome.batches[0], start_offsets=(0,), end_offsets=(3,))
+    v = verdict(scenario, dataclasses.replace(outcome, batches=(short,) + outcome.batches[1:]), "identity")
+    assert v.message == "batch offsets name 1 source partitions; the scenario has 2" and v.batch == 0
+
+
+def test_an_outcome_whose_offsets_are_not_numbers_cannot_be_judged(count):
+    scenario, outcome, _ = count
+    wrong = dataclasses.replace(outcome.batches[0], end_offsets=("x", "y"))
+    [only] = check_outcome(scenario, dataclasses.replace(outcome, batches=(wrong,) + outcome.batches[1:]))
+    assert (only.check, only.status) == ("outcome_shape", FAIL) and "TypeError" in only.message
+
+
+def test_the_untimed_async_progress_verdict_states_its_limit():
+    scenario = make("map", "async_progress", batches=4)
+    v = verdict(scenario, run_scenario(scenario).outcome(), "replay_bound")
+    assert v.status == PASS and "at most 4 batches" in v.message
+
+
+def test_lineage_goes_on_past_an_unreadable_older_commit_entry(count):
+    scenario, outcome, storage = count
+    both = storage.copy()
+    both.write("commits/1", b"v1\n{", overwrite=True)
+    entry = CommitEntry.read(both, 2)
+    lineage = {sid: dict(parts) for sid, parts in entry.state_lineage.items()}
+    lineage["0"]["1"] = "r9b2p1a9"
+    both.write("commits/2", encode_entry({"batch": 2, "watermark_ms": entry.watermark_ms,
+                                          "next_trackers": entry.next_trackers, "state_lineage": lineage}),
+               overwrite=True)
+    v = verdict(scenario, outcome, "lineage", both)
+    assert v.status == FAIL and (v.version, v.expected) == (3, "r9b2p1a9")

@@ -9,6 +9,7 @@ names the writing attempt); each test breaks it by hand.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -137,3 +138,11 @@ def test_a_version_that_fails_to_load_is_an_error_and_the_others_still_load(coun
     states, errors = retained_states(storage, ["0"], 2)
     assert len(errors) == 1 and "header says version 7, expected 3" in errors[0]
     assert sorted(states["0"]["1"], key=int) == ["2", "4", "5"]
+
+
+def test_retaining_more_versions_than_were_committed_starts_at_version_one(count):
+    assert errors_after(count, retain=6) == [f"state/0/{p}: version 1 is one of the last 6 committed versions, but its "
+                                             f"file is missing (expected 1_r0b0p{p}a0.snapshot, .changelog or .delta)"
+                                             for p in (0, 1)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        link(2, True).version = 3   # type: ignore[misc]

@@ -297,3 +297,14 @@ def test_a_snapshot_may_be_uploaded_again():
     assert s.do_maintenance() == f"{D}/1_u1.snapshot"
     s.pending_snapshot = pending                # maintenance after a reload uploads the same version again
     assert s.do_maintenance() == f"{D}/1_u1.snapshot"
+
+
+def test_a_bad_changelog_replayed_from_version_zero_is_a_format_error():
+    s = store(every=100)
+    for v in (1, 2, 3):
+        s.put("a", v)
+        s.commit(f"u{v}")
+    s.storage.write(f"{D}/2_u2.changelog", encode_state_file(StateFileHeader("changelog", 7, "u2", "u1"), ()),
+                    overwrite=True)
+    with pytest.raises(CheckpointFormatError, match="2_u2.changelog: header says version 7, expected 2"):
+        load_version(s.storage, "0", 1, 3, "u3")
