@@ -8,6 +8,7 @@ under every mode Spark allows passes every check on its own checkpoint.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -57,15 +58,24 @@ def test_a_crash_after_an_offset_entry_re_runs_exactly_that_batch():
 
 
 def test_a_zombie_sink_writer_lands_the_failed_attempts_part_file_beside_the_retry():
-    _, storage = judged(make("aggregate", batches=3, faults=[fault("zombie_write", "sink_write", 1, partition=0)]))
-    assert sorted(storage.list("sink/1/")) == ["sink/1/part-0-r0b1p0a0.json", "sink/1/part-0-r0b1p0a1.json",
-                                               "sink/1/part-1-r0b1p1a0.json"]
+    """SPEC additions: a zombie writer of a sink part file lands the failed attempt's own rows, which are the
+    rows its retry computes (the same input and state)."""
+    _, storage = judged(make("aggregate", batches=3, faults=[fault("zombie_write", "sink_write", 1, partition=1)]))
+    assert sorted(storage.list("sink/1/")) == ["sink/1/part-0-r0b1p0a0.json", "sink/1/part-1-r0b1p1a0.json",
+                                               "sink/1/part-1-r0b1p1a1.json"]
+    zombie, retry = (json.loads(storage.read(f"sink/1/part-1-r0b1p1a{a}.json")) for a in (0, 1))
+    assert zombie == retry != []
 
 
 @pytest.mark.parametrize("operator, mode, faults", [
     ("map", "sync", [fault("task_failure", "sink_write", 1, partition=0)]),           # a task without state
     ("aggregate", "async_state", [fault("task_failure", "sink_write", 1, partition=0)]),
     ("aggregate", "async_state", [fault("task_failure", "state_load", 1, partition=1)]),
+    ("aggregate", "async_state", [fault("task_failure", "sink_write", 1, "after", 1)]),
+    ("aggregate", "async_state", [fault("task_failure", "task_apply", 1, "after", 1)]),
+    ("aggregate", "async_state", [fault("executor_loss", "sink_write", 1, partition=1)]),
+    ("window_aggregate", "async_state", [fault("task_failure", "sink_write", 2, partition=1),
+                                         fault("task_failure", "sink_write", 1, "after", 0)]),
     ("aggregate", "sync", [fault("task_failure", "changelog_write", 1, "after", 0),   # two files of version 2
                            fault("driver_crash", "commit_log_write", 1, "after")]),
     # a restart resumes the watermark trackers commits/b holds
