@@ -146,3 +146,16 @@ def test_retaining_more_versions_than_were_committed_starts_at_version_one(count
                                              for p in (0, 1)]
     with pytest.raises(dataclasses.FrozenInstanceError):
         link(2, True).version = 3   # type: ignore[misc]
+
+
+def test_a_chain_of_one_link_names_the_version_below_it_by_its_parent(count):
+    storage = count.copy()
+    storage.delete(path(4, "changelog"))
+    storage.delete(path(4, "snapshot"))
+    assert errors_after(storage) == [
+        f"{D}: version 3 is one of the last 3 committed versions, but its file is missing (expected a snapshot or "
+        "changelog)",
+        f"{D}: version 4 is one of the last 3 committed versions, but its file is missing (expected "
+        "4_r0b3p1a0.snapshot, .changelog or .delta)",
+        f"{D}: version 5 is one of the last 3 committed versions, but no snapshot at or below it is left to load it "
+        "from"]
