@@ -119,13 +119,17 @@ def test_the_lazy_order_runs_background_steps_only_when_nothing_else_is_ready():
         "a fault in a background state commit fails the query: a crash cut already covers it"
 
 
-def test_the_report_is_the_same_for_one_worker_and_two_and_depth_two_adds_schedules():
+def test_depth_two_adds_a_crash_in_every_recovery():
+    scenario = make("aggregate", batches=1, partitions=1)
+    assert explore(scenario, workers=1, depth=2).schedules > explore(scenario, workers=1).schedules
+
+
+def test_the_report_is_the_same_for_one_worker_and_two():
     scenario = make("aggregate", batches=2, partitions=1)
     ticks: list = []
     one, two = explore(scenario, workers=0, progress=ticks.append), explore(scenario, workers=2)   # 0 means 1
     assert ticks and all(0 <= t.done <= t.planned and 0 <= t.seconds <= one.seconds and t.violations == 0
                          for t in ticks)
-    assert explore(scenario, workers=1, depth=2).schedules > one.schedules
     plan = plan_exploration(scenario)
     assert one.schedules == two.schedules == plan.schedules
     assert one.distinct_checkpoints == two.distinct_checkpoints > 1
