@@ -14,8 +14,13 @@ from typing import Any
 import pytest
 
 from reference.catalogue import make, supported_pairs
+from reference.engine import Incarnation
+from reference.observer import Observer
 from reference.oracles import check_outcome, failures
+from reference.recovery import plan_restart
 from reference.run import run_scenario
+from reference.sources import SourceData
+from reference.storage import DurableStorage
 
 
 def fault(kind: str, step: str, batch: int, when: str = "before", partition: int | None = None) -> dict[str, Any]:
@@ -83,6 +88,10 @@ def test_a_zombie_sink_writer_lands_the_failed_attempts_part_file_beside_the_ret
     ("stateful_function", "async_state", [fault("driver_crash", "commit_log_write", 1, "after")]),
     ("join", "pipelining", [fault("driver_crash", "offset_log_write", 2, "after")]),
     ("dedup_within_watermark", "sync", [fault("driver_crash", "state_commit", 1, "after", 1)]),
+    # under pipelining b+1's watermark is known before commits/b is written, which must still hold it
+    ("window_aggregate", "pipelining", [fault("driver_crash", "commit_log_write", 1, "after")]),
+    ("join", "pipelining", [fault("driver_crash", "commit_log_write", 1, "after")]),
+    ("dedup_within_watermark", "pipelining", [fault("driver_crash", "commit_log_write", 2, "after")]),
 ])
 def test_retries_and_restarts_keep_every_check(operator, mode, faults):
     outcome, _ = judged(make(operator, mode, batches=3, faults=faults))
@@ -128,3 +137,12 @@ def test_async_progress_persists_an_offset_entry_once_the_interval_has_passed():
 def test_a_batch_whose_sink_commit_a_restart_repeats_is_delivered_twice():
     outcome, _ = judged(make("aggregate", batches=3, faults=[fault("driver_crash", "sink_commit", 1, "after")]))
     assert [(e.batch, e.deliveries) for e in outcome.sink] == [(0, 1), (1, 2), (2, 1)]
+
+
+def test_an_incarnations_recorded_cuts_are_keyword_only():
+    scenario = make("aggregate", batches=2)
+    data = SourceData.of(scenario)
+    restart = plan_restart(DurableStorage(), "sync", len(data.partitions))
+    with pytest.raises(TypeError):
+        Incarnation(scenario, data, DurableStorage(), restart, 0, Observer(), {})   # type: ignore[misc]
+    assert Incarnation(scenario, data, DurableStorage(), restart, 0, Observer(), recorded_cuts={}).plans
