@@ -146,3 +146,19 @@ def test_an_incarnations_recorded_cuts_are_keyword_only():
     with pytest.raises(TypeError):
         Incarnation(scenario, data, DurableStorage(), restart, 0, Observer(), {})   # type: ignore[misc]
     assert Incarnation(scenario, data, DurableStorage(), restart, 0, Observer(), recorded_cuts={}).plans
+
+
+def test_a_clock_jump_moves_when_async_progress_persists():
+    """The driver's clock jumps 150 ms ahead at batch 1: batch 1 is planned at 250 ms, 200 ms after batch 0's
+    entry, so it persists; from then on every second batch: 3 (450 ms), 5 and 7."""
+    skew = {"at": {"step": "offset_log_write", "batch": 1, "when": "before"}, "kind": "clock_skew", "ms": 150}
+    _, storage = judged(make("map", "async_progress", batches=8, retain=10, faults=[skew]))
+    assert sorted(storage.list("offsets/")) == ["offsets/0", "offsets/1", "offsets/3", "offsets/5", "offsets/7"]
+
+
+def test_a_sink_manifest_is_canonical_json():
+    _, storage = judged(make("aggregate", batches=2))
+    assert storage.read("sink/_manifest/1") == json.dumps(
+        {"batch": 1, "delivery": 1, "files": ["sink/1/part-0-r0b1p0a0.json", "sink/1/part-1-r0b1p1a0.json"]},
+        sort_keys=True).encode()
+    assert list(json.loads(storage.read("sink/_manifest/1"))) == ["batch", "delivery", "files"]
