@@ -72,13 +72,18 @@ def test_watermark_monotone_names_the_entry_that_went_back(count):
     assert violations(back, scenario) == [("watermark_monotone", "commits/3 holds watermark 0 after 50 in commits/2")]
 
 
+def naming(storage: Any, batch: int, uid: str) -> Any:
+    """A copy whose commits/<batch> names ``uid`` for partition 1 of store 0."""
+    edited = storage.copy()
+    lineage = CommitEntry.read(edited, batch).state_lineage
+    lineage["0"]["1"] = uid
+    edit_commit(edited, batch, state_lineage=lineage)
+    return edited
+
+
 def test_lineage_reachable_names_a_recent_entry_whose_attempt_is_not_on_the_chain(count):
     scenario, storage = count
-    other = storage.copy()
-    lineage = CommitEntry.read(other, 3).state_lineage
-    lineage["0"]["1"] = "r5b3p1a2"
-    edit_commit(other, 3, state_lineage=lineage)
-    assert violations(other, scenario) == [
+    assert violations(naming(storage, 3, "r5b3p1a2"), scenario) == [
         ("lineage_reachable", "state/0/1: version 4 (commits/3 names 'r5b3p1a2') has lineage id 'r0b3p1a0'")]
 
 
@@ -93,11 +98,7 @@ def test_lineage_reachable_names_a_recent_version_with_no_file_on_the_chain(coun
 def test_lineage_reachable_looks_only_at_the_last_retained_entries(count):
     """commits/1 is older than the newest 3 entries: what it names is lineage's business, not this rule's."""
     scenario, storage = count
-    old = storage.copy()
-    lineage = CommitEntry.read(old, 1).state_lineage
-    lineage["0"]["1"] = "r5b1p1a2"
-    edit_commit(old, 1, state_lineage=lineage)
-    assert violations(old, scenario) == []
+    assert violations(naming(storage, 1, "r5b1p1a2"), scenario) == []
 
 
 def test_each_rule_names_its_first_offence_once(count):
