@@ -127,7 +127,9 @@ def test_depth_two_adds_a_crash_in_every_recovery():
 def test_the_report_is_the_same_for_one_worker_and_two():
     scenario = make("aggregate", batches=2, partitions=1)
     ticks: list = []
+    handler = signal.getsignal(signal.SIGINT)
     one, two = explore(scenario, workers=0, progress=ticks.append), explore(scenario, workers=2)   # 0 means 1
+    assert signal.getsignal(signal.SIGINT) is handler, "the workers' SIGINT handler is put back"
     assert ticks and all(0 <= t.done <= t.planned and 0 <= t.seconds <= one.seconds and t.violations == 0
                          for t in ticks)
     plan = plan_exploration(scenario)
@@ -157,6 +159,13 @@ def test_a_planted_mistake_is_reported_with_its_schedule_in_exploration_order():
     assert orders == sorted(orders) and 1 <= orders[0] and orders[-1] <= share.schedules
     crashes = [v for v in report.violations if v.schedule.startswith("driver_crash after [")]
     assert crashes and all(v.reproduce["crash_after_prefix"] is True and v.reproduce["schedule"] for v in crashes)
+    faulted = [v for v in report.violations if "faults" in v.reproduce]
+    for v in faulted:   # the label names the fault, where it was placed, and the lazy pass
+        f = v.reproduce["faults"][0]
+        at = f["at"]
+        head = f"{f['kind']} {at['when']} {at['step']} b{at['batch']}"
+        assert v.schedule.startswith(head + (f" p{at['partition']}" if at.get("partition") is not None else ""))
+    assert faulted[0].schedule == "task_failure before state_load b0 p0"   # the eager pass comes first
     for v in crashes:   # the label names the last three steps of the cut
         assert v.schedule.count(", ") == min(2, len(v.reproduce["schedule"]) - 1)
     assert report.summary().endswith(f"{len(report.violations)} violation(s)")
