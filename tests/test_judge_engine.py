@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from reference.catalogue import make, supported_pairs
+from reference.catalogue import make, scenario_dict, supported_pairs
 from reference.engine import Incarnation
 from reference.observer import Observer
 from reference.oracles import check_outcome, failures
 from reference.recovery import plan_restart
 from reference.run import run_scenario
+from reference.scenario import Scenario
 from reference.sources import SourceData
 from reference.storage import DurableStorage
 
@@ -162,3 +163,15 @@ def test_a_sink_manifest_is_canonical_json():
         {"batch": 1, "delivery": 1, "files": ["sink/1/part-0-r0b1p0a0.json", "sink/1/part-1-r0b1p1a0.json"]},
         sort_keys=True).encode()
     assert list(json.loads(storage.read("sink/_manifest/1"))) == ["batch", "delivery", "files"]
+
+
+@pytest.mark.parametrize("faults", [[], [fault("driver_crash", "commit_log_write", 1, "after")]])
+def test_a_chain_of_two_watermarked_operators_reports_the_query_watermark(faults):
+    """Dedup (delay 20) then a window (delay 5): each operator keeps its own watermark, and the batch reports
+    the one the failure-free run gives the query, before and after a restart."""
+    d = scenario_dict("chain", batches=4, faults=faults)
+    d["query"]["operator"] = {"kind": "chain", "operators": [
+        {"kind": "dedup_within_watermark", "watermark_delay_ms": 20},
+        {"kind": "window_aggregate", "agg": "sum", "window_ms": 30, "watermark_delay_ms": 5}]}
+    outcome, _ = judged(Scenario.from_dict(d))
+    assert outcome.batches[-1].watermark_ms > 0
