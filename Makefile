@@ -30,3 +30,4 @@ clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache results
 
 include paper/paper.mk
+include tests/mutation/mutation.mk
