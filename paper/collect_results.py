@@ -125,17 +125,14 @@ def run_experiment(run: Run, quick: bool, seeds: int | None, dry_run: bool) -> d
         cmd.append("--quick")
     if seeds is not None:
         cmd += ["--seeds", str(seeds)]
-    _say("   $ " + " ".join(cmd[1:]))
-    if dry_run:
+    ran = _lightspeed(cmd, dry_run)
+    if ran is None:
         return {"status": "dry-run", "seconds": 0.0}
-    started = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(cmd, cwd=ROOT, env=env)
-    seconds = time.perf_counter() - started
+    returncode, seconds = ran
     status = {0: "ok", 1: "checks failed (copied)", 2: "bad input", 3: "backend not available"}.get(
-        proc.returncode, f"exit {proc.returncode}")
+        returncode, f"exit {returncode}")
     results = scratch / "results.json"
-    if proc.returncode in (0, 1) and results.exists():
+    if returncode in (0, 1) and results.exists():
         target = run.out_dir(quick)
         if target.exists():
             shutil.rmtree(target)
@@ -155,15 +152,24 @@ def run_zoo(dry_run: bool) -> dict[str, Any]:
     scratch = Path(tempfile.mkdtemp(prefix="paper-zoo-"))
     cmd = [sys.executable, "-m", "experiments.cli", "zoo", "--quiet", "--out", str(scratch / "zoo.json"),
            "--paper-out", str(RESULTS / "zoo.json")]
+    ran = _lightspeed(cmd, dry_run)
+    shutil.rmtree(scratch, ignore_errors=True)
+    if ran is None:
+        return {"status": "dry-run", "seconds": 0.0}
+    returncode, seconds = ran
+    status = {0: "ok", 1: "checks failed (copied)"}.get(returncode, f"exit {returncode}")
+    return {"status": status, "seconds": seconds}
+
+
+def _lightspeed(cmd: list[str], dry_run: bool) -> tuple[int, float] | None:
+    """Print and run one ``lightspeed`` command from the repository root; its exit code and seconds (None: dry run)."""
     _say("   $ " + " ".join(cmd[1:]))
     if dry_run:
-        return {"status": "dry-run", "seconds": 0.0}
+        return None
     started = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, cwd=ROOT, env=env)
-    shutil.rmtree(scratch, ignore_errors=True)
-    status = {0: "ok", 1: "checks failed (copied)"}.get(proc.returncode, f"exit {proc.returncode}")
-    return {"status": status, "seconds": time.perf_counter() - started}
+    return proc.returncode, time.perf_counter() - started
 
 
 def run_explorer(quick: bool, dry_run: bool) -> dict[str, Any]:
