@@ -140,7 +140,8 @@ def _started_ms(entry: ProgressEvent) -> float:
     return float(entry.timestamp_ms) if entry.timestamp_ms is not None else -1.0
 
 
-def recovery_metrics(outcome: Outcome, crash_ms: float, plan_starts: dict[int, float] | None = None) -> dict[str, Any]:
+def recovery_metrics(outcome: Outcome, crash_ms: float, plan_starts: dict[int, float] | None = None,
+                     origin_ms: float = 0.0) -> dict[str, Any]:
     """What a crash at ``crash_ms`` cost.
 
     - ``rerun_batches``: batches the restart re-ran (the outcome's ``recoveries``);
@@ -153,6 +154,9 @@ def recovery_metrics(outcome: Outcome, crash_ms: float, plan_starts: dict[int, f
       again (restart included), and ``rerun_ms`` the part after the restart;
       ``rerun_rows`` the rows of the re-run batches. On a rate source these
       also count the input that arrived while the query was down.
+
+    ``origin_ms``: the progress timestamp of the run's start, so that progress stamped on another clock (a
+    timed engine's epoch milliseconds) is compared with ``crash_ms``, which counts from the run's start.
     """
     if not outcome.recoveries:
         return {"crashed": False, "rerun_batches": 0, "rerun_rows": 0, "lost_ms": 0.0, "recovery_ms": None,
@@ -161,19 +165,19 @@ def recovery_metrics(outcome: Outcome, crash_ms: float, plan_starts: dict[int, f
     rerun = set(outcome.recoveries[0].rerun_batches)
     starts = dict(plan_starts or {})
     for p in outcome.progress:
-        t = _started_ms(p)
+        t = (_started_ms(p) - origin_ms)
         if 0 <= t < crash_ms:
             starts.setdefault(p.batch_id, t)
     lost_from = min((t for b, t in starts.items() if b >= resumed and t < crash_ms), default=None)
     lost_ms = crash_ms - lost_from if lost_from is not None else 0.0
-    after = [p for p in outcome.progress if _started_ms(p) >= crash_ms]
+    after = [p for p in outcome.progress if (_started_ms(p) - origin_ms) >= crash_ms]
     if not after:
         return {"crashed": True, "rerun_batches": len(rerun), "rerun_rows": 0, "lost_ms": lost_ms,
                 "recovery_ms": None, "rerun_ms": None}
-    restart_ms = min(_started_ms(p) for p in after)
+    restart_ms = min((_started_ms(p) - origin_ms) for p in after)
     top = max(rerun) if rerun else -1
     redone = [p for p in after if p.batch_id <= top]
-    end = max((_started_ms(p) + _trigger_ms(p) for p in redone), default=restart_ms)
+    end = max(((_started_ms(p) - origin_ms) + _trigger_ms(p) for p in redone), default=restart_ms)
     return {"crashed": True, "rerun_batches": len(rerun), "rerun_rows": sum(p.num_input_rows for p in redone),
             "lost_ms": lost_ms, "recovery_ms": end - crash_ms, "rerun_ms": end - restart_ms}
 

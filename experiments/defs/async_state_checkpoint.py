@@ -165,7 +165,9 @@ class AsyncStateCheckpoint(Experiment):
         lines += report_lines(summary.get("verdicts", []))
         for mode in MODES:
             p = summary["price"].get(mode)
-            if p:
+            if p and p["rerun_batches_mean"]["median"] is None:
+                lines.append(f"price ({mode}): no crash landed inside a run, so nothing was re-run to measure")
+            elif p:
                 lines.append(f"price ({mode}): re-ran {p['rerun_batches_mean']['median']:.1f} batches "
                              f"(worst {p['rerun_batches_max']['max']:.0f}), "
                              f"{p['rerun_rows_mean']['median']:,.0f} rows, work lost "
@@ -202,8 +204,12 @@ def _crash_metrics(point: Point) -> dict[str, Any]:
     """Crash the run at seeded random times within its failure-free span; average what each crash cost."""
     clean = run_point_scenario(point).outcome
     check_outcome_ok(clean)
-    span = max(((p.timestamp_ms or 0) + p.duration_ms.get("triggerExecution", 0) for p in clean.progress),
-               default=0.0)
+    # The run's span on its own clock, from its first batch: a timed engine stamps progress with epoch
+    # milliseconds, the simulator from 0, and a crash's time_ms counts from the run's start on both.
+    stamped = [(float(p.timestamp_ms), float(p.duration_ms.get("triggerExecution", 0) or 0))
+               for p in clean.progress if p.timestamp_ms is not None]
+    first = min((start for start, _ in stamped), default=0.0)
+    span = max((start - first + took for start, took in stamped), default=0.0)
     if span <= 0:
         raise RuntimeError("the failure-free run reported no batch times; cannot place crashes")
     rng = np.random.default_rng(point.seed)
@@ -217,7 +223,8 @@ def _crash_metrics(point: Point) -> dict[str, Any]:
         else:
             outcome, starts = run_point_scenario(point, scenario).outcome, None
         check_outcome_ok(outcome)
-        results.append(recovery_metrics(outcome, crash_ms, starts))
+        origin = min((float(p.timestamp_ms) for p in outcome.progress if p.timestamp_ms is not None), default=0.0)
+        results.append(recovery_metrics(outcome, crash_ms, starts, origin))
     crashed = [r for r in results if r["crashed"]]
     return {"span_ms": span, "crashes": len(results), "crashed": len(crashed),
             "rerun_batches_mean": mean_or_none([r["rerun_batches"] for r in crashed]),
