@@ -69,7 +69,8 @@ NOT_APPLICABLE = {
 }
 # The figures of each experiment the paper shows, in order: (stem of the experiment's PNG file, width on the page).
 FIGURE_STEMS = {
-    "offset-management": (("offset_management_reduction", "62%"), ("offset_management_latency", "100%")),
+    "offset-management": (("offset_management_reduction", "62%"), ("offset_management_latency", "100%"),
+                          ("offset_management_latency_fitted", "100%")),
     "pipelining": (("pipelining", "92%"),),
     "async-state-checkpoint": (("async_state_checkpoint", "100%"),),
     "changelog-checkpointing": (("changelog_checkpointing", "100%"),),
