@@ -1118,25 +1118,40 @@ def section_environment(p: Paper) -> None:
             "All runs are full runs."))
 
 
-def verdict(measured: Sequence[float | None], low: float, high: float, *, up_to: bool = False) -> str:
-    """How measured values compare with a published value or range (fractions or ratios, all positive claims).
+def verdict(measured: Sequence[float | None], low: float, high: float, *, up_to: bool = False,
+            tolerance: float = 0.0, neutral: float = 0.0) -> str:
+    """How measured values (one per rate, distribution or size) compare with a published value or range.
 
-    ``up_to``: the claim is a ceiling ("up to 25%"), so anything above zero and at most ``high`` reproduces it.
+    Each value is judged by the experiments' own rule (``experiments.verdicts.judge``: within ``tolerance`` of
+    the published range, else on its side of ``neutral``, the value meaning "no effect"), with the tolerance the
+    experiment states; the row's verdict summarises them. ``up_to``: the claim is a ceiling ("up to 25%"), so
+    any gain up to ``high`` (plus the tolerance) reproduces it.
     """
+    from experiments.verdicts import DIRECTION_ONLY, REPRODUCED, judge
     values = [m for m in measured if m is not None]
     if not values:
         return "not measured"
-    if min(values) <= 0:
+    if any(m <= neutral for m in values):
         return "not reproduced (no gain)"
     if up_to:
-        return "reproduced" if max(values) <= high else "direction; larger than published"
-    if min(values) >= low and max(values) <= high:
+        return "reproduced" if max(values) <= high + tolerance else "direction only; larger than published"
+    each = [judge("", m, (low, high), tolerance=tolerance, neutral=neutral).verdict for m in values]
+    if all(e == REPRODUCED for e in each):
         return "reproduced"
-    if max(values) < low:
-        return "direction; smaller"
-    if min(values) > high:
-        return "direction; larger"
-    return "partly within"
+    if all(e == DIRECTION_ONLY for e in each):
+        return "direction only; " + ("smaller" if max(values) < low else "larger" if min(values) > high else "mixed")
+    return "partly reproduced" if REPRODUCED in each else "not reproduced"
+
+
+# The tolerances the experiments state for their verdicts (experiments/defs), in the paper's units:
+# cuts as fractions, speed-ups as ratios.
+def _tolerances() -> tuple[float, float, float]:
+    from experiments.defs import async_state_checkpoint, offset_management, pipelining
+    return (offset_management.CUT_TOLERANCE_PP / 100.0, pipelining.SPEEDUP_TOLERANCE,
+            async_state_checkpoint.MEAN_CUT_TOLERANCE_PP / 100.0)
+
+
+OM_CUT_TOLERANCE, PIPE_SPEEDUP_TOLERANCE, ASC_MEAN_CUT_TOLERANCE = _tolerances()
 
 
 def section_summary(p: Paper) -> None:
@@ -1164,7 +1179,7 @@ def section_summary(p: Paper) -> None:
         return "not applicable" if NOT_APPLICABLE.get((experiment, backend)) else "no results yet"
 
     def row(label: str, claim_text: str, claim: str, cells: dict[str, tuple[str, list[float | None]]],
-            experiment: str, up_to: bool = False) -> None:
+            experiment: str, up_to: bool = False, tolerance: float = 0.0, neutral: float = 0.0) -> None:
         lo, hi = frac(claim)
         out = [esc(label), claim_text]
         verdicts = []
@@ -1172,7 +1187,8 @@ def section_summary(p: Paper) -> None:
             text, values = cells.get(backend, (missing(experiment, backend), []))
             out.append(text)
             if values:
-                verdicts.append(f"{BACKEND_NAME[backend]}: {verdict(values, lo, hi, up_to=up_to)}")
+                verdicts.append(f"{BACKEND_NAME[backend]}: "
+                                f"{verdict(values, lo, hi, up_to=up_to, tolerance=tolerance, neutral=neutral)}")
         out.append(esc("; ".join(verdicts)) if verdicts else "not measured yet")
         rows.append(out)
 
@@ -1186,10 +1202,11 @@ def section_summary(p: Paper) -> None:
         return out
 
     row("async log purge: p50 cut", v.entries["pub_om_cut_purge"]["text"], "om_cut_purge", om("async-purge"),
-        "offset-management")
+        "offset-management", tolerance=OM_CUT_TOLERANCE)
     row("async progress: p50 cut", v.entries["pub_om_cut_progress"]["text"], "om_cut_progress",
-        om("async-progress"), "offset-management")
-    row("both: p50 cut", v.entries["pub_om_cut_both"]["text"], "om_cut_both", om("both"), "offset-management")
+        om("async-progress"), "offset-management", tolerance=OM_CUT_TOLERANCE)
+    row("both: p50 cut", v.entries["pub_om_cut_both"]["text"], "om_cut_both", om("both"), "offset-management",
+        tolerance=OM_CUT_TOLERANCE)
 
     def pipe(field: str) -> dict[str, tuple[str, list[float | None]]]:
         out = {}
@@ -1201,9 +1218,9 @@ def section_summary(p: Paper) -> None:
         return out
 
     row("pipelining: throughput, default depth", v.entries["pub_pipe_speedup"]["text"], "pipe_speedup",
-        pipe("speedup"), "pipelining")
+        pipe("speedup"), "pipelining", tolerance=PIPE_SPEEDUP_TOLERANCE, neutral=1.0)
     row("pipelining: throughput, deeper pipeline", v.entries["pub_pipe_speedup"]["text"], "pipe_speedup",
-        pipe("speedup_deep"), "pipelining")
+        pipe("speedup_deep"), "pipelining", tolerance=PIPE_SPEEDUP_TOLERANCE, neutral=1.0)
 
     def asc(field: str, spec: str) -> dict[str, tuple[str, list[float | None]]]:
         out = {}
@@ -1218,7 +1235,8 @@ def section_summary(p: Paper) -> None:
         return out
 
     row("async state checkpointing: mean batch cut", "up to " + v.entries["pub_asc_mean_cut"]["text"],
-        "asc_mean_cut", asc("mean_cut", "pct"), "async-state-checkpoint", up_to=True)
+        "asc_mean_cut", asc("mean_cut", "pct"), "async-state-checkpoint", up_to=True,
+        tolerance=ASC_MEAN_CUT_TOLERANCE)
     row("async state checkpointing: batches re-run", v.entries["pub_asc_rerun"]["text"], "asc_rerun",
         asc("rerun", "int"), "async-state-checkpoint")
     run = p.run("changelog-checkpointing", "sim")
@@ -1234,7 +1252,7 @@ def section_summary(p: Paper) -> None:
     out = [esc("changelog: full over changelog commit (Flink)"), v.entries["pub_flink_ckpt_ratio"]["text"]]
     for backend in COMPARED:
         out.append(cells.get(backend, (missing("changelog-checkpointing", backend), []))[0])
-    out.append(esc(f"simulator: {verdict(cells['sim'][1], flink, flink)}") if "sim" in cells else "not measured yet")
+    out.append(esc(f"simulator: {verdict(cells['sim'][1], flink, flink, neutral=1.0)}") if "sim" in cells else "not measured yet")
     rows.append(out)
     p.tables["summary"] = Table(["Claim", "Published", "Simulator", "PySpark engine", "Native Spark", "Verdict"],
                                 rows, aligns=["left", "right", "right", "right", "right", "left"],

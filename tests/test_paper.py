@@ -287,3 +287,15 @@ def test_a_point_is_backlogged_exactly_when_its_run_did_not_keep_up():
     assert build.backlogged({**rate, "metrics": {"latency_p50": 80}}) is None        # written before the metric
     explicit = {"point": {"scenario": {"source": {"kind": "explicit"}}}, "metrics": {"kept_up": False}}
     assert build.backlogged(explicit) is None                                      # no input rate to keep up with
+
+
+def test_the_summary_verdicts_follow_the_experiments_rule():
+    """Table 1 judges each value by experiments/verdicts.py's rule with the experiment's tolerance."""
+    assert build.verdict([0.87], 0.85, 0.86, tolerance=0.10) == "reproduced"
+    assert build.verdict([0.22, 0.24], 0.50, 0.50, tolerance=0.10) == "direction only; smaller"
+    assert build.verdict([0.45, 0.30], 0.50, 0.50, tolerance=0.10) == "partly reproduced"
+    assert build.verdict([0.9, 1.8], 2.0, 3.0, tolerance=0.5, neutral=1.0) == "not reproduced (no gain)"
+    assert build.verdict([1.3, 2.8], 2.0, 3.0, tolerance=0.5, neutral=1.0) == "partly reproduced"
+    assert build.verdict([0.36], 0.25, 0.25, up_to=True, tolerance=0.10) == "direction only; larger than published"
+    assert build.verdict([0.12], 0.25, 0.25, up_to=True, tolerance=0.10) == "reproduced"
+    assert build.verdict([None], 0.5, 0.5) == "not measured"
