@@ -161,23 +161,26 @@ def recovery_metrics(outcome: Outcome, crash_ms: float, plan_starts: dict[int, f
     if not outcome.recoveries:
         return {"crashed": False, "rerun_batches": 0, "rerun_rows": 0, "lost_ms": 0.0, "recovery_ms": None,
                 "rerun_ms": None}
+    def started(p: ProgressEvent) -> float:
+        return _started_ms(p) - origin_ms
+
     resumed = outcome.recoveries[0].resumed_at
     rerun = set(outcome.recoveries[0].rerun_batches)
     starts = dict(plan_starts or {})
     for p in outcome.progress:
-        t = (_started_ms(p) - origin_ms)
+        t = started(p)
         if 0 <= t < crash_ms:
             starts.setdefault(p.batch_id, t)
     lost_from = min((t for b, t in starts.items() if b >= resumed and t < crash_ms), default=None)
     lost_ms = crash_ms - lost_from if lost_from is not None else 0.0
-    after = [p for p in outcome.progress if (_started_ms(p) - origin_ms) >= crash_ms]
+    after = [p for p in outcome.progress if started(p) >= crash_ms]
     if not after:
         return {"crashed": True, "rerun_batches": len(rerun), "rerun_rows": 0, "lost_ms": lost_ms,
                 "recovery_ms": None, "rerun_ms": None}
-    restart_ms = min((_started_ms(p) - origin_ms) for p in after)
+    restart_ms = min(started(p) for p in after)
     top = max(rerun) if rerun else -1
     redone = [p for p in after if p.batch_id <= top]
-    end = max(((_started_ms(p) - origin_ms) + _trigger_ms(p) for p in redone), default=restart_ms)
+    end = max((started(p) + _trigger_ms(p) for p in redone), default=restart_ms)
     return {"crashed": True, "rerun_batches": len(rerun), "rerun_rows": sum(p.num_input_rows for p in redone),
             "lost_ms": lost_ms, "recovery_ms": end - crash_ms, "rerun_ms": end - restart_ms}
 
