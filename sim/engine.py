@@ -43,6 +43,7 @@ from reference.outcome import ProgressEvent
 from reference.steps import NodeId
 from reference.storage import CheckpointFormatError
 from reference.supervisor import RESTARTABLE
+from reference.trigger import next_batch_time_ms, trigger_plan_ms
 
 from .cost_model import Profile
 from .driver import Driver
@@ -115,11 +116,16 @@ class TimedIncarnation(Incarnation):
         """
         return p % self.profile.executors
 
-    def trigger_ready_ms(self) -> float:
-        """The earliest a batch may be planned by the trigger (``ProcessingTime``): one interval after the last."""
-        if self.last_plan_start_ms is None:
-            return 0.0
-        return self.last_plan_start_ms + self.cfg.trigger_interval_ms
+    def trigger_ms(self, input_ms: float | None) -> float:
+        """When the trigger plans the next batch, its dependencies met now and its input arriving at
+        ``input_ms`` (None: no input left): ``reference.trigger``, Spark's ``ProcessingTimeExecutor``
+        (ticks at multiples of the interval; a zero interval plans as soon as ready)."""
+        now, interval = self.clock.now, self.cfg.trigger_interval_ms
+        fire = trigger_plan_ms(interval, self.last_plan_start_ms, now, input_ms)
+        if fire is not None:
+            return fire
+        last = self.last_plan_start_ms
+        return now if last is None else max(now, next_batch_time_ms(last, interval))
 
     # ---------------------------------------------------- mode interface
     def has_batch(self, b: int) -> bool:

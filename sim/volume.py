@@ -125,10 +125,9 @@ class VolumeIncarnation(TimedIncarnation):
         plan, now = self.plans[b], self.clock.now
         if plan.rerun:
             return now
-        ready = max(now, self.trigger_ready_ms())
         source = self.source
         waiting = [source.arrival_ms(sp, lo) for sp, lo in enumerate(plan.start) if lo < source.totals[sp]]
-        return max(ready, min(waiting)) if waiting else ready
+        return self.trigger_ms(min(waiting) if waiting else None)
 
     def begin_step(self, node: SimNode) -> None:
         if node.step == "plan":
