@@ -248,10 +248,13 @@ class TimedIncarnation(Incarnation):
         if purge:
             work_start = max(work_start, self.timing[("purge", b)][1])
         sink_end = self.timing.get(("sink_commit", b), (now, now))[1]
+        # under async progress the batch ends once its output is committed: Spark's trigger handler only
+        # queues the commit log write (and commits the source from its callback), and so does the graph
+        end = sink_end if async_progress else now
         plan_ms = plan_end - plan_start
         return {"latestOffset": _ms(plan_ms * (1 - planning_share)), "queryPlanning": _ms(plan_ms * planning_share),
                 "walCommit": _ms(wal), "purge": _ms(purge), "addBatch": _ms(max(0.0, sink_end - work_start)),
-                "commitOffsets": _ms(commit), "triggerExecution": _ms(now - plan_start)}
+                "commitOffsets": _ms(commit), "triggerExecution": _ms(end - plan_start)}
 
     def timed_progress(self, b: int, event: ProgressEvent) -> ProgressEvent:
         """``event`` with the simulated durations, rates and start time of batch ``b``."""

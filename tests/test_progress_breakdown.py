@@ -116,3 +116,21 @@ def test_the_breakdown_splits_a_batch_into_disjoint_parts() -> None:
     assert duration_breakdown(progress) == {"planning": 4.0, "offsetWrite": 10.0, "purge": 50.0,
                                             "addBatch": 200.0, "commitOffsets": 5.0, "other": 8.5}
     assert set(BREAKDOWN_PARTS) == set(duration_breakdown(progress) or {})
+
+
+def test_under_async_progress_a_batch_ends_when_its_output_is_committed() -> None:
+    # The commit log write and the source commit are queued (AsyncProgressTrackingMicroBatchExecution):
+    # triggerExecution runs from the plan to the sink's commit, 10.000 to 10.300, not to 10.900.
+    marks = {"plan": 10.0, "plan:end": 10.001, "job_start": 10.001, "job_end": 10.25,
+             "sink_commit:start": 10.25, "sink_commit:end": 10.3, "source_commit": 10.9}
+    assert measured_progress(0, 1, marks, [], [], async_progress=True).duration_ms["triggerExecution"] == \
+        pytest.approx(300.0, abs=1e-6)
+    assert measured_progress(0, 1, marks, [], []).duration_ms["triggerExecution"] == pytest.approx(900.0, abs=1e-6)
+    # on the simulator, with both features on, no part of a batch waits for the queued log writes
+    slow_writes = exact_profile(storage={**exact_profile()["storage"], "small_write_ms": 200.0})
+    sim = simulate(stateless(6, "async", "async", interval_ms=300), slow_writes)
+    for progress in sim.outcome().progress:
+        d = progress.duration_ms
+        assert d["walCommit"] == d["commitOffsets"] == 0.0
+        assert d["triggerExecution"] == pytest.approx(d["latestOffset"] + d["queryPlanning"] + d["addBatch"],
+                                                      abs=1e-2)

@@ -174,7 +174,8 @@ class SparkIncarnation(Incarnation):
         plan = self.plans[b]
         rows = sum(e - s for s, e in zip(*plan.bounds))
         results = [self.results[(b, p)] for p in range(self.parts) if (b, p) in self.results]
-        return measured_progress(b, rows, self.batch_timing[b], results, self.store_ids)
+        return measured_progress(b, rows, self.batch_timing[b], results, self.store_ids,
+                                 self.cfg.progress_mode == "async")
 
     def wait_for_zombies(self, timeout_s: float = ZOMBIE_WAIT_S) -> None:
         """Let every planted zombie write land before the incarnation is judged (they land late, not never)."""

@@ -41,7 +41,8 @@ def _ms(seconds: float) -> float:
 
 
 def measured_progress(batch: int, input_rows: int, marks: Mapping[str, float],
-                      results: Sequence[Mapping[str, Any]], store_ids: Sequence[str]) -> ProgressEvent:
+                      results: Sequence[Mapping[str, Any]], store_ids: Sequence[str],
+                      async_progress: bool = False) -> ProgressEvent:
     """The progress event of a batch from its wall-clock marks (seconds) and its tasks' results.
 
     ``plan`` (the trigger fired), ``job_start``/``job_end`` (the batch's Spark job), ``source_commit``
@@ -50,9 +51,12 @@ def measured_progress(batch: int, input_rows: int, marks: Mapping[str, float],
     counts 0, as Spark's asynchronous writers only queue their work inside the timed block). Spark's
     grouping: walCommit holds the offset log write and an inline purge (MicroBatchExecution times both
     in one ``reportTimeTaken("walCommit")``); ``purge`` is our own key for the purge's part of it.
+    Under async progress the batch ends when its output is committed (``sink_commit``): Spark's trigger
+    handler only queues the commit log write and commits the source from the write's callback.
     """
     now = time.time()
-    start, end = marks.get("plan", now), marks.get("source_commit", now)
+    start = marks.get("plan", now)
+    end = marks.get("sink_commit:end", now) if async_progress else marks.get("source_commit", now)
 
     def span(step: str) -> float:
         began = marks.get(f"{step}:start")
