@@ -38,7 +38,7 @@ from reference import layout
 from reference.engine import Incarnation
 from reference.faults import FaultBook, apply_fault
 from reference.graph import Node
-from reference.logs import log_batches, purge_threshold
+from reference.logs import PurgeRound
 from reference.outcome import ProgressEvent
 from reference.steps import NodeId
 from reference.storage import CheckpointFormatError
@@ -57,7 +57,6 @@ from .trace import Trace
 
 PRUNE_LAG_BATCHES = 3          # finished batches this far behind a source commit are forgotten
 COMMIT_STEPS = frozenset(("changelog_write", "state_commit"))   # a task's part of Spark's commitTimeMs
-PURGE_DELETE_WITHOUT_LIST = 3  # HDFSMetadataLog.purge deletes at most this many due entries without a listing
 STORAGE_STEPS = frozenset(("offset_log_write", "purge", "state_load", "changelog_write", "snapshot_upload",
                            "sink_write", "sink_commit", "commit_log_write"))
 SMALL_FILE_BYTES = 256         # a log entry or manifest
@@ -81,9 +80,9 @@ class TimedIncarnation(Incarnation):
                  rng: Draws, **kwargs: Any):
         self.clock, self.profile, self.service, self.rng = clock, profile, storage_service, rng
         self.timing: dict[tuple[str, int], tuple[float, float]] = {}   # (step, batch) -> (start, end)
+        self.purge_rounds: dict[int, PurgeRound | None] = {}   # batch -> the round its purge decided at start
         self.commit_ms: dict[int, float] = {}   # batch -> its tasks' state commit costs, summed (commitTimeMs)
         self.last_plan_start_ms: float | None = None
-        self.last_purged_batch = -1    # HDFSMetadataLog.lastPurgedBatchId: one per log object, so per incarnation
         self._step_methods: dict[str, Callable[..., None]] = {}
         super().__init__(*args, **kwargs)
 
@@ -152,7 +151,7 @@ class TimedIncarnation(Incarnation):
         if step == "offset_log_write":
             return svc.atomic_write_ms(SMALL_FILE_BYTES) if self.offsets_persist_due(b) else 0.0
         if step == "purge":
-            return self.purge_cost_ms()   # offsets/ and commits/; state files: maintenance
+            return self.purge_cost_ms(b)   # offsets/ and commits/; state files: maintenance
         if step == "sink_commit":
             if self.sc.sink_mode != "exactly_once":
                 return 0.0
@@ -163,14 +162,18 @@ class TimedIncarnation(Incarnation):
         assert step == "source_commit", f"no cost for driver step {step}"
         return prof.source_commit_ms
 
-    def purge_cost_ms(self) -> float:
+    def purge_round_of(self, b: int) -> PurgeRound | None:
+        """The round decided when purge ``b`` started (``purge_cost_ms``); its effect lands at its end."""
+        return self.purge_rounds.pop(b) if b in self.purge_rounds else self.next_purge_round()
+
+    def purge_cost_ms(self, b: int) -> float:
         """One purge round, as Spark's ``HDFSMetadataLog.purge`` does it on each of the two logs.
 
         Spark (sql/core/.../streaming/HDFSMetadataLog.scala, ``purge`` with ``lastPurgedBatchId``)
         deletes the ids between the last round's threshold and this one's blindly when there are at
         most three, and otherwise lists the log directory and deletes every entry below the
-        threshold. A round whose threshold has not moved does nothing. The threshold is the
-        reference's (``purge_threshold``): under sync progress the latest offset entry minus
+        threshold. A round whose threshold has not moved does nothing. The round is the reference's
+        (``Incarnation.next_purge_round``, ``reference.logs.purge_round``): under sync progress the latest offset entry minus
         ``minBatchesToRetain`` (MicroBatchExecution.scala: ``purge(batchId - minLogEntriesToMaintain)``,
         called only once ``batchId > minLogEntriesToMaintain``: before that the threshold is below 1 and
         nothing is due here either), so in steady state one entry per log;
@@ -179,16 +182,14 @@ class TimedIncarnation(Incarnation):
         moves only when a durable offset entry lands, once per ``checkpoint_interval_ms``: the rounds
         in between cost nothing.
         """
-        svc = self.service
-        threshold = purge_threshold(self.storage, self.cfg.min_batches_to_retain, self.cfg.progress_mode)
-        if threshold is None or threshold <= self.last_purged_batch + 1:
+        rnd = self.purge_rounds[b] = self.next_purge_round()   # what the step's effect will run
+        if rnd is None:
             return 0.0
-        due = threshold - (self.last_purged_batch + 1)
-        self.last_purged_batch = threshold - 1
-        if due <= PURGE_DELETE_WITHOUT_LIST:
-            return svc.delete_ms(2 * due)
+        svc = self.service
+        if not rnd.lists:
+            return svc.delete_ms(2 * len(rnd.due))
         existing = sum(1 for folder in (layout.OFFSETS, layout.COMMITS)
-                       for batch in log_batches(self.storage, folder) if batch < threshold)
+                       for batch in self.known_logs()[folder] if batch < rnd.threshold)
         return svc.list_ms(2) + svc.delete_ms(existing)
 
     def purge_round_skipped(self, node: SimNode) -> bool:

@@ -34,7 +34,6 @@ from typing import Any, cast
 import numpy as np
 
 from reference.engine import BatchPlan, TaskState
-from reference.logs import purge_logs
 from reference.outcome import ProgressEvent, StateOperatorProgress
 from reference.query import watermarks_of
 from reference.recovery import RestartPlan
@@ -196,7 +195,7 @@ class VolumeIncarnation(TimedIncarnation):
 
     # ---------------------------------------------------------------- steps
     def step_purge(self, b: int) -> None:
-        purge_logs(self.storage, self.cfg.min_batches_to_retain, self.cfg.progress_mode)
+        self.purge_log_entries(self.purge_round_of(b))   # the logs only: volume mode keeps no state files
 
     def step_state_load(self, b: int, p: int) -> None:
         if (b, p) not in self.tasks:
