@@ -219,11 +219,14 @@ class Incarnation:
                 layer.fetch(self.data.partitions[sp][end - 1].arrival_ms)
             layer.persist(self.storage, b)
 
+    def ledgers(self, b: int) -> dict[int, tuple[int, ...]]:
+        """A redelivering source partition's message ids behind batch ``b``'s offsets (its fetch ledger)."""
+        start, end = self.plans[b].bounds
+        return {sp: layer.ids(start[sp], end[sp]) for sp, layer in self.fetchers.items()}
+
     def batch_records(self, b: int) -> list[Record]:
         """The input of batch ``b``: its offsets' records, a redelivering source's through its fetch ledger."""
-        start, end = self.plans[b].bounds
-        ledgers = {sp: layer.ids(start[sp], end[sp]) for sp, layer in self.fetchers.items()}
-        return self.data.slice(start, end, ledgers)
+        return self.data.slice(*self.plans[b].bounds, self.ledgers(b))
 
     def cut_now(self, b: int) -> tuple[int, ...]:
         """An open batch's end offsets: what has arrived by the time ``plan`` runs (timed backends only)."""
