@@ -55,7 +55,7 @@ def redelivering_source(batches: int = 4, per_batch: int = 6, keys: int = 4) -> 
             "redeliver_after_ms": 2 * batch_ms, "ack_coverage": 0.5}
 
 
-SOURCE_KINDS = ("generated", "redelivering")
+CATALOGUE_SOURCES = ("generated", "redelivering")
 
 
 def scenario_dict(operator: str = "aggregate", mode: str = "sync", *, faults: list[dict[str, Any]] | None = None,
@@ -66,8 +66,8 @@ def scenario_dict(operator: str = "aggregate", mode: str = "sync", *, faults: li
                            "log_purge": {"mode": "inline", "min_batches_to_retain": retain}}
     eng.update(MODES[mode])
     eng.update(engine)
-    if source_kind not in SOURCE_KINDS:
-        raise ValueError(f"source_kind: expected one of {', '.join(SOURCE_KINDS)}; got {source_kind!r}")
+    if source_kind not in CATALOGUE_SOURCES:
+        raise ValueError(f"source_kind: expected one of {', '.join(CATALOGUE_SOURCES)}; got {source_kind!r}")
     redelivering = source_kind == "redelivering"
     src = redelivering_source(batches) if redelivering else source(partitions=partitions, batches=batches)
     d: dict[str, Any] = {"name": f"{operator}-{mode}" + ("-redelivering" if redelivering else ""), "seed": seed,

@@ -227,3 +227,10 @@ def test_a_dedup_set_that_is_not_persisted_passes_without_a_crash_and_the_explor
     assert report.violations
     assert {"output_semantics", "state_equivalence"} <= {v.check for v in report.violations[0].verdicts}
     assert "driver_crash" in report.violations[0].schedule
+
+
+def test_the_simulators_volume_mode_refuses_a_redelivering_source_by_name():
+    from experiments.profiles import sim_profile
+    from sim.simulation import SimModeError, Simulation
+    with pytest.raises(SimModeError, match="a redelivering source needs data mode"):
+        Simulation(redelivering(), sim_profile("local_spark"), mode="volume")
