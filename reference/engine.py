@@ -45,8 +45,9 @@ from .query import (
     watermarks_of,
 )
 from .recovery import RestartPlan
+from .redelivery import FetchLayer
 from .scenario import Scenario
-from .sources import SourceData
+from .sources import Record, SourceData
 from .state_store import Sealed, StateStore, cleanup_store
 from .steps import TASK_STEPS, NodeId
 from .storage import Storage
@@ -101,6 +102,7 @@ class Incarnation:
     """One driver lifetime: plans its batches from a restart plan, builds its step graph, applies steps."""
 
     store_class: type[StateStore] = StateStore
+    fetch_layer_class: type[FetchLayer] = FetchLayer   # a redelivering source's fetch-and-dedup layer
     snapshot_format: str | None = None   # a backend whose stores write another snapshot format names it
 
     def __init__(self, scenario: Scenario, data: SourceData, storage: Storage, restart: RestartPlan,
@@ -130,6 +132,7 @@ class Incarnation:
         self.clock_skew_ms = 0
         self.plans: dict[int, BatchPlan] = {}
         self.restart = restart
+        self.fetchers = {sp: self.fetch_layer_class(sp, r.deliveries) for sp, r in data.redelivering.items()}
         self._setup(restart)
         self.nodes: dict[NodeId, Node] = self.build_graph()
 
@@ -144,6 +147,9 @@ class Incarnation:
         for sid, per_part in restart.lineage.items():
             for p, uid in per_part.items():
                 self.lineage[(sid, int(p), restart.lineage_version)] = uid
+        latest_logged = max(log_batches(self.storage, layout.OFFSETS), default=None)
+        for layer in self.fetchers.values():
+            layer.restore(self.storage, latest_logged)
         self.plan_batches(restart)
 
     def plan_batches(self, restart: RestartPlan) -> None:
@@ -203,7 +209,29 @@ class Incarnation:
             plan.end = end
             if end != tuple(self.data.totals):
                 self.open_batch(b + 1, end)
+        self.fetch_sources(b)
         self.obs.planned(b, plan.start, plan.end, self.number, plan.rerun)
+
+    def fetch_sources(self, b: int) -> None:
+        """A redelivering source fetches up to the batch's cut and persists its fetch state (``redelivery.py``);
+        a re-run batch reads the persisted ledger instead."""
+        plan = self.plans[b]
+        if plan.rerun:
+            return
+        for sp, layer in self.fetchers.items():
+            end = plan.bounds[1][sp]
+            if end > 0:
+                layer.fetch(self.data.partitions[sp][end - 1].arrival_ms)
+            layer.persist(self.storage, b)
+
+    def ledgers(self, b: int) -> dict[int, tuple[int, ...]]:
+        """A redelivering source partition's message ids behind batch ``b``'s offsets (its fetch ledger)."""
+        start, end = self.plans[b].bounds
+        return {sp: layer.ids(start[sp], end[sp]) for sp, layer in self.fetchers.items()}
+
+    def batch_records(self, b: int) -> list[Record]:
+        """The input of batch ``b``: its offsets' records, a redelivering source's through its fetch ledger."""
+        return self.data.slice(*self.plans[b].bounds, self.ledgers(b))
 
     def cut_now(self, b: int) -> tuple[int, ...]:
         """An open batch's end offsets: what has arrived by the time ``plan`` runs (timed backends only)."""
@@ -412,8 +440,7 @@ class Incarnation:
             return  # a retry after the async writer took the state: only the output is redone
         self.ensure_stores(b, p)  # an executor loss may have dropped them since state_load
         self.note_watermark(b)
-        plan = self.plans[b]
-        records = route(self.data.slice(*plan.bounds), self.parts)[p]
+        records = route(self.batch_records(b), self.parts)[p]
         task.before = {sid: self.stores[(sid, p)].memento() for sid in self.store_ids}
         stores = {sid: self.stores[(sid, p)] for sid in self.store_ids}
         task.result, _changes = apply_partition(self.ops, stores, rows_of(records),

@@ -29,9 +29,10 @@ OPERATOR_KINDS = ("map", "aggregate", "window_aggregate", "dedup_within_watermar
 STATEFUL_KINDS = tuple(k for k in OPERATOR_KINDS if k not in ("map", "chain"))
 AGGS = ("count", "sum")
 FUNCTIONS = ("session_sum",)
-SOURCE_KINDS = ("generated", "explicit", "rate")
+SOURCE_KINDS = ("generated", "explicit", "rate", "redelivering")
 PROVIDERS = ("changelog", "delta", "snapshot")
 DEFAULT_BATCH_MS = 1000
+MAX_REDELIVERING_MESSAGES = 100_000   # a redelivering source's fetch state lists every id, once per batch
 MAX_TIME_MS = 10**12   # event and arrival times are ms from the scenario's start; beyond ~31 years is a mistake
 
 
@@ -131,6 +132,7 @@ class Source:
     batch_ms: int = DEFAULT_BATCH_MS
     rows_per_second: float = 0
     duration_s: float = 0
+    broker: "Broker | None" = None   # a redelivering source's broker (kind ``redelivering`` only)
 
     @staticmethod
     def parse(o: _Obj) -> "Source":
@@ -152,6 +154,9 @@ class Source:
                 if r[0] >= partitions:
                     raise ScenarioError(f"{o.at('records')}[{i}]", f"partition {r[0]} >= partitions {partitions}")
             src = Source(kind, partitions, records=parsed, batch_ms=o.int("batch_ms", DEFAULT_BATCH_MS, minimum=1))
+        elif kind == "redelivering":
+            src = Source(kind, 1, o.int("keys", 10, minimum=1), batch_ms=o.int("batch_ms", DEFAULT_BATCH_MS, minimum=1),
+                         broker=Broker.parse(o))
         else:
             src = Source(kind, o.int("partitions", minimum=1), o.int("keys", 100, minimum=1),
                          rows_per_second=o.num("rows_per_second", minimum=1e-9),
@@ -171,9 +176,56 @@ class Source:
         if self.kind == "explicit":
             return {"kind": self.kind, "partitions": self.partitions, "batch_ms": self.batch_ms,
                     "records": [list(r) for r in self.records]}
+        if self.broker is not None:
+            return {"kind": self.kind, "keys": self.keys, "batch_ms": self.batch_ms, **self.broker.to_dict()}
         return {"kind": self.kind, "partitions": self.partitions, "keys": self.keys,
                 "rows_per_second": self.rows_per_second, "duration_s": self.duration_s,
                 "batch_ms": self.batch_ms}
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A redelivering source's broker (Pub/Sub-like, seeded by the scenario's seed; ``redelivery.py``).
+
+    ``messages`` are published one every ``interval_ms``; each is first delivered up to ``reorder_ms`` late
+    (so out of order); with probability ``redelivery_rate`` it is delivered again ``redeliver_after_ms``
+    after its first delivery (after its batch was committed and ACKed, with the defaults); with probability
+    ``ack_coverage`` that redelivery goes to the other subscriber, whose ACK covers it.
+    """
+
+    messages: int
+    interval_ms: int = 10
+    reorder_ms: int = 0
+    redelivery_rate: float = 0.0
+    redeliver_after_ms: int = 2000
+    ack_coverage: float = 0.0
+
+    @staticmethod
+    def parse(o: _Obj) -> "Broker":
+        messages = o.int("messages", minimum=1)
+        if messages > MAX_REDELIVERING_MESSAGES:
+            raise ScenarioError(o.at("messages"), f"at most {MAX_REDELIVERING_MESSAGES} messages: the fetch state "
+                                f"holds every message id and is written once per batch; got {messages}")
+        broker = Broker(messages, o.int("interval_ms", 10, minimum=1),
+                        o.int("reorder_ms", 0), _probability(o, "redelivery_rate", "a redelivery rate"),
+                        o.int("redeliver_after_ms", 2000, minimum=1),
+                        _probability(o, "ack_coverage", "an ACK coverage"))
+        for name in ("interval_ms", "reorder_ms", "redeliver_after_ms"):
+            if getattr(broker, name) * max(broker.messages, 1) > MAX_TIME_MS:
+                raise ScenarioError(o.at(name), f"{name} x messages is beyond {MAX_TIME_MS} ms (about 31 years)")
+        return broker
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": self.messages, "interval_ms": self.interval_ms, "reorder_ms": self.reorder_ms,
+                "redelivery_rate": self.redelivery_rate, "redeliver_after_ms": self.redeliver_after_ms,
+                "ack_coverage": self.ack_coverage}
+
+
+def _probability(o: _Obj, name: str, what: str) -> float:
+    value = o.num(name, 0.0, minimum=-math.inf)
+    if not 0 <= value <= 1:
+        raise ScenarioError(o.at(name), f"{what} outside [0, 1]: {value!r}")
+    return float(value)
 
 
 def _explicit_record(raw: Any, path: str) -> tuple[int, str, int, int, int]:

@@ -207,6 +207,7 @@ def test_fault_matrix_is_green_on_the_reference_and_the_sim(quick: Any) -> None:
     cells = result.summary["cells"]
     for kind in ("driver_crash", "zombie_write", "corrupt_file", "clock_skew"):
         assert cells[f"sim|aggregate|async_state|{kind}"]["status"] in ("pass", "loud")
+        assert cells[f"sim|aggregate@redelivering|pipelining|{kind}"]["status"] in ("pass", "loud")
 
 
 def matrix_cell(operator: str, mode: str, kind: str, backend: str = "reference") -> Point:
@@ -234,6 +235,20 @@ def test_the_fault_matrix_builds_its_cells_from_the_catalogue() -> None:
             assert engine["state_store"]["provider"] == MODES[mode].get("state_store", STATE_STORE)["provider"]
             assert engine["log_purge"] == MODES[mode].get("log_purge", {"mode": "inline",
                                                                           "min_batches_to_retain": RETAIN})
+
+
+def test_the_fault_matrix_has_a_redelivering_column_whose_damage_hits_the_fetch_state() -> None:
+    """One column runs the aggregate over a redelivering source; deleting the fetch state a restart resumes from
+    stops the query with an error naming it (a loud cell), on the reference and the simulator alike."""
+    from experiments.defs.fault_matrix import REDELIVERING, columns
+    assert columns(True)[-1] == columns(False)[-1] == REDELIVERING
+    for backend in ("reference", "sim"):
+        point = matrix_cell(REDELIVERING, "sync", "delete_file", backend)
+        assert point.scenario["source"]["kind"] == "redelivering"
+        assert point.scenario["query"]["operator"]["kind"] == "aggregate"
+        assert point.scenario["faults"][0]["path"] == "sources/0/2"
+        cell = get_experiment("fault-matrix").measure(point)
+        assert cell["status"] == "loud" and "sources/0/2: missing" in cell["detail"], cell
 
 
 def test_a_deleted_retained_version_no_run_reads_is_named_and_counted_loud() -> None:

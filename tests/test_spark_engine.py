@@ -187,6 +187,19 @@ def test_generated_scenarios_pass_the_oracles(spark, tmp_path_factory, pair, fau
     _judge(scenario, result.outcome, result.checkpoint)
 
 
+def test_a_redelivering_source_survives_a_crash_between_fetch_and_offset_log_and_agrees(spark, tmp_path):
+    """The driver runs the reference's fetch layer in ``plan``; a crash before the offset log write leaves an orphan
+    fetch state; the executors read their records through the ledger. Every oracle holds, and the outcome is the
+    reference's and the simulator's."""
+    crash = [{"kind": "driver_crash", "at": {"step": "offset_log_write", "batch": 2, "when": "before"}}]
+    scenario = Scenario.from_dict(scenario_dict("aggregate", "pipelining", faults=crash, source_kind="redelivering"))
+    result = _run(scenario, tmp_path)
+    _judge(scenario, result.outcome, result.checkpoint)
+    assert result.outcome.recoveries, "a driver crash must show up as a recovery"
+    assert result.checkpoint is not None and result.checkpoint.exists("sources/0/2")
+    _agree(scenario, result.outcome)
+
+
 def test_state_stays_on_executors_between_batches(spark, tmp_path):
     """Executors keep their stores open between batches.
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from reference.backend import RunOptions, ScenarioRefused
-from reference.catalogue import OPERATORS, scenario_dict
+from reference.catalogue import OPERATORS, redelivering_source, scenario_dict
 from reference.oracles import NA, PASS, check_outcome, failures
 from reference.outcome import Outcome
 from reference.run import run_scenario
@@ -300,6 +300,7 @@ UNSUPPORTED = [
     ("asynchronous progress", native_dict("map", "async_progress"), "engine.progress.mode"),
     ("asynchronous state checkpointing", native_dict("aggregate", "async_state"), "engine.state_checkpoint"),
     ("pipelining", native_dict("aggregate", "pipelining"), "engine.pipelining"),
+    ("redelivering", native_dict("aggregate", source=redelivering_source()), "source.kind"),
 ]
 
 

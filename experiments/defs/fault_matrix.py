@@ -51,6 +51,10 @@ FAULT_KINDS = ("driver_crash", "task_failure", "executor_loss", "storage_write_e
                "zombie_write", "corrupt_file", "delete_file", "clock_skew")
 DAMAGE = ("corrupt_file", "delete_file")
 QUICK_OPERATORS = ("map", "aggregate", "window_aggregate")
+# One more column: the aggregate over a redelivering source (``reference/redelivery.py``), in every mode and
+# under every fault; a damage fault there hits the fetch state a restart resumes from. One column, not one per
+# operator: the source changes what the driver's plan does, not what an operator does.
+REDELIVERING = "aggregate@redelivering"
 QUICK_MODES = ("sync", "async_progress", "async_state", "pipelining")
 BATCHES = 4
 STATUSES = ("pass", "loud", "fail", "unsupported", "unavailable")
@@ -60,13 +64,28 @@ def _crash(step: str, batch: int, when: str = "before") -> dict[str, Any]:
     return {"at": {"step": step, "batch": batch, "when": when}, "kind": "driver_crash"}
 
 
+def columns(quick: bool) -> tuple[str, ...]:
+    """The matrix's columns: the catalogue's operators (the quick ones), then the redelivering source's."""
+    return (QUICK_OPERATORS if quick else tuple(OPERATORS)) + (REDELIVERING,)
+
+
+def column_parts(column: str) -> tuple[str, str]:
+    """A column's (operator, source kind): ``aggregate@redelivering`` is the aggregate over a redelivering source."""
+    operator, _, source_kind = column.partition("@")
+    return operator, source_kind or "generated"
+
+
 def damage_target(operator: str, scenario: dict[str, Any]) -> str:
     """The file a damage fault hits: the first snapshot of partition 0's store, or for a stateless query
-    the offset log entry of batch 1 (which a restart at batch 3 does not need under synchronous progress)."""
+    the offset log entry of batch 1 (which a restart at batch 3 does not need under synchronous progress); over
+    a redelivering source, the fetch state of batch 2 (what a restart after planning batch 3 resumes from)."""
     from reference import layout
     from reference.query import pipeline_store_ids
+    from reference.redelivery import sources_path
     from reference.scenario import Scenario
     sc = Scenario.from_dict(dict(scenario, faults=[]))
+    if any(src.kind == "redelivering" for src in sc.sources.values()):
+        return sources_path(0, 2)
     stores = pipeline_store_ids(sc.operator.flatten())
     if not stores:
         return layout.offset_path(1)
@@ -112,14 +131,20 @@ def faults_for(kind: str, operator: str, scenario: dict[str, Any]) -> list[dict[
 def cell_scenario(operator: str, mode: str, kind: str, seed: int) -> dict[str, Any] | None:
     """The scenario of one cell (the catalogue's operator under the catalogue's mode, with the matrix's engine
     parameters and the fault of ``faults_for``), or None when Spark forbids the mode for the operator."""
+    operator, source_kind = column_parts(operator)
     if not spark_allows(operator, mode):
         return None
     store = {**STATE_STORE, **MODES[mode].get("state_store", {}),
              "maintenance_interval_ms": STATE_STORE["maintenance_interval_ms"]}
     sink = "at_least_once" if mode == "async_progress" else "exactly_once"
     scenario = scenario_dict(operator, mode, seed=seed, batches=BATCHES, partitions=2, sink=sink, retain=RETAIN,
-                             state_store=store)
-    scenario["name"] = f"fault-matrix-{operator}-{mode}-{kind}"
+                             source_kind=source_kind, state_store=store)
+    scenario["name"] = f"fault-matrix-{operator}-{mode}-{kind}" + ("" if source_kind == "generated" else
+                                                                    f"-{source_kind}")
+    if source_kind != "generated":
+        # fixed cuts, as a generated source has: a paced backend cutting by its trigger could end the input
+        # before batch 3, and the faults placed there would never fire
+        scenario["engine"]["batch_cuts"] = "fixed"
     scenario["faults"] = faults_for(kind, operator, scenario)
     return scenario
 
@@ -153,7 +178,7 @@ class FaultMatrix(Experiment):
         return ("reference", "sim") + ((ctx.backend,) if ctx.backend != "sim" else ())
 
     def points(self, ctx: RunContext) -> list[Point]:
-        operators = QUICK_OPERATORS if ctx.quick else tuple(OPERATORS)
+        operators = columns(ctx.quick)
         modes = QUICK_MODES if ctx.quick else tuple(MODES)
         profile = sim_profile("local_spark")
         out = []
@@ -209,7 +234,7 @@ class FaultMatrix(Experiment):
             backend = key.split("|")[0]
             counts.setdefault(backend, {s: 0 for s in STATUSES})[cell["status"]] += 1
         return {"cells": cells, "counts": counts, "backends": list(self.matrix_backends(ctx)),
-                "operators": list(QUICK_OPERATORS if ctx.quick else OPERATORS),
+                "operators": list(columns(ctx.quick)),
                 "modes": list(QUICK_MODES if ctx.quick else MODES), "faults": list(FAULT_KINDS)}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:

@@ -98,6 +98,12 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
     """Refuse, naming the field, what the adapter cannot run."""
     _check_operator(scenario)
     _check_modes(scenario)
+    for side, src in sorted(scenario.sources.items()):
+        if src.kind == "redelivering":
+            field = "source.kind" if side == "main" else f"sources.{side}.kind"
+            raise NativeUnsupported(field, "a redelivering source needs the project's fetch-and-dedup layer "
+                                           "(reference/redelivery.py) in the driver's plan; open-source Spark has "
+                                           "no Pub/Sub connector to run it through")
     for i, fault in enumerate(scenario.faults):
         fault_site(fault, f"faults[{i}]", realtime=realtime)
 
