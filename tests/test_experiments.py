@@ -251,6 +251,26 @@ def test_the_fault_matrix_has_a_redelivering_column_whose_damage_hits_the_fetch_
         assert cell["status"] == "loud" and "sources/0/2: missing" in cell["detail"], cell
 
 
+def test_a_cell_whose_fault_never_fired_fails_even_when_every_check_holds(monkeypatch: Any) -> None:
+    """A paced backend that cut its input short could end before the batch a fault waits for: every oracle
+    then holds of a run the fault never touched. Such a cell tested nothing, so it is a failing cell."""
+    import dataclasses
+
+    import experiments.defs.fault_matrix as fault_matrix
+    point = matrix_cell("aggregate", "sync", "task_failure")
+    real = fault_matrix.run_point_scenario
+
+    def unfired(p: Point) -> Any:
+        result = real(p)
+        assert not result.outcome.faults_not_fired      # the real run fired its fault and passed
+        return dataclasses.replace(result, outcome=dataclasses.replace(result.outcome, faults_not_fired=(0,)))
+
+    assert get_experiment("fault-matrix").measure(point)["status"] == "pass"
+    monkeypatch.setattr(fault_matrix, "run_point_scenario", unfired)
+    cell = get_experiment("fault-matrix").measure(point)
+    assert cell["status"] == "fail" and "never fired" in cell["detail"], cell
+
+
 def test_a_deleted_retained_version_no_run_reads_is_named_and_counted_loud() -> None:
     """The fault deletes the only file of version 2 (full snapshots); the restart loads version 3, so the run
     finishes with the right state. Reading the retained versions must name the file, and the checks that fail

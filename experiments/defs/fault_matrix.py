@@ -219,6 +219,11 @@ class FaultMatrix(Experiment):
         if bad:
             return {"status": "fail", "detail": "; ".join(v.describe().splitlines()[0] for v in bad)[:300],
                     "failed": [v.check for v in bad], "held": held}
+        if outcome.faults_not_fired:
+            # every oracle held, but of a run the fault never touched: the cell tested nothing
+            return {"status": "fail", "held": held,
+                    "detail": f"the cell's fault never fired (faults {list(outcome.faults_not_fired)} of the "
+                              f"scenario matched no step), so every check held of a run without it"}
         return {"status": "pass", "held": held, "not_applicable": na,
                 "restarts": len(outcome.recoveries)}
 
