@@ -708,7 +708,7 @@ def _om_breakdown(p: Paper) -> None:
                             [v.add(f"{n}_total", [(run.file, base + [part]) for part in OM_BREAKDOWN_PARTS],
                                    "ms", "sum")])
     p.tables["om_breakdown"] = Table(["Run, configuration", "Planning", "Offset write", "Purge", "addBatch",
-                                      "Commit log", "Other", "Batch"], rows)
+                                      "Commit log", "Other", "Total"], rows)
 
 
 def _absent_cell(experiment: str, backend: str) -> str:
