@@ -68,15 +68,17 @@ NOT_APPLICABLE = {
     ("calibration", "sim"): "the calibration fits the simulator to a Spark backend, so it has no simulator-only run",
 }
 # The figures of each experiment the paper shows, in order: (stem of the experiment's PNG file, width on the page).
+# A backend's PNG narrower than the widest of the same stem (fewer panels) is shown narrower in proportion, so
+# that every backend's figure of an experiment has the same text size on the page.
 FIGURE_STEMS = {
-    "offset-management": (("offset_management_reduction", "62%"), ("offset_management_latency", "100%"),
+    "offset-management": (("offset_management_reduction", "52%"), ("offset_management_latency", "100%"),
                           ("offset_management_latency_fitted", "100%")),
-    "pipelining": (("pipelining", "92%"),),
+    "pipelining": (("pipelining", "86%"),),
     "async-state-checkpoint": (("async_state_checkpoint", "100%"),),
     "changelog-checkpointing": (("changelog_checkpointing", "100%"),),
-    "checkpoint-interval": (("checkpoint_interval", "80%"),),
+    "checkpoint-interval": (("checkpoint_interval", "72%"),),
     "calibration": (("calibration", "70%"),),
-    "fault-matrix": (("fault_matrix", "62%"),),
+    "fault-matrix": (("fault_matrix", "50%"),),
 }
 MINUS = "\u2212"
 TIMES = "\u00d7"
@@ -447,15 +449,31 @@ class Paper:
     def add_figures(self, experiment: str) -> None:
         """One figure per backend with results: that backend's figures of the experiment, stacked."""
         per_backend = []
+        widest: dict[str, int] = {}
+        for backend in COMPARED:
+            run = self.run(experiment, backend)
+            for stem, _ in FIGURE_STEMS[experiment] if run is not None else ():
+                if (run.directory / f"{stem}.png").exists():
+                    widest[stem] = max(widest.get(stem, 0), png_width(run.directory / f"{stem}.png"))
         for backend in COMPARED:
             run = self.run(experiment, backend)
             if run is None:
                 continue
-            images = [(run.directory / f"{stem}.png", width) for stem, width in FIGURE_STEMS[experiment]
-                      if (run.directory / f"{stem}.png").exists()]
+            images = [(run.directory / f"{stem}.png",
+                       f"{round(float(width.rstrip('%')) * png_width(run.directory / f'{stem}.png') / widest[stem])}%")
+                      for stem, width in FIGURE_STEMS[experiment] if (run.directory / f"{stem}.png").exists()]
             if images:
                 per_backend.append((esc(f"{THE[backend].capitalize()}, {run.mode} mode."), images))
         self.figures[key(experiment)] = per_backend
+
+
+def png_width(path: Path) -> int:
+    """The pixel width in a PNG's header (the IHDR chunk's first field)."""
+    with path.open("rb") as f:
+        header = f.read(24)
+    if header[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path}: not a PNG file")
+    return int.from_bytes(header[16:20], "big")
 
 
 def key(text: str) -> str:
@@ -1047,6 +1065,7 @@ def section_mutation_and_zoo(p: Paper) -> None:
     if found is None:
         p.text("mutation", "*The mutation score has not been measured yet*: there is no " +
                code("paper/results/mutation.json") + " (it is written by " + code("make mutation") + ").")
+        p.text("mutation_scope", "none yet")
     else:
         file, doc = found
         score = v.add("mut_score", [(file, ["score_percent"])], "num1")
@@ -1054,9 +1073,10 @@ def section_mutation_and_zoo(p: Paper) -> None:
         killed = v.add("mut_killed", [(file, ["killed"])], "int")
         survived = v.add("mut_survived", [(file, ["survived"])], "int")
         equivalent = v.add("mut_equivalent", [(file, ["equivalent"])], "int", "len")
+        modules = v.add("mut_modules", [(file, ["scope"])], "int", "len")
+        p.text("mutation_scope", ", ".join(code(s) for s in doc.get("scope", [])))
         p.text("mutation", f"{esc(str(doc.get('tool')))} ({esc(str(doc.get('date')))}) made {total} mutants of "
-               + ", ".join(code(s) for s in doc.get("scope", [])) +
-               f": {killed} killed, {survived} survived, {equivalent} judged equivalent; a mutation score of "
+               f"{modules} modules of " + code("reference/") + f": {killed} killed, {survived} survived, {equivalent} judged equivalent; a mutation score of "
                f"{score}% (" + code(file) + ").")
     found = p.results.optional("zoo.json")
     if found is None:
@@ -1073,7 +1093,8 @@ def section_mutation_and_zoo(p: Paper) -> None:
                          v.add(f"zoo_{i}_seconds", [(file, [i, "seconds"])], "ms", "s_to_ms"),
                          v.add(f"zoo_{i}_unplanted", [(file, [i, "unplanted_passes"])], "yesno", "yesno")])
         p.tables["zoo"] = Table(["JIRA", "Planted mistake", "Caught by", "Time", "Unplanted passes"], rows,
-                                aligns=["left", "left", "left", "right", "left"])
+                                aligns=["left", "left", "left", "right", "left"],
+                                widths=["auto", "2fr", "1.2fr", "auto", "auto"])
         total = v.add("zoo_total", [(file, [])], "int", "len")
         caught = v.add("zoo_caught", [(file, [])], "int", "caught")
         p.text("zoo", f"The bug zoo planted {total} bugs; {caught} were caught (" + code(file) + ").")
@@ -1288,7 +1309,7 @@ def section_summary(p: Paper) -> None:
     rows.append(out)
     p.tables["summary"] = Table(["Claim", "Published", "Simulator", "PySpark engine", "Native Spark", "Verdict"],
                                 rows, aligns=["left", "right", "right", "right", "right", "left"],
-                                widths=["auto", "auto", "auto", "auto", "auto", "1fr"])
+                                widths=["1.5fr", "auto", "auto", "auto", "auto", "2fr"])
 
 
 def section_profiles(p: Paper) -> None:
