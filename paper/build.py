@@ -70,8 +70,14 @@ NOT_APPLICABLE = {
 # The figures of each experiment the paper shows, in order: (stem of the experiment's PNG file, width on the page).
 # A backend's PNG narrower than the widest of the same stem (fewer panels) is shown narrower in proportion, so
 # that every backend's figure of an experiment has the same text size on the page.
+# By default each backend's figures float as one figure; an experiment in FIGURE_GROUPS instead floats one figure
+# per group of stems, holding those stems of every backend, side by side where their widths fit.
+FIGURE_GROUPS = {
+    "offset-management": (("offset_management_reduction",),
+                          ("offset_management_latency", "offset_management_latency_fitted")),
+}
 FIGURE_STEMS = {
-    "offset-management": (("offset_management_reduction", "52%"), ("offset_management_latency", "100%"),
+    "offset-management": (("offset_management_reduction", "49%"), ("offset_management_latency", "100%"),
                           ("offset_management_latency_fitted", "100%")),
     "pipelining": (("pipelining", "86%"),),
     "async-state-checkpoint": (("async_state_checkpoint", "100%"),),
@@ -412,7 +418,8 @@ class Paper:
         self.t: dict[str, str] = {}          # name -> Typst content (escaped)
         self.tables: dict[str, Table] = {}
         # name -> per backend: (caption suffix, [(source PNG, width)])
-        self.figures: dict[str, list[tuple[str, list[tuple[Path, str]]]]] = {}
+        # name -> its floating figures: (caption suffix, rows of (source PNG, width in percent))
+        self.figures: dict[str, list[tuple[str, list[list[tuple[Path, int]]]]]] = {}
 
     # -- helpers
     def text(self, name: str, content: str) -> None:
@@ -447,24 +454,48 @@ class Paper:
         return "; ".join(parts) + "."
 
     def add_figures(self, experiment: str) -> None:
-        """One figure per backend with results: that backend's figures of the experiment, stacked."""
-        per_backend = []
+        """The experiment's figures: one per backend with results (its figures stacked), or one per group of
+        FIGURE_GROUPS (that group's figures of every backend, packed into rows)."""
+        runs = [(b, r) for b in COMPARED if (r := self.run(experiment, b)) is not None]
         widest: dict[str, int] = {}
-        for backend in COMPARED:
-            run = self.run(experiment, backend)
-            for stem, _ in FIGURE_STEMS[experiment] if run is not None else ():
+        for _, run in runs:
+            for stem, _ in FIGURE_STEMS[experiment]:
                 if (run.directory / f"{stem}.png").exists():
                     widest[stem] = max(widest.get(stem, 0), png_width(run.directory / f"{stem}.png"))
-        for backend in COMPARED:
-            run = self.run(experiment, backend)
-            if run is None:
-                continue
-            images = [(run.directory / f"{stem}.png",
-                       f"{round(float(width.rstrip('%')) * png_width(run.directory / f'{stem}.png') / widest[stem])}%")
-                      for stem, width in FIGURE_STEMS[experiment] if (run.directory / f"{stem}.png").exists()]
-            if images:
-                per_backend.append((esc(f"{THE[backend].capitalize()}, {run.mode} mode."), images))
-        self.figures[key(experiment)] = per_backend
+
+        def images(run: Run, stems: tuple[str, ...]) -> list[tuple[Path, int]]:
+            return [(run.directory / f"{stem}.png",
+                     round(float(width.rstrip("%")) * png_width(run.directory / f"{stem}.png") / widest[stem]))
+                    for stem, width in FIGURE_STEMS[experiment]
+                    if stem in stems and (run.directory / f"{stem}.png").exists()]
+
+        def who(run: Run, backend: str) -> str:
+            return f"{THE[backend]}, {run.mode} mode"
+
+        figures = []
+        if experiment not in FIGURE_GROUPS:
+            for backend, run in runs:
+                found = images(run, tuple(stem for stem, _ in FIGURE_STEMS[experiment]))
+                if found:
+                    figures.append((esc(who(run, backend)[0].upper() + who(run, backend)[1:] + "."),
+                                    [[image] for image in found]))
+        else:
+            for stems in FIGURE_GROUPS[experiment]:
+                found = [(f"{THE[backend]} ({run.mode} mode)", image) for backend, run in runs for image in images(run, stems)]
+                if not found:
+                    continue
+                rows: list[list[tuple[Path, int]]] = []
+                for _, image in found:   # greedy: a figure joins the last row while the row fits the page
+                    if rows and sum(w for _, w in rows[-1]) + len(rows[-1]) * 2 + image[1] <= 100:
+                        rows[-1].append(image)
+                    else:
+                        rows.append([image])
+                backends = list(dict.fromkeys(name for name, _ in found))
+                order = "left to right" if len(rows) == 1 else "in reading order"
+                suffix = (f"{backends[0][0].upper()}{backends[0][1:]}." if len(backends) == 1 else
+                          f"From {' and '.join(backends)}, {order}; each panel's title or legend names its backend.")
+                figures.append((esc(suffix), rows))
+        self.figures[key(experiment)] = figures
 
 
 def png_width(path: Path) -> int:
@@ -1379,21 +1410,31 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
     tables = [header]
     for name in sorted(p.tables):
         tables.append(f"#let table_{name} = {p.tables[name].typst()}\n")
-    figures_typ = [header]
+    # a figs_ function takes one caption for all its figures or an array of them, one per figure
+    figures_typ = [header, "#let pick(caption, i) = if type(caption) == array { caption.at(calc.min(i, caption.len() - 1)) } "
+                           "else { caption }\n"]
     copies: dict[str, Path] = {}
     manifest = {}
     for name in sorted(p.figures):
         # figs_NAME(caption, name): one floating figure per backend; the first carries the label
         figures = []
-        for i, (suffix, images) in enumerate(p.figures[name]):
-            stack = []
-            for png, width in images:
-                target = f"{png.parent.parent.name}__{png.parent.name}__{png.name}"
-                copies[target] = png
-                manifest[target] = {"source": logical(png), "sha256": hashlib.sha256(png.read_bytes()).hexdigest()}
-                stack.append(f"image(\"../figures/{target}\", width: {width})")
-            body = f"stack(spacing: 6pt, {', '.join(stack)})"
-            figure = f"figure({body}, placement: auto, caption: [#caption {suffix}])"
+        for i, (suffix, rows) in enumerate(p.figures[name]):
+            lines = []
+            for row in rows:
+                cells = []
+                for png, width in row:
+                    target = f"{png.parent.parent.name}__{png.parent.name}__{png.name}"
+                    copies[target] = png
+                    manifest[target] = {"source": logical(png),
+                                        "sha256": hashlib.sha256(png.read_bytes()).hexdigest()}
+                    cells.append((f"image(\"../figures/{target}\", width: 100%)", width))
+                if len(cells) == 1:
+                    lines.append(cells[0][0].replace("width: 100%", f"width: {cells[0][1]}%"))
+                else:
+                    columns = ", ".join(f"{w}%" for _, w in cells)
+                    lines.append(f"grid(columns: ({columns}), column-gutter: 2%, {', '.join(c for c, _ in cells)})")
+            body = f"stack(spacing: 6pt, {', '.join(lines)})"
+            figure = f"figure({body}, placement: auto, caption: [#pick(caption, {i}) {suffix}])"
             figures.append(f"  [#{figure} #label(name)]" if i == 0 else f"  {figure}")
         if not figures:
             figures.append("  [#figure(block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: no results of this "
