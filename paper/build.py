@@ -84,7 +84,7 @@ FIGURE_STEMS = {
     "changelog-checkpointing": (("changelog_checkpointing", "100%"),),
     "checkpoint-interval": (("checkpoint_interval", "72%"),),
     "calibration": (("calibration", "70%"),),
-    "fault-matrix": (("fault_matrix", "50%"),),
+    "fault-matrix": (("fault_matrix", "44%"),),
 }
 MINUS = "\u2212"
 TIMES = "\u00d7"
