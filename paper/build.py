@@ -469,31 +469,30 @@ class Paper:
                     for stem, width in FIGURE_STEMS[experiment]
                     if stem in stems and (run.directory / f"{stem}.png").exists()]
 
-        def who(run: Run, backend: str) -> str:
-            return f"{THE[backend]}, {run.mode} mode"
-
-        figures = []
+        figures: list[tuple[str, list[list[tuple[Path, int]]]]] = []
         if experiment not in FIGURE_GROUPS:
             for backend, run in runs:
-                found = images(run, tuple(stem for stem, _ in FIGURE_STEMS[experiment]))
-                if found:
-                    figures.append((esc(who(run, backend)[0].upper() + who(run, backend)[1:] + "."),
-                                    [[image] for image in found]))
+                shown = images(run, tuple(stem for stem, _ in FIGURE_STEMS[experiment]))
+                if shown:
+                    who = f"{THE[backend]}, {run.mode} mode."
+                    figures.append((esc(who[0].upper() + who[1:]), [[image] for image in shown]))
         else:
             for stems in FIGURE_GROUPS[experiment]:
-                found = [(f"{THE[backend]} ({run.mode} mode)", image) for backend, run in runs for image in images(run, stems)]
-                if not found:
+                labelled = [(f"{THE[backend]} ({run.mode} mode)", image)
+                            for backend, run in runs for image in images(run, stems)]
+                if not labelled:
                     continue
                 rows: list[list[tuple[Path, int]]] = []
-                for _, image in found:   # greedy: a figure joins the last row while the row fits the page
+                for _, image in labelled:   # greedy: a figure joins the last row while the row fits the page
                     if rows and sum(w for _, w in rows[-1]) + len(rows[-1]) * 2 + image[1] <= 100:
                         rows[-1].append(image)
                     else:
                         rows.append([image])
-                backends = list(dict.fromkeys(name for name, _ in found))
+                backends = list(dict.fromkeys(name for name, _ in labelled))
                 order = "left to right" if len(rows) == 1 else "in reading order"
                 suffix = (f"{backends[0][0].upper()}{backends[0][1:]}." if len(backends) == 1 else
-                          f"From {' and '.join(backends)}, {order}; each panel's title or legend names its backend.")
+                          f"From {' and '.join(backends)}, {order}; each panel's title or legend names its "
+                          "backend.")
                 figures.append((esc(suffix), rows))
         self.figures[key(experiment)] = figures
 
@@ -1107,7 +1106,8 @@ def section_mutation_and_zoo(p: Paper) -> None:
         modules = v.add("mut_modules", [(file, ["scope"])], "int", "len")
         p.text("mutation_scope", ", ".join(code(s) for s in doc.get("scope", [])))
         p.text("mutation", f"{esc(str(doc.get('tool')))} ({esc(str(doc.get('date')))}) made {total} mutants of "
-               f"{modules} modules of " + code("reference/") + f": {killed} killed, {survived} survived, {equivalent} judged equivalent; a mutation score of "
+               f"{modules} modules of " + code("reference/") + f": {killed} killed, {survived} survived, "
+               f"{equivalent} judged equivalent; a mutation score of "
                f"{score}% (" + code(file) + ").")
     found = p.results.optional("zoo.json")
     if found is None:
@@ -1190,10 +1190,11 @@ def section_environment(p: Paper) -> None:
     missing = [b for b in COMPARED if b not in present]
     p.text("results_status",
            "The numbers in this version come from " +
-           ", ".join(esc(THE[b]) for b in present) +
+           " and ".join(esc(THE[b]) for b in present) +
            f" ({' and '.join(esc(m) for m in modes)} mode" + ("s" if len(modes) > 1 else "") + ")" +
            ("; " + " and ".join(esc(THE[b]) for b in missing) +
-            " have no results in this build yet, and their cells read n/a" if missing else "") + ".")
+            (" has no results in this build yet, and its cells read n/a" if len(missing) == 1 else
+             " have no results in this build yet, and their cells read n/a") if missing else "") + ".")
     p.text("quick_warning",
            ("*Every run in this build is a quick run* (short inputs, one seed): the numbers show the pipeline and "
             "the direction of each effect, not final magnitudes, which the full runs will give." if modes == ["quick"]
@@ -1411,8 +1412,8 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
     for name in sorted(p.tables):
         tables.append(f"#let table_{name} = {p.tables[name].typst()}\n")
     # a figs_ function takes one caption for all its figures or an array of them, one per figure
-    figures_typ = [header, "#let pick(caption, i) = if type(caption) == array { caption.at(calc.min(i, caption.len() - 1)) } "
-                           "else { caption }\n"]
+    figures_typ = [header, "#let pick(caption, i) = if type(caption) == array { "
+                           "caption.at(calc.min(i, caption.len() - 1)) } else { caption }\n"]
     copies: dict[str, Path] = {}
     manifest = {}
     for name in sorted(p.figures):
