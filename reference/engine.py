@@ -30,6 +30,7 @@ from .graph import LOGICAL_BATCH_MS, GraphShape, Node, build_graph
 from .logs import CommitEntry, OffsetEntry, check_metadata, log_batches, purge_logs, write_metadata
 from .observer import Observer
 from .outcome import DURATION_KEYS, ProgressEvent, StateOperatorProgress, digest_rows
+from .rebalancing import PlacementTimeline
 from .query import (
     PartitionResult,
     advance_trackers,
@@ -49,7 +50,7 @@ from .state_store import Sealed, StateStore, cleanup_store
 from .steps import TASK_STEPS, NodeId
 from .storage import Storage
 
-EXECUTORS = 2            # state partition p lives on executor p % EXECUTORS
+EXECUTORS = 2            # without executor events, state partition p lives on executor p % EXECUTORS
 MAX_TASK_ATTEMPTS = 4    # spark.task.maxFailures
 MAX_PLANNED_BATCHES = 10_000
 
@@ -116,6 +117,8 @@ class Incarnation:
         self.shape = GraphShape.of(scenario)
         self.uses_watermark = self.shape.uses_watermark
         self.stores: dict[tuple[str, int], StateStore] = {}
+        self.placement = PlacementTimeline(scenario)
+        self.store_executor: dict[tuple[str, int], str] = {}   # where each cached store lives
         self.tasks: dict[tuple[int, int], TaskState] = {}
         self.trackers: dict[int, list[dict[str, Any]]] = {}
         self.lineage: dict[tuple[str, int, int], str] = {}
@@ -199,6 +202,7 @@ class Incarnation:
             if end != tuple(self.data.totals):
                 self.open_batch(b + 1, end)
         self.obs.planned(b, plan.start, plan.end, self.number, plan.rerun)
+        self.obs.moved(b, self.placement.moves_at(b))
 
     def cut_now(self, b: int) -> tuple[int, ...]:
         """An open batch's end offsets: what has arrived by the time ``plan`` runs (timed backends only)."""
@@ -314,8 +318,9 @@ class Incarnation:
     def task(self, b: int, p: int) -> TaskState:
         return self.tasks.setdefault((b, p), TaskState())
 
-    def executor_of(self, p: int) -> int:
-        return p % EXECUTORS
+    def executor_of(self, b: int, p: int) -> str:
+        """The executor that runs partition p's task of batch b (``rebalancing.py``)."""
+        return self.placement.executor_at(b, p)
 
     def step_state_load(self, b: int, p: int) -> None:
         if self.task(b, p).state_handed_off:
@@ -323,16 +328,25 @@ class Incarnation:
         self.ensure_stores(b, p)
 
     def ensure_stores(self, b: int, p: int) -> None:
-        """Version b of every store of partition p: the executor's cached copy, else the checkpoint."""
+        """Version b of every store of partition p: the executor's cached copy, else the checkpoint.
+
+        A partition that moved to another executor (``rebalancing.py``) finds no copy there: the old
+        executor's copy is dropped and the state loads from the checkpoint."""
+        executor = self.executor_of(b, p)
         for sid in self.store_ids:
             store = self.stores.get((sid, p))
             uid = self.lineage.get((sid, p, b))
+            if store is not None and self.store_executor.get((sid, p)) != executor:
+                assert b == 0 or b in store.durable_versions, \
+                    f"partition {p} moves at batch {b} before version {b} of store {sid} is durable"
+                store = None
             if store is not None and store.version == b and (uid is None or store.uid == uid):
                 continue
             store = self.store_class(self.storage, sid, p, self.cfg.provider, self.cfg.min_deltas_for_snapshot)
             if b > 0:
                 store.load(b, uid)
             self.stores[(sid, p)] = store
+            self.store_executor[(sid, p)] = executor
 
     def trackers_for(self, b: int) -> list[dict[str, Any]]:
         if not self.uses_watermark:
@@ -441,12 +455,13 @@ class Incarnation:
         the background and the query fails, as Spark fails it; under sync state checkpointing the task had
         not finished, so Spark retries it too (the reference redoes its steps up to where it stood).
         """
-        executor = self.executor_of(p)
-        lost = [(sid, q) for (sid, q) in self.stores if self.executor_of(q) == executor]
+        batch = failing[0] if failing is not None else max(self.plans)
+        executor = self.executor_of(batch, p)
+        lost = [key for key in self.stores if self.store_executor.get(key) == executor]
         durable = {key: self.stores.pop(key).durable_versions for key in lost}
         stranded = sorted({(bb, qq) for (bb, qq), t in self.tasks.items() for (sid, q) in lost
                            if qq == q and (bb, qq) != failing and sid in t.sealed
-                           and t.sealed[sid].version not in durable[(sid, q)]})
+                           and t.sealed[sid].version > max(durable[(sid, q)], default=0)})
         if stranded and self.cfg.state_checkpoint == "async":
             raise QueryFailure(f"executor {executor} lost with a pending state commit of partition {stranded[0][1]}")
         for bb, qq in stranded:
