@@ -300,6 +300,8 @@ UNSUPPORTED = [
     ("asynchronous progress", native_dict("map", "async_progress"), "engine.progress.mode"),
     ("asynchronous state checkpointing", native_dict("aggregate", "async_state"), "engine.state_checkpoint"),
     ("pipelining", native_dict("aggregate", "pipelining"), "engine.pipelining"),
+    ("rebalancing", {**native_dict("aggregate"),
+                     "events": [{"kind": "executor_join", "executor": "2", "before_batch": 1}]}, "events"),
 ]
 
 
