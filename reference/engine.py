@@ -332,21 +332,27 @@ class Incarnation:
 
         A partition that moved to another executor (``rebalancing.py``) finds no copy there: the old
         executor's copy is dropped and the state loads from the checkpoint."""
-        executor = self.executor_of(b, p)
         for sid in self.store_ids:
-            store = self.stores.get((sid, p))
-            uid = self.lineage.get((sid, p, b))
-            if store is not None and self.store_executor.get((sid, p)) != executor:
-                assert b == 0 or b in store.durable_versions, \
-                    f"partition {p} moves at batch {b} before version {b} of store {sid} is durable"
-                store = None
-            if store is not None and store.version == b and (uid is None or store.uid == uid):
+            if self.cached_store(b, p, sid) is not None:
                 continue
             store = self.store_class(self.storage, sid, p, self.cfg.provider, self.cfg.min_deltas_for_snapshot)
             if b > 0:
-                store.load(b, uid)
+                store.load(b, self.lineage.get((sid, p, b)))
             self.stores[(sid, p)] = store
-            self.store_executor[(sid, p)] = executor
+            self.store_executor[(sid, p)] = self.executor_of(b, p)
+
+    def cached_store(self, b: int, p: int, sid: str) -> StateStore | None:
+        """Store ``sid`` of partition p at version b, cached on the executor that runs p's task of batch b;
+        None when that executor must load it from the checkpoint."""
+        store = self.stores.get((sid, p))
+        if store is None:
+            return None
+        if self.store_executor.get((sid, p)) != self.executor_of(b, p):
+            assert b == 0 or b in store.durable_versions, \
+                f"partition {p} moves at batch {b} before version {b} of store {sid} is durable"
+            return None
+        uid = self.lineage.get((sid, p, b))
+        return store if store.version == b and (uid is None or store.uid == uid) else None
 
     def trackers_for(self, b: int) -> list[dict[str, Any]]:
         if not self.uses_watermark:
