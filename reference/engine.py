@@ -30,7 +30,6 @@ from .graph import LOGICAL_BATCH_MS, GraphShape, Node, build_graph
 from .logs import CommitEntry, OffsetEntry, check_metadata, log_batches, purge_logs, write_metadata
 from .observer import Observer
 from .outcome import DURATION_KEYS, ProgressEvent, StateOperatorProgress, digest_rows
-from .rebalancing import PlacementTimeline
 from .query import (
     PartitionResult,
     advance_trackers,
@@ -43,6 +42,7 @@ from .query import (
     sink_rows,
     watermarks_of,
 )
+from .rebalancing import PlacementTimeline
 from .recovery import RestartPlan
 from .scenario import Scenario
 from .sources import SourceData

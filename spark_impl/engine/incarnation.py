@@ -190,7 +190,8 @@ class SparkIncarnation(Incarnation):
                         self.number, b, *plan.bounds,
                         tuple(operator_watermarks(self.trackers_for(b))), lineage_in, self.restart.first_batch,
                         self.shape.is_maintenance_batch(b), faults, self.background_task_steps(b), os.getpid(),
-                        self.engine.kill_driver, self.engine.straggler, self.engine.storage_latency)
+                        self.engine.kill_driver, self.engine.straggler, self.engine.storage_latency,
+                        frozenset(m.partition for m in self.placement.moves_at(b)))
 
     def background_task_steps(self, b: int) -> frozenset[str]:
         """The task steps of batch ``b`` that the graph runs in the background (async state commits)."""
