@@ -22,7 +22,7 @@ import bisect
 
 from .outcome import StateMove
 from .placement import Placement, join, leave, place
-from .scenario import Scenario
+from .scenario import DEFAULT_EXECUTORS, Scenario
 
 
 class PlacementTimeline:
@@ -30,6 +30,9 @@ class PlacementTimeline:
 
     def __init__(self, scenario: Scenario):
         self.initial = place(scenario.state_partitions, scenario.executors)
+        # whether the scenario names its executors: a backend with executors of its own then runs each
+        # partition where the placement says, else where it always has (sim: p % executors; Spark: last ran)
+        self.named = bool(scenario.events) or scenario.executors != DEFAULT_EXECUTORS
         self.changes: dict[int, Placement] = {}   # batch -> the placement in effect from that batch on
         current = self.initial
         for event in scenario.events:

@@ -40,7 +40,6 @@ from reference.faults import FaultBook, apply_fault
 from reference.graph import Node
 from reference.logs import log_batches, purge_threshold
 from reference.outcome import ProgressEvent
-from reference.scenario import DEFAULT_EXECUTORS
 from reference.steps import NodeId
 from reference.storage import CheckpointFormatError
 from reference.supervisor import RESTARTABLE
@@ -86,8 +85,7 @@ class TimedIncarnation(Incarnation):
         super().__init__(*args, **kwargs)
         # a scenario that names its executors (``executors``, ``events``) gets one simulated executor per
         # id it ever names, and tasks run where the placement puts them; otherwise ``profile.executors``
-        named = self.sc.events or self.sc.executors != DEFAULT_EXECUTORS
-        ids = sorted({*self.sc.executors, *(e.executor for e in self.sc.events)}) if named else []
+        ids = sorted({*self.sc.executors, *(e.executor for e in self.sc.events)}) if self.placement.named else []
         self.executor_index = {e: i for i, e in enumerate(ids)}
 
     # ------------------------------------------------------------- graph
