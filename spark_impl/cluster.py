@@ -108,7 +108,7 @@ class LocalCluster:
             try:
                 if ready(self.status()):
                     return
-            except OSError as exc:
+            except (OSError, ValueError) as exc:   # not up yet, or a page served half-started
                 last = exc
             time.sleep(0.5)
         self.stop()
