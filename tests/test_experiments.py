@@ -28,7 +28,7 @@ from reference.backend import BackendUnavailable, OptionRefused
 from streamtest import judged, make, run
 
 NAMES = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
-         "checkpoint-interval", "calibration", "fault-matrix")
+         "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing")
 SIM_EXPERIMENTS = tuple(n for n in NAMES if n != "calibration")
 # a check the simulator cannot pass yet: it charges a state commit by its changed keys for every provider
 # (sim/data_mode.py and sim/volume.py, changelog_write), so a full snapshot costs what a changelog costs
@@ -194,6 +194,19 @@ def test_checkpoint_interval_compares_with_youngs_formula(quick: Any) -> None:
         assert summary[part][young] and summary[part][young] > 0
         assert summary[part]["curve"], part
     assert summary["progress"]["simulated_best_ms"] in {r["interval_ms"] for r in summary["progress"]["curve"]}
+
+
+def test_state_rebalancing_trends(quick: Any) -> None:
+    """The joins move 8 of 16 partitions; balanced batches are faster than before the joins and than never
+    moving, and a run without joins keeps its pace; the largest state's move is slower than the smallest's."""
+    rows = sorted(quick("state-rebalancing").summary["rows"].values(), key=lambda r: r["keys"])
+    for row in rows:
+        on, off = row["rebalance"], row["never_move"]
+        assert on["moves"]["median"] == 8 and off["moves"]["median"] == 0
+        assert on["settled_batch_ms"]["median"] < 0.8 * on["pre_batch_ms"]["median"]
+        assert on["settled_batch_ms"]["median"] < 0.8 * off["settled_batch_ms"]["median"]
+        assert off["settled_batch_ms"]["median"] > 0.8 * off["pre_batch_ms"]["median"]
+    assert rows[-1]["rebalance"]["recovery_ms"]["median"] > rows[0]["rebalance"]["recovery_ms"]["median"]
 
 
 def test_fault_matrix_is_green_on_the_reference_and_the_sim(quick: Any) -> None:
