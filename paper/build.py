@@ -1218,9 +1218,9 @@ def verdict(measured: Sequence[float | None], low: float, high: float, *, up_to:
         return "not measured"
     if any(m <= neutral for m in values):
         return "not reproduced (no gain)"
-    if up_to:
-        return "reproduced" if max(values) <= high + tolerance else "direction only; larger than published"
-    each = [judge("", m, (low, high), tolerance=tolerance, neutral=neutral).verdict for m in values]
+    each = [judge("", m, (low, high), tolerance=tolerance, neutral=neutral, up_to=up_to).verdict for m in values]
+    if up_to and not all(e == REPRODUCED for e in each):
+        return "direction only; larger than published"
     if all(e == REPRODUCED for e in each):
         return "reproduced"
     if all(e == DIRECTION_ONLY for e in each):

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from .rebalancing import PlacementTimeline
 from .scenario import EngineConfig, Scenario
 from .steps import NodeId
 
@@ -51,12 +52,16 @@ class GraphShape:
     partitions: int
     stateful: bool
     uses_watermark: bool
+    # (batch, partition) whose task runs on another executor than the batch before (``rebalancing.py``)
+    moved: frozenset[tuple[int, int]] = frozenset()
 
     @staticmethod
     def of(scenario: Scenario) -> "GraphShape":
         ops = scenario.operator.flatten()
+        moves = PlacementTimeline(scenario).moves()
         return GraphShape(scenario.engine, scenario.state_partitions, bool(scenario.store_ids),
-                          any(op.watermark_delay_ms is not None for op in ops))
+                          any(op.watermark_delay_ms is not None for op in ops),
+                          frozenset((m.batch, m.partition) for m in moves))
 
     @property
     def async_progress(self) -> bool:
@@ -128,6 +133,8 @@ class GraphShape:
             order = [n("task_apply", prev, p) if async_state else n("state_commit", prev, p)]
             if async_state:
                 order += [n("state_commit", b - 2, q) for q in range(self.partitions)]
+            if async_state and (b, p) in self.moved:
+                order.append(n("state_commit", prev, p))   # a moved partition loads a durable version
             out.append(Node(n("state_load", b, p), tuple(gate + order)))
             apply_deps = [n("state_load", b, p)]
         else:

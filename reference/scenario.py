@@ -435,6 +435,57 @@ class Fault:
         return _drop_none({"at": self.at.to_dict(), "kind": self.kind, "ms": self.ms, "path": self.path})
 
 
+# ------------------------------------------------------- executor events
+
+EVENT_KINDS = ("executor_join", "executor_leave")
+DEFAULT_EXECUTORS = ("0", "1")   # the reference engine's two executors: state partition p on executor p % 2
+
+
+@dataclass(frozen=True)
+class ExecutorEvent:
+    """An executor joins or leaves the cluster before batch ``before_batch`` is planned (state rebalancing).
+
+    Not a fault: nothing fails. At the batch's planning the state placement is recomputed
+    (``placement.py``) and each moved partition's next task loads its state from the checkpoint.
+    """
+
+    kind: str
+    executor: str
+    before_batch: int
+
+    @staticmethod
+    def parse(o: _Obj) -> "ExecutorEvent":
+        kind = o.choice("kind", EVENT_KINDS)
+        executor = o.get("executor")
+        if not isinstance(executor, str) or not executor:
+            raise ScenarioError(o.at("executor"), f"expected a non-empty executor id string, got {executor!r}")
+        event = ExecutorEvent(kind, executor, o.int("before_batch", minimum=1))
+        o.done()
+        return event
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "executor": self.executor, "before_batch": self.before_batch}
+
+
+def _parse_executors(o: _Obj) -> tuple[str, ...]:
+    raw = o.get("executors", list(DEFAULT_EXECUTORS))
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError("executors", "expected a non-empty list of executor id strings")
+    for i, e in enumerate(raw):
+        if not isinstance(e, str) or not e:
+            raise ScenarioError(f"executors[{i}]", f"expected a non-empty executor id string, got {e!r}")
+        if e in raw[:i]:
+            raise ScenarioError(f"executors[{i}]", f"executor {e!r} is listed twice")
+    return tuple(raw)
+
+
+def _parse_events(o: _Obj) -> tuple[ExecutorEvent, ...]:
+    raw = o.get("events", [])
+    if not isinstance(raw, list):
+        raise ScenarioError("events", "expected a list of executor_join / executor_leave events")
+    return tuple(ExecutorEvent.parse(_Obj(e, f"events[{i}]")) for i, e in enumerate(raw))
+
+
 # --------------------------------------------------------------- scenario
 
 
@@ -449,6 +500,8 @@ class Scenario:
     engine: EngineConfig
     faults: tuple[Fault, ...] = ()
     explore_unsupported: bool = False
+    executors: tuple[str, ...] = DEFAULT_EXECUTORS   # the executors present at the start
+    events: tuple[ExecutorEvent, ...] = ()           # executors joining and leaving, in batch order
 
     @staticmethod
     def from_dict(raw: Any) -> "Scenario":
@@ -471,10 +524,13 @@ class Scenario:
             raise ScenarioError("faults", "expected a list")
         faults = tuple(Fault.parse(_Obj(f, f"faults[{i}]")) for i, f in enumerate(raw_faults))
         explore = o.bool("explore_unsupported", False)
+        executors, events = _parse_executors(o), _parse_events(o)
         o.done()
-        scenario = Scenario(name, seed, sources, operator, state_partitions, sink_mode, engine, faults, explore)
+        scenario = Scenario(name, seed, sources, operator, state_partitions, sink_mode, engine, faults, explore,
+                            executors, events)
         scenario.check_supported()
         scenario.check_faults()
+        scenario.check_events()
         return scenario
 
     def to_dict(self) -> dict[str, Any]:
@@ -489,6 +545,10 @@ class Scenario:
         out["faults"] = [f.to_dict() for f in self.faults]
         if self.explore_unsupported:
             out["explore_unsupported"] = True
+        if self.executors != DEFAULT_EXECUTORS or self.events:
+            out["executors"] = list(self.executors)
+        if self.events:
+            out["events"] = [e.to_dict() for e in self.events]
         return out
 
     def to_json(self) -> str:
@@ -566,6 +626,35 @@ class Scenario:
                                     "fault at an async state commit or an executor_loss)")
             if fault.kind in ("corrupt_file", "delete_file"):
                 _check_checkpoint_path(fault.path or "", f"{where}.path")
+
+    def check_events(self) -> None:
+        """Refuse an executor event that cannot happen: out of batch order or range, a join of an executor
+        already present, a leave of one that is absent or of the last one."""
+        present = list(self.executors)
+        last = self.deterministic_batches()
+        for i, event in enumerate(self.events):
+            where = f"events[{i}]"
+            if i and event.before_batch < self.events[i - 1].before_batch:
+                raise ScenarioError(f"{where}.before_batch", f"batch {event.before_batch} comes before "
+                                    f"events[{i - 1}]'s batch {self.events[i - 1].before_batch}: list events in "
+                                    "batch order")
+            if last is not None and event.before_batch >= last:
+                raise ScenarioError(f"{where}.before_batch", f"batch {event.before_batch} never runs: the input "
+                                                             f"has {last} batches (0..{last - 1})")
+            if event.kind == "executor_join" and event.executor in present:
+                raise ScenarioError(f"{where}.executor", f"executor {event.executor!r} cannot join before batch "
+                                    f"{event.before_batch}: it is already present (executors then: {present})")
+            if event.kind == "executor_leave" and event.executor not in present:
+                raise ScenarioError(f"{where}.executor", f"executor {event.executor!r} cannot leave before batch "
+                                    f"{event.before_batch}: it is not present (executors then: {present})")
+            if event.kind == "executor_leave" and len(present) == 1:
+                raise ScenarioError(f"{where}.executor", f"executor {event.executor!r} cannot leave before batch "
+                                    f"{event.before_batch}: it is the last executor, and the state partitions "
+                                    "need one")
+            if event.kind == "executor_join":
+                present.append(event.executor)
+            else:
+                present.remove(event.executor)
 
     def deterministic_batches(self) -> int | None:
         """How many batches every backend runs, when the source fixes it (generated sources); else None."""

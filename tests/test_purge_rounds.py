@@ -13,6 +13,10 @@ engine pays it through the same code.
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from reference import layout
 from reference.engine import Incarnation
 from reference.logs import PURGE_DELETE_WITHOUT_LIST, PurgeRound, purge_round, run_purge_round
@@ -119,3 +123,11 @@ def test_under_async_progress_the_durable_entries_are_counted_and_two_stay() -> 
     run_scenario(scenario, storage=storage)
     logs = sorted(p for p in storage.files if p.startswith((layout.OFFSETS + "/", layout.COMMITS + "/")))
     assert logs == ["commits/4", "commits/6", "offsets/4", "offsets/6"]
+
+
+def test_a_round_is_a_value_that_nobody_can_change_after_it_was_decided() -> None:
+    # a timed backend decides the round when purge starts and applies it when purge ends
+    rnd = purge_round(4, 0)
+    assert rnd is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rnd.threshold = 9  # type: ignore[misc]

@@ -105,4 +105,16 @@ def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False
         raw["sources"] = {"left": src, "right": dict(src)}
     else:
         raw["source"] = src
+    if batches >= 2 and draw(st.booleans()):
+        raw["executors"], raw["events"] = ["a"], draw(executor_events(batches))
     return Scenario.from_dict(raw)
+
+
+@st.composite
+def executor_events(draw: Any, batches: int) -> list[dict[str, Any]]:
+    """State rebalancing from one executor a: b joins (partition 1 moves to b), then maybe a leaves (0 too)."""
+    joins = draw(st.integers(1, batches - 1))
+    events = [{"kind": "executor_join", "executor": "b", "before_batch": joins}]
+    if draw(st.booleans()):
+        events.append({"kind": "executor_leave", "executor": "a", "before_batch": draw(st.integers(joins, batches - 1))})
+    return events

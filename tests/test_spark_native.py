@@ -301,6 +301,8 @@ UNSUPPORTED = [
     ("asynchronous state checkpointing", native_dict("aggregate", "async_state"), "engine.state_checkpoint"),
     ("pipelining", native_dict("aggregate", "pipelining"), "engine.pipelining"),
     ("redelivering", native_dict("aggregate", source=redelivering_source()), "source.kind"),
+    ("rebalancing", {**native_dict("aggregate"),
+                     "events": [{"kind": "executor_join", "executor": "2", "before_batch": 1}]}, "events"),
 ]
 
 

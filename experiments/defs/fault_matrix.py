@@ -17,10 +17,12 @@ checkpoint. A cell is
   with no file on its lineage). Only a ``corrupt_file`` or ``delete_file``
   cell may end this way, and an error or a check that names another file is
   a ``fail``;
-- ``fail``: an oracle failed, or the run stopped with an error it should
-  have survived;
+- ``fail``: an oracle failed, the run stopped with an error it should
+  have survived, or the cell's fault never fired (it tested nothing);
 - ``unsupported``: Spark forbids the mode for the operator (asynchronous
-  progress tracking on a stateful query), so it is not run;
+  progress tracking on a stateful query), so it is not run, or the backend
+  refuses the cell's scenario by name (native Spark has no redelivering
+  source and no state rebalancing);
 - ``unavailable``: the backend cannot run here.
 
 The reference model and the simulator are always in the matrix; ``--backend
@@ -37,6 +39,7 @@ from typing import Any
 from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import figure_context, save_figure
 from experiments.measure import run_point_scenario
+from reference.backend import ScenarioRefused
 from experiments.profiles import sim_profile
 from reference.catalogue import MODES, OPERATORS, scenario_dict, spark_allows
 from reference.oracles import Verdict, check_outcome, failures
@@ -55,6 +58,13 @@ QUICK_OPERATORS = ("map", "aggregate", "window_aggregate")
 # under every fault; a damage fault there hits the fetch state a restart resumes from. One column, not one per
 # operator: the source changes what the driver's plan does, not what an operator does.
 REDELIVERING = "aggregate@redelivering"
+REBALANCING = "aggregate@rebalancing"      # the aggregate while executors join and leave
+# what the rebalancing column's scenario adds: both partitions start on executor 0; executor 1 joins before
+# batch 2 (one partition moves to it, for balance) and executor 0 leaves before batch 3 (the other follows),
+# so a partition loads its state from the checkpoint at each of the batches the cell's fault lands near
+EXECUTORS = ["0"]
+EXECUTOR_EVENTS = [{"kind": "executor_join", "executor": "1", "before_batch": 2},
+                   {"kind": "executor_leave", "executor": "0", "before_batch": 3}]
 QUICK_MODES = ("sync", "async_progress", "async_state", "pipelining")
 BATCHES = 4
 STATUSES = ("pass", "loud", "fail", "unsupported", "unavailable")
@@ -65,14 +75,16 @@ def _crash(step: str, batch: int, when: str = "before") -> dict[str, Any]:
 
 
 def columns(quick: bool) -> tuple[str, ...]:
-    """The matrix's columns: the catalogue's operators (the quick ones), then the redelivering source's."""
-    return (QUICK_OPERATORS if quick else tuple(OPERATORS)) + (REDELIVERING,)
+    """The matrix's columns: the catalogue's operators (the quick ones), then the redelivering source's and the
+    rebalancing executors'."""
+    return (QUICK_OPERATORS if quick else tuple(OPERATORS)) + (REDELIVERING, REBALANCING)
 
 
 def column_parts(column: str) -> tuple[str, str]:
-    """A column's (operator, source kind): ``aggregate@redelivering`` is the aggregate over a redelivering source."""
-    operator, _, source_kind = column.partition("@")
-    return operator, source_kind or "generated"
+    """A column's (operator, variant): ``aggregate@redelivering`` is the aggregate over a redelivering source,
+    ``aggregate@rebalancing`` the aggregate while executors join and leave; a plain operator is ``generated``."""
+    operator, _, variant = column.partition("@")
+    return operator, variant or "generated"
 
 
 def damage_target(operator: str, scenario: dict[str, Any]) -> str:
@@ -131,7 +143,8 @@ def faults_for(kind: str, operator: str, scenario: dict[str, Any]) -> list[dict[
 def cell_scenario(operator: str, mode: str, kind: str, seed: int) -> dict[str, Any] | None:
     """The scenario of one cell (the catalogue's operator under the catalogue's mode, with the matrix's engine
     parameters and the fault of ``faults_for``), or None when Spark forbids the mode for the operator."""
-    operator, source_kind = column_parts(operator)
+    operator, variant = column_parts(operator)
+    source_kind = "generated" if variant == "rebalancing" else variant
     if not spark_allows(operator, mode):
         return None
     store = {**STATE_STORE, **MODES[mode].get("state_store", {}),
@@ -139,8 +152,10 @@ def cell_scenario(operator: str, mode: str, kind: str, seed: int) -> dict[str, A
     sink = "at_least_once" if mode == "async_progress" else "exactly_once"
     scenario = scenario_dict(operator, mode, seed=seed, batches=BATCHES, partitions=2, sink=sink, retain=RETAIN,
                              source_kind=source_kind, state_store=store)
-    scenario["name"] = f"fault-matrix-{operator}-{mode}-{kind}" + ("" if source_kind == "generated" else
-                                                                    f"-{source_kind}")
+    scenario["name"] = f"fault-matrix-{operator}-{mode}-{kind}" + ("" if variant == "generated" else f"-{variant}")
+    if variant == "rebalancing":
+        scenario["executors"] = list(EXECUTORS)
+        scenario["events"] = [dict(e) for e in EXECUTOR_EVENTS]
     if source_kind != "generated":
         # fixed cuts, as a generated source has: a paced backend cutting by its trigger could end the input
         # before batch 3, and the faults placed there would never fire
@@ -198,7 +213,10 @@ class FaultMatrix(Experiment):
         if point.task == "unsupported":
             return {"status": "unsupported", "detail": "Spark forbids asynchronous progress tracking on a stateful "
                                                        "query (its batch boundaries change on restart)"}
-        result = run_point_scenario(point)
+        try:
+            result = run_point_scenario(point)
+        except ScenarioRefused as exc:   # e.g. native Spark: no redelivering source, no state rebalancing
+            return {"status": "unsupported", "detail": f"{point.backend} refuses the cell: {exc}"[:300]}
         outcome, storage = result.outcome, result.checkpoint
         error = outcome.error
         kind = point.params["fault"]

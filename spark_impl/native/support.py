@@ -106,6 +106,11 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
                                            "no Pub/Sub connector to run it through")
     for i, fault in enumerate(scenario.faults):
         fault_site(fault, f"faults[{i}]", realtime=realtime)
+    if scenario.events:
+        raise NativeUnsupported("events", "open-source Spark has no state rebalancing (its pull request, "
+                                          "SPARK-35022, was closed), and on a local master every task runs on "
+                                          "the driver's one executor: executor_join / executor_leave need the "
+                                          "spark backend")
 
 
 def _check_operator(scenario: Scenario) -> None:
