@@ -68,15 +68,23 @@ NOT_APPLICABLE = {
     ("calibration", "sim"): "the calibration fits the simulator to a Spark backend, so it has no simulator-only run",
 }
 # The figures of each experiment the paper shows, in order: (stem of the experiment's PNG file, width on the page).
+# A backend's PNG narrower than the widest of the same stem (fewer panels) is shown narrower in proportion, so
+# that every backend's figure of an experiment has the same text size on the page.
+# By default each backend's figures float as one figure; an experiment in FIGURE_GROUPS instead floats one figure
+# per group of stems, holding those stems of every backend, side by side where their widths fit.
+FIGURE_GROUPS = {
+    "offset-management": (("offset_management_reduction",),
+                          ("offset_management_latency", "offset_management_latency_fitted")),
+}
 FIGURE_STEMS = {
-    "offset-management": (("offset_management_reduction", "62%"), ("offset_management_latency", "100%"),
+    "offset-management": (("offset_management_reduction", "49%"), ("offset_management_latency", "100%"),
                           ("offset_management_latency_fitted", "100%")),
-    "pipelining": (("pipelining", "92%"),),
+    "pipelining": (("pipelining", "86%"),),
     "async-state-checkpoint": (("async_state_checkpoint", "100%"),),
     "changelog-checkpointing": (("changelog_checkpointing", "100%"),),
-    "checkpoint-interval": (("checkpoint_interval", "80%"),),
+    "checkpoint-interval": (("checkpoint_interval", "72%"),),
     "calibration": (("calibration", "70%"),),
-    "fault-matrix": (("fault_matrix", "62%"),),
+    "fault-matrix": (("fault_matrix", "44%"),),
 }
 MINUS = "\u2212"
 TIMES = "\u00d7"
@@ -410,7 +418,8 @@ class Paper:
         self.t: dict[str, str] = {}          # name -> Typst content (escaped)
         self.tables: dict[str, Table] = {}
         # name -> per backend: (caption suffix, [(source PNG, width)])
-        self.figures: dict[str, list[tuple[str, list[tuple[Path, str]]]]] = {}
+        # name -> its floating figures: (caption suffix, rows of (source PNG, width in percent))
+        self.figures: dict[str, list[tuple[str, list[list[tuple[Path, int]]]]]] = {}
 
     # -- helpers
     def text(self, name: str, content: str) -> None:
@@ -445,17 +454,56 @@ class Paper:
         return "; ".join(parts) + "."
 
     def add_figures(self, experiment: str) -> None:
-        """One figure per backend with results: that backend's figures of the experiment, stacked."""
-        per_backend = []
-        for backend in COMPARED:
-            run = self.run(experiment, backend)
-            if run is None:
-                continue
-            images = [(run.directory / f"{stem}.png", width) for stem, width in FIGURE_STEMS[experiment]
-                      if (run.directory / f"{stem}.png").exists()]
-            if images:
-                per_backend.append((esc(f"{THE[backend].capitalize()}, {run.mode} mode."), images))
-        self.figures[key(experiment)] = per_backend
+        """The experiment's figures: one per backend with results (its figures stacked), or one per group of
+        FIGURE_GROUPS (that group's figures of every backend, packed into rows)."""
+        runs = [(b, r) for b in COMPARED if (r := self.run(experiment, b)) is not None]
+        widest: dict[str, int] = {}
+        for _, run in runs:
+            for stem, _ in FIGURE_STEMS[experiment]:
+                if (run.directory / f"{stem}.png").exists():
+                    widest[stem] = max(widest.get(stem, 0), png_width(run.directory / f"{stem}.png"))
+
+        def images(run: Run, stems: tuple[str, ...]) -> list[tuple[Path, int]]:
+            return [(run.directory / f"{stem}.png",
+                     round(float(width.rstrip("%")) * png_width(run.directory / f"{stem}.png") / widest[stem]))
+                    for stem, width in FIGURE_STEMS[experiment]
+                    if stem in stems and (run.directory / f"{stem}.png").exists()]
+
+        figures: list[tuple[str, list[list[tuple[Path, int]]]]] = []
+        if experiment not in FIGURE_GROUPS:
+            for backend, run in runs:
+                shown = images(run, tuple(stem for stem, _ in FIGURE_STEMS[experiment]))
+                if shown:
+                    who = f"{THE[backend]}, {run.mode} mode."
+                    figures.append((esc(who[0].upper() + who[1:]), [[image] for image in shown]))
+        else:
+            for stems in FIGURE_GROUPS[experiment]:
+                labelled = [(f"{THE[backend]} ({run.mode} mode)", image)
+                            for backend, run in runs for image in images(run, stems)]
+                if not labelled:
+                    continue
+                rows: list[list[tuple[Path, int]]] = []
+                for _, image in labelled:   # greedy: a figure joins the last row while the row fits the page
+                    if rows and sum(w for _, w in rows[-1]) + len(rows[-1]) * 2 + image[1] <= 100:
+                        rows[-1].append(image)
+                    else:
+                        rows.append([image])
+                backends = list(dict.fromkeys(name for name, _ in labelled))
+                order = "left to right" if len(rows) == 1 else "in reading order"
+                suffix = (f"{backends[0][0].upper()}{backends[0][1:]}." if len(backends) == 1 else
+                          f"From {' and '.join(backends)}, {order}; each panel's title or legend names its "
+                          "backend.")
+                figures.append((esc(suffix), rows))
+        self.figures[key(experiment)] = figures
+
+
+def png_width(path: Path) -> int:
+    """The pixel width in a PNG's header (the IHDR chunk's first field)."""
+    with path.open("rb") as f:
+        header = f.read(24)
+    if header[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path}: not a PNG file")
+    return int.from_bytes(header[16:20], "big")
 
 
 def key(text: str) -> str:
@@ -1047,6 +1095,7 @@ def section_mutation_and_zoo(p: Paper) -> None:
     if found is None:
         p.text("mutation", "*The mutation score has not been measured yet*: there is no " +
                code("paper/results/mutation.json") + " (it is written by " + code("make mutation") + ").")
+        p.text("mutation_scope", "none yet")
     else:
         file, doc = found
         score = v.add("mut_score", [(file, ["score_percent"])], "num1")
@@ -1054,9 +1103,11 @@ def section_mutation_and_zoo(p: Paper) -> None:
         killed = v.add("mut_killed", [(file, ["killed"])], "int")
         survived = v.add("mut_survived", [(file, ["survived"])], "int")
         equivalent = v.add("mut_equivalent", [(file, ["equivalent"])], "int", "len")
+        modules = v.add("mut_modules", [(file, ["scope"])], "int", "len")
+        p.text("mutation_scope", ", ".join(code(s) for s in doc.get("scope", [])))
         p.text("mutation", f"{esc(str(doc.get('tool')))} ({esc(str(doc.get('date')))}) made {total} mutants of "
-               + ", ".join(code(s) for s in doc.get("scope", [])) +
-               f": {killed} killed, {survived} survived, {equivalent} judged equivalent; a mutation score of "
+               f"{modules} modules of " + code("reference/") + f": {killed} killed, {survived} survived, "
+               f"{equivalent} judged equivalent; a mutation score of "
                f"{score}% (" + code(file) + ").")
     found = p.results.optional("zoo.json")
     if found is None:
@@ -1073,7 +1124,8 @@ def section_mutation_and_zoo(p: Paper) -> None:
                          v.add(f"zoo_{i}_seconds", [(file, [i, "seconds"])], "ms", "s_to_ms"),
                          v.add(f"zoo_{i}_unplanted", [(file, [i, "unplanted_passes"])], "yesno", "yesno")])
         p.tables["zoo"] = Table(["JIRA", "Planted mistake", "Caught by", "Time", "Unplanted passes"], rows,
-                                aligns=["left", "left", "left", "right", "left"])
+                                aligns=["left", "left", "left", "right", "left"],
+                                widths=["auto", "2fr", "1.2fr", "auto", "auto"])
         total = v.add("zoo_total", [(file, [])], "int", "len")
         caught = v.add("zoo_caught", [(file, [])], "int", "caught")
         p.text("zoo", f"The bug zoo planted {total} bugs; {caught} were caught (" + code(file) + ").")
@@ -1138,10 +1190,11 @@ def section_environment(p: Paper) -> None:
     missing = [b for b in COMPARED if b not in present]
     p.text("results_status",
            "The numbers in this version come from " +
-           ", ".join(esc(THE[b]) for b in present) +
+           " and ".join(esc(THE[b]) for b in present) +
            f" ({' and '.join(esc(m) for m in modes)} mode" + ("s" if len(modes) > 1 else "") + ")" +
            ("; " + " and ".join(esc(THE[b]) for b in missing) +
-            " have no results in this build yet, and their cells read n/a" if missing else "") + ".")
+            (" has no results in this build yet, and its cells read n/a" if len(missing) == 1 else
+             " have no results in this build yet, and their cells read n/a") if missing else "") + ".")
     p.text("quick_warning",
            ("*Every run in this build is a quick run* (short inputs, one seed): the numbers show the pipeline and "
             "the direction of each effect, not final magnitudes, which the full runs will give." if modes == ["quick"]
@@ -1288,7 +1341,7 @@ def section_summary(p: Paper) -> None:
     rows.append(out)
     p.tables["summary"] = Table(["Claim", "Published", "Simulator", "PySpark engine", "Native Spark", "Verdict"],
                                 rows, aligns=["left", "right", "right", "right", "right", "left"],
-                                widths=["auto", "auto", "auto", "auto", "auto", "1fr"])
+                                widths=["1.5fr", "auto", "auto", "auto", "auto", "2fr"])
 
 
 def section_profiles(p: Paper) -> None:
@@ -1358,21 +1411,31 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
     tables = [header]
     for name in sorted(p.tables):
         tables.append(f"#let table_{name} = {p.tables[name].typst()}\n")
-    figures_typ = [header]
+    # a figs_ function takes one caption for all its figures or an array of them, one per figure
+    figures_typ = [header, "#let pick(caption, i) = if type(caption) == array { "
+                           "caption.at(calc.min(i, caption.len() - 1)) } else { caption }\n"]
     copies: dict[str, Path] = {}
     manifest = {}
     for name in sorted(p.figures):
         # figs_NAME(caption, name): one floating figure per backend; the first carries the label
         figures = []
-        for i, (suffix, images) in enumerate(p.figures[name]):
-            stack = []
-            for png, width in images:
-                target = f"{png.parent.parent.name}__{png.parent.name}__{png.name}"
-                copies[target] = png
-                manifest[target] = {"source": logical(png), "sha256": hashlib.sha256(png.read_bytes()).hexdigest()}
-                stack.append(f"image(\"../figures/{target}\", width: {width})")
-            body = f"stack(spacing: 6pt, {', '.join(stack)})"
-            figure = f"figure({body}, placement: auto, caption: [#caption {suffix}])"
+        for i, (suffix, rows) in enumerate(p.figures[name]):
+            lines = []
+            for row in rows:
+                cells = []
+                for png, width in row:
+                    target = f"{png.parent.parent.name}__{png.parent.name}__{png.name}"
+                    copies[target] = png
+                    manifest[target] = {"source": logical(png),
+                                        "sha256": hashlib.sha256(png.read_bytes()).hexdigest()}
+                    cells.append((f"image(\"../figures/{target}\", width: 100%)", width))
+                if len(cells) == 1:
+                    lines.append(cells[0][0].replace("width: 100%", f"width: {cells[0][1]}%"))
+                else:
+                    columns = ", ".join(f"{w}%" for _, w in cells)
+                    lines.append(f"grid(columns: ({columns}), column-gutter: 2%, {', '.join(c for c, _ in cells)})")
+            body = f"stack(spacing: 6pt, {', '.join(lines)})"
+            figure = f"figure({body}, placement: auto, caption: [#pick(caption, {i}) {suffix}])"
             figures.append(f"  [#{figure} #label(name)]" if i == 0 else f"  {figure}")
         if not figures:
             figures.append("  [#figure(block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: no results of this "
