@@ -46,7 +46,7 @@ MAIN = PAPER / "lightspeed-ref.typ"
 PDF = PAPER / "lightspeed-ref.pdf"
 
 EXPERIMENTS = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
-               "checkpoint-interval", "calibration", "fault-matrix")
+               "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing")
 COMPARED = ("sim", "spark", "spark-native")          # the backends a result table compares, in column order
 BACKEND_NAME = {"reference": "reference model", "sim": "simulator", "spark": "PySpark engine",
                 "spark-native": "native Spark"}
@@ -85,6 +85,7 @@ FIGURE_STEMS = {
     "checkpoint-interval": (("checkpoint_interval", "72%"),),
     "calibration": (("calibration", "70%"),),
     "fault-matrix": (("fault_matrix", "44%"),),
+    "state-rebalancing": (("state_rebalancing", "86%"),),
 }
 MINUS = "\u2212"
 TIMES = "\u00d7"
@@ -1022,6 +1023,38 @@ def section_calibration(p: Paper) -> None:
                              "no prediction error can be reported.")
 
 
+def section_rebalancing(p: Paper) -> None:
+    """State rebalancing (a seed feature, no published number): the move's cost by state size and the throughput
+    once balanced, against a policy that never moves."""
+    v, exp = p.v, "state-rebalancing"
+    p.text("rb_availability", p.availability(exp, ("sim",)))
+    p.add_figures(exp)
+    run = p.run(exp, "sim")
+    names = ("rb_partitions", "rb_moves", "rb_small_keys", "rb_small_load", "rb_small_spike", "rb_big_keys",
+             "rb_big_mb", "rb_big_load", "rb_big_spike", "rb_big_recovery", "rb_big_settled", "rb_big_never",
+             "rb_gain_min", "rb_gain_max")
+    if run is None:
+        for name in names:
+            v.absent(name)
+        return
+    rows = sorted(run.doc["summary"]["rows"], key=float)
+    small, big = ["summary", "rows", rows[0], "rebalance"], ["summary", "rows", rows[-1], "rebalance"]
+    v.of(run, "rb_partitions", ["summary", "state_partitions"], "int")
+    v.of(run, "rb_moves", big + ["moves", "median"], "int")
+    v.of(run, "rb_small_keys", small + ["state_keys_at_move", "median"], "int")
+    v.of(run, "rb_small_load", small + ["moved_load_ms_max", "median"], "ms")
+    v.of(run, "rb_small_spike", small + ["spike_ms", "median"], "ms")
+    v.of(run, "rb_big_keys", big + ["state_keys_at_move", "median"], "int")
+    v.of(run, "rb_big_mb", big + ["state_mb_at_move", "median"], "int")
+    v.of(run, "rb_big_load", big + ["moved_load_ms_max", "median"], "ms")
+    v.of(run, "rb_big_spike", big + ["spike_ms", "median"], "ms")
+    v.of(run, "rb_big_recovery", big + ["recovery_ms", "median"], "ms")
+    v.of(run, "rb_big_settled", big + ["settled_batch_ms", "median"], "ms")
+    v.of(run, "rb_big_never", ["summary", "rows", rows[-1], "never_move", "settled_batch_ms", "median"], "ms")
+    v.add("rb_gain_min", [(run.file, ["summary", "rows", r, "throughput_gain"]) for r in rows], "pct", "min")
+    v.add("rb_gain_max", [(run.file, ["summary", "rows", r, "throughput_gain"]) for r in rows], "pct", "max")
+
+
 # -- 7 correctness
 
 
@@ -1392,6 +1425,7 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
     section_changelog(p)
     section_interval(p)
     section_calibration(p)
+    section_rebalancing(p)
     section_fault_matrix(p)
     section_explorer(p)
     section_mutation_and_zoo(p)
