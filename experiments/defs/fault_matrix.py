@@ -20,7 +20,8 @@ checkpoint. A cell is
 - ``fail``: an oracle failed, or the run stopped with an error it should
   have survived;
 - ``unsupported``: Spark forbids the mode for the operator (asynchronous
-  progress tracking on a stateful query), so it is not run;
+  progress tracking on a stateful query), or the mode changes nothing for it
+  (parallel store commit with one store per partition), so it is not run;
 - ``unavailable``: the backend cannot run here.
 
 The reference model and the simulator are always in the matrix; ``--backend
@@ -38,7 +39,7 @@ from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import figure_context, save_figure
 from experiments.measure import run_point_scenario
 from experiments.profiles import sim_profile
-from reference.catalogue import MODES, OPERATORS, scenario_dict, spark_allows
+from reference.catalogue import MODES, OPERATORS, scenario_dict, spark_allows, unsupported_reason
 from reference.oracles import Verdict, check_outcome, failures
 from reference.outcome import Outcome
 from reference.scenario import Scenario
@@ -171,8 +172,8 @@ class FaultMatrix(Experiment):
 
     def measure(self, point: Point) -> dict[str, Any]:
         if point.task == "unsupported":
-            return {"status": "unsupported", "detail": "Spark forbids asynchronous progress tracking on a stateful "
-                                                       "query (its batch boundaries change on restart)"}
+            return {"status": "unsupported",
+                    "detail": unsupported_reason(point.params["operator"], point.params["mode"])}
         result = run_point_scenario(point)
         outcome, storage = result.outcome, result.checkpoint
         error = outcome.error
