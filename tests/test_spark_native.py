@@ -300,6 +300,7 @@ UNSUPPORTED = [
     ("asynchronous progress", native_dict("map", "async_progress"), "engine.progress.mode"),
     ("asynchronous state checkpointing", native_dict("aggregate", "async_state"), "engine.state_checkpoint"),
     ("pipelining", native_dict("aggregate", "pipelining"), "engine.pipelining"),
+    ("commit them in parallel", native_dict("join", "parallel_store_commit"), "engine.parallel_store_commit"),
 ]
 
 
