@@ -33,7 +33,7 @@ from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
-from experiments.stats import fmt_ms, group, over_seeds
+from experiments.stats import config_median, fmt_ms, group, over_seeds
 
 MODES = ("sequential", "parallel")
 JOIN: dict[str, Any] = {"kind": "join", "time_bound_ms": 1000, "watermark_delay_ms": 1000}
@@ -140,10 +140,10 @@ class ParallelStoreCommit(Experiment):
         lines = [f"{'input':>24}  {'commit seq':>10} {'commit par':>10} {'ratio':>6}  "
                  f"{'batch seq':>10} {'batch par':>10} {'ratio':>6}"]
         for workload, e in summary["inputs"].items():
-            lines.append(f"{workload:>24}  {fmt_ms(_med(e, 'sequential', 'commit_mean')):>10} "
-                         f"{fmt_ms(_med(e, 'parallel', 'commit_mean')):>10} {_fmt_ratio(e['commit_ratio']):>6}  "
-                         f"{fmt_ms(_med(e, 'sequential', 'batch_mean')):>10} "
-                         f"{fmt_ms(_med(e, 'parallel', 'batch_mean')):>10} {_fmt_ratio(e['batch_ratio']):>6}")
+            lines.append(f"{workload:>24}  {fmt_ms(config_median(e, 'sequential', 'commit_mean')):>10} "
+                         f"{fmt_ms(config_median(e, 'parallel', 'commit_mean')):>10} {_fmt_ratio(e['commit_ratio']):>6}  "
+                         f"{fmt_ms(config_median(e, 'sequential', 'batch_mean')):>10} "
+                         f"{fmt_ms(config_median(e, 'parallel', 'batch_mean')):>10} {_fmt_ratio(e['batch_ratio']):>6}")
         lines.append("ratio: parallel / sequential (commit: a partition's two store commits; batch: mean duration)")
         return lines
 
@@ -154,7 +154,7 @@ class ParallelStoreCommit(Experiment):
             fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
             for ax, metric, title in ((axes[0], "commit_mean", "A partition's state commit"),
                                       (axes[1], "batch_mean", "Mean batch duration")):
-                grouped_bars(ax, inputs, {mode: [_med(summary["inputs"][w], mode, metric) for w in inputs]
+                grouped_bars(ax, inputs, {mode: [config_median(summary["inputs"][w], mode, metric) for w in inputs]
                                           for mode in MODES}, unit="ms")
                 ax.set_xlabel("input (sim: rows/s per side; spark: checkpoint storage)")
                 ax.set_title(title)
@@ -171,12 +171,8 @@ def _commit_ms_from_trace(trace: Any) -> list[float]:
     return list(per.values())
 
 
-def _med(entry: dict[str, Any], mode: str, metric: str) -> float | None:
-    return entry.get(mode, {}).get(metric, {}).get("median")
-
-
 def _ratio(entry: dict[str, Any], metric: str) -> float | None:
-    before, after = _med(entry, "sequential", metric), _med(entry, "parallel", metric)
+    before, after = config_median(entry, "sequential", metric), config_median(entry, "parallel", metric)
     return after / before if before and after is not None else None
 
 
