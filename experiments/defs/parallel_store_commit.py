@@ -141,7 +141,8 @@ class ParallelStoreCommit(Experiment):
                  f"{'batch seq':>10} {'batch par':>10} {'ratio':>6}"]
         for workload, e in summary["inputs"].items():
             lines.append(f"{workload:>24}  {fmt_ms(config_median(e, 'sequential', 'commit_mean')):>10} "
-                         f"{fmt_ms(config_median(e, 'parallel', 'commit_mean')):>10} {_fmt_ratio(e['commit_ratio']):>6}  "
+                         f"{fmt_ms(config_median(e, 'parallel', 'commit_mean')):>10} "
+                         f"{_fmt_ratio(e['commit_ratio']):>6}  "
                          f"{fmt_ms(config_median(e, 'sequential', 'batch_mean')):>10} "
                          f"{fmt_ms(config_median(e, 'parallel', 'batch_mean')):>10} {_fmt_ratio(e['batch_ratio']):>6}")
         lines.append("ratio: parallel / sequential (commit: a partition's two store commits; batch: mean duration)")
