@@ -599,6 +599,7 @@ def section_offset_management(p: Paper) -> None:
                          v.of(run, f"{n}_both_p50", base + ["both", "p50", "median"], "ms")])
     p.tables["offset_management"] = Table(
         ["Source", "Baseline p50", "Async purge", "Async progress", "Both", "Both p50"], rows)
+    _om_breakdown(p)
     p.text("om_availability", p.availability(exp))
     p.add_figures(exp)
     # the decomposition behind the gap: how much of the baseline batch the log writes are
@@ -677,6 +678,37 @@ def section_offset_management(p: Paper) -> None:
                      "cluster_read_ms", "cluster_executors", "cluster_cores", "cluster_restart", "cluster_jitter",
                      "om_sim_progress_cut_min") + OM_FIT_VALUES:
             v.absent(name)
+
+
+OM_BREAKDOWN_PARTS = ("planning", "offsetWrite", "purge", "addBatch", "commitOffsets", "other")
+
+
+def _om_breakdown(p: Paper) -> None:
+    """Where a batch's time goes (the experiment's ``breakdown_ms``: durationMs in disjoint parts), per
+    configuration at each backend's lowest rate; the simulator with both of its profiles."""
+    v, exp, rows = p.v, "offset-management", []
+    for backend in ("sim", "spark"):
+        run = p.run(exp, backend)
+        if run is None:
+            rows.append([f"{esc(BACKEND_NAME[backend])}: " + _absent_cell(exp, backend)] + [""] * 7)
+            continue
+        for label, summary in (("", ["summary"]), (", fitted", ["summary", "fitted"])):
+            rates = lookup(run.doc, summary + ["rates"]) if label == "" else \
+                (run.doc["summary"].get("fitted") or {}).get("rates")
+            if not rates:
+                continue
+            lo = min(rates, key=float)
+            for config in OM_CONFIGS:
+                base = summary + ["rates", lo, config, "breakdown_ms"]
+                if lookup(run.doc, base) is None:
+                    continue
+                n = f"ombd_{key(backend)}{'_fit' if label else ''}_{key(config)}"
+                rows.append([f"{esc(BACKEND_NAME[backend])}{label}, {fmt('rate', float(lo))}/s, {esc(config)}"] +
+                            [v.of(run, f"{n}_{key(part)}", base + [part], "ms") for part in OM_BREAKDOWN_PARTS] +
+                            [v.add(f"{n}_total", [(run.file, base + [part]) for part in OM_BREAKDOWN_PARTS],
+                                   "ms", "sum")])
+    p.tables["om_breakdown"] = Table(["Run, configuration", "Planning", "Offset write", "Purge", "addBatch",
+                                      "Commit log", "Other", "Batch"], rows)
 
 
 def _absent_cell(experiment: str, backend: str) -> str:

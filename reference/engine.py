@@ -21,13 +21,15 @@ asserts that its committed version only moves forward).
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from . import layout
 from .faults import SealedVersion, sealed_versions
 from .graph import LOGICAL_BATCH_MS, GraphShape, Node, build_graph
-from .logs import CommitEntry, OffsetEntry, check_metadata, log_batches, purge_logs, write_metadata
+from .logs import (CommitEntry, OffsetEntry, PurgeRound, check_metadata, log_batches, purge_round, run_purge_round,
+                   threshold_of, write_metadata)
 from .observer import Observer
 from .outcome import DURATION_KEYS, ProgressEvent, StateOperatorProgress, digest_rows
 from .query import (
@@ -125,6 +127,9 @@ class Incarnation:
         self.persisted_offsets: set[int] = set()
         self.last_persisted_time_ms: int | None = None
         self.last_commit_written = -1
+        self.last_purged_batch = -1    # HDFSMetadataLog.lastPurgedBatchId: in memory, so per incarnation
+        self._log_index: dict[str, set[int]] | None = None   # known_logs()
+        self._log_lock = threading.Lock()
         self.clock_skew_ms = 0
         self.plans: dict[int, BatchPlan] = {}
         self.restart = restart
@@ -244,6 +249,7 @@ class Incarnation:
         else:
             self.storage.write(path, entry.encode())
         self.persisted_offsets.add(b)
+        self._logged(layout.OFFSETS, b)
 
     def offsets_persist_due(self, b: int) -> bool:
         """Async progress: an offset entry is written only once ``checkpoint_interval_ms`` has passed."""
@@ -260,15 +266,59 @@ class Incarnation:
         return False
 
     def step_purge(self, b: int) -> None:
-        purge_logs(self.storage, self.cfg.min_batches_to_retain, self.cfg.progress_mode)
-        commits = [x for x in self._committed_batches() if x <= b]
-        if not commits or not self.store_ids:
+        self.purge_log_entries(self.purge_round_of(b))
+        if not self.store_ids:
+            return
+        commits = [x for x in self.known_logs()[layout.COMMITS] if x <= b]
+        if not commits:
             return
         entry = CommitEntry.read(self.storage, commits[-1])
         for sid, per_part in entry.state_lineage.items():
             for p_text, uid in per_part.items():
                 cleanup_store(self.storage, sid, int(p_text), self.cfg.min_batches_to_retain,
                               entry.batch + 1, uid)
+
+    def known_logs(self) -> dict[str, list[int]]:
+        """The ids of both logs (sorted) as this incarnation knows them: listed once, at its first purge,
+        then kept up to date by its own writes and deletes. Spark does not list to purge either: under
+        sync progress the threshold is the current batch minus the retention, under async progress it
+        comes from the queue of entries known to be durable (``AsyncOffsetSeqLog.writtenToDurableStorage``,
+        filled by one listing at start). Timed backends write the logs from other threads: a lock."""
+        with self._log_lock:
+            if self._log_index is None:
+                self._log_index = {folder: set(log_batches(self.storage, folder))
+                                   for folder in (layout.OFFSETS, layout.COMMITS)}
+            return {folder: sorted(ids) for folder, ids in self._log_index.items()}
+
+    def _logged(self, folder: str, b: int) -> None:
+        with self._log_lock:
+            if self._log_index is not None:
+                self._log_index[folder].add(b)
+
+    def next_purge_round(self) -> PurgeRound | None:
+        """The purge round this incarnation would run now (``reference.logs.purge_round``)."""
+        known = self.known_logs()
+        threshold = threshold_of(known[layout.OFFSETS], known[layout.COMMITS], self.cfg.min_batches_to_retain,
+                                 self.cfg.progress_mode)
+        return purge_round(threshold, self.last_purged_batch)
+
+    def purge_round_of(self, b: int) -> PurgeRound | None:
+        """The round purge ``b`` runs, decided when it starts (Spark computes the threshold when it calls
+        ``purge``); an untimed step starts and ends at once."""
+        return self.next_purge_round()
+
+    def purge_log_entries(self, rnd: PurgeRound | None) -> list[str]:
+        """Purge both logs as Spark's ``HDFSMetadataLog.purge`` does (``reference.logs.PurgeRound``): the
+        same entries as ``purge_logs`` deletes, with Spark's storage operations."""
+        if rnd is None:
+            return []
+        deleted = run_purge_round(self.storage, rnd, self.known_logs()[layout.COMMITS][-1])
+        self.last_purged_batch = rnd.threshold - 1
+        with self._log_lock:
+            assert self._log_index is not None
+            for ids in self._log_index.values():
+                ids.difference_update([x for x in ids if x < rnd.threshold])
+        return deleted
 
     def _committed_batches(self) -> list[int]:
         return log_batches(self.storage, layout.COMMITS)
@@ -301,6 +351,7 @@ class Incarnation:
         entry = CommitEntry(b, watermarks_of(self.trackers_for(b))[0], trackers_after, lineage)
         self.storage.write(path, entry.encode(), overwrite=True)
         self.last_commit_written = b
+        self._logged(layout.COMMITS, b)
         self.obs.batches[b]["watermark_ms"] = entry.watermark_ms   # the watermark commits/b holds
 
     def step_source_commit(self, b: int) -> None:

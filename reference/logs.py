@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from . import layout
 from .storage import CheckpointFormatError, Storage
@@ -121,8 +121,13 @@ def check_metadata(storage: Storage, digest: str, name: str | None = None) -> st
 
 def purge_threshold(storage: Storage, min_batches_to_retain: int, progress_mode: str = "sync") -> int | None:
     """The batch below which ``purge_logs`` deletes entries of both logs (None: nothing committed yet)."""
-    commits = log_batches(storage, layout.COMMITS)
-    offsets = log_batches(storage, layout.OFFSETS)
+    return threshold_of(log_batches(storage, layout.OFFSETS), log_batches(storage, layout.COMMITS),
+                        min_batches_to_retain, progress_mode)
+
+
+def threshold_of(offsets: Sequence[int], commits: Sequence[int], min_batches_to_retain: int,
+                 progress_mode: str = "sync") -> int | None:
+    """``purge_threshold`` from the ids of the two logs (sorted), however they are known."""
     if not commits or not offsets:
         return None
     if progress_mode == "async":
@@ -130,6 +135,49 @@ def purge_threshold(storage: Storage, min_batches_to_retain: int, progress_mode:
     else:
         threshold = offsets[-1] - min_batches_to_retain
     return min(threshold, commits[-1])
+
+
+# HDFSMetadataLog.purge deletes at most this many due entries by id, without listing the log directory
+PURGE_DELETE_WITHOUT_LIST = 3
+
+
+@dataclass(frozen=True)
+class PurgeRound:
+    """One purge round of both logs as Spark's ``HDFSMetadataLog.purge`` runs it on each log.
+
+    Spark keeps the threshold of the log's last round (``lastPurgedBatchId``, in memory, so per
+    incarnation). The ids between it and this round's threshold are ``due``: at most
+    ``PURGE_DELETE_WITHOUT_LIST`` of them are deleted by id (a delete of an absent entry does
+    nothing), more make the round list the log directory and delete every entry below the threshold.
+    """
+
+    threshold: int
+    due: range
+
+    @property
+    def lists(self) -> bool:
+        return len(self.due) > PURGE_DELETE_WITHOUT_LIST
+
+
+def purge_round(threshold: int | None, last_purged: int) -> PurgeRound | None:
+    """The round a purge at ``threshold`` runs after one that purged below ``last_purged + 1``; None when
+    it has nothing to do (no threshold yet, or one that has not moved)."""
+    if threshold is None or threshold <= last_purged + 1:
+        return None
+    return PurgeRound(threshold, range(last_purged + 1, threshold))
+
+
+def run_purge_round(storage: Storage, rnd: PurgeRound, latest_commit: int) -> list[str]:
+    """Apply one round to both logs (``purge_round``); returns the paths it deleted or found absent."""
+    assert rnd.threshold <= latest_commit, f"purge never goes past the latest commit ({latest_commit})"
+    deleted: list[str] = []
+    for folder in (layout.OFFSETS, layout.COMMITS):
+        ids = [b for b in log_batches(storage, folder) if b < rnd.threshold] if rnd.lists else list(rnd.due)
+        for batch in ids:
+            path = f"{folder}/{batch}"
+            storage.delete(path)
+            deleted.append(path)
+    return deleted
 
 
 def purge_logs(storage: Storage, min_batches_to_retain: int, progress_mode: str = "sync") -> list[str]:

@@ -36,9 +36,9 @@ class DataIncarnation(TimedIncarnation):
         return b in self.plans
 
     def plan_ready_ms(self, b: int) -> float:
-        """Plan once the batch's input has arrived and the trigger interval has passed."""
+        """Plan at the first trigger that finds the batch's (fixed) input arrived."""
         plan = self.plans[b]
-        return max(float(self.data.input_ready_ms(*plan.bounds)), self.trigger_ready_ms())
+        return self.trigger_ms(float(self.data.input_ready_ms(*plan.bounds)))
 
     # ------------------------------------------------------------- costs
     def task_cost_ms(self, node: SimNode) -> float:

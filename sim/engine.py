@@ -38,11 +38,12 @@ from reference import layout
 from reference.engine import Incarnation
 from reference.faults import FaultBook, apply_fault
 from reference.graph import Node
-from reference.logs import log_batches, purge_threshold
+from reference.logs import PurgeRound
 from reference.outcome import ProgressEvent
 from reference.steps import NodeId
 from reference.storage import CheckpointFormatError
 from reference.supervisor import RESTARTABLE
+from reference.trigger import next_batch_time_ms, trigger_plan_ms
 
 from .cost_model import Profile
 from .driver import Driver
@@ -55,7 +56,7 @@ from .storage_service import StorageService
 from .trace import Trace
 
 PRUNE_LAG_BATCHES = 3          # finished batches this far behind a source commit are forgotten
-PURGE_DELETE_WITHOUT_LIST = 3  # HDFSMetadataLog.purge deletes at most this many due entries without a listing
+COMMIT_STEPS = frozenset(("changelog_write", "state_commit"))   # a task's part of Spark's commitTimeMs
 STORAGE_STEPS = frozenset(("offset_log_write", "purge", "state_load", "changelog_write", "snapshot_upload",
                            "sink_write", "sink_commit", "commit_log_write"))
 SMALL_FILE_BYTES = 256         # a log entry or manifest
@@ -81,8 +82,9 @@ class TimedIncarnation(Incarnation):
                  rng: Draws, **kwargs: Any):
         self.clock, self.profile, self.service, self.rng = clock, profile, storage_service, rng
         self.timing: dict[tuple[str, int], tuple[float, float]] = {}   # (step, batch) -> (start, end)
+        self.purge_rounds: dict[int, PurgeRound | None] = {}   # batch -> the round its purge decided at start
+        self.commit_ms: dict[int, float] = {}   # batch -> its tasks' state commit costs, summed (commitTimeMs)
         self.last_plan_start_ms: float | None = None
-        self.last_purged_batch = -1    # HDFSMetadataLog.lastPurgedBatchId: one per log object, so per incarnation
         self._step_methods: dict[str, Callable[..., None]] = {}
         super().__init__(*args, **kwargs)
 
@@ -115,11 +117,16 @@ class TimedIncarnation(Incarnation):
         """
         return p % self.profile.executors
 
-    def trigger_ready_ms(self) -> float:
-        """The earliest a batch may be planned by the trigger (``ProcessingTime``): one interval after the last."""
-        if self.last_plan_start_ms is None:
-            return 0.0
-        return self.last_plan_start_ms + self.cfg.trigger_interval_ms
+    def trigger_ms(self, input_ms: float | None) -> float:
+        """When the trigger plans the next batch, its dependencies met now and its input arriving at
+        ``input_ms`` (None: no input left): ``reference.trigger``, Spark's ``ProcessingTimeExecutor``
+        (ticks at multiples of the interval; a zero interval plans as soon as ready)."""
+        now, interval = self.clock.now, self.cfg.trigger_interval_ms
+        fire = trigger_plan_ms(interval, self.last_plan_start_ms, now, input_ms)
+        if fire is not None:
+            return fire
+        last = self.last_plan_start_ms
+        return now if last is None else max(now, next_batch_time_ms(last, interval))
 
     # ---------------------------------------------------- mode interface
     def has_batch(self, b: int) -> bool:
@@ -137,13 +144,16 @@ class TimedIncarnation(Incarnation):
         step, b = node.step, node.batch
         prof, svc = self.profile, self.service
         if node.partition >= 0:
-            return self.task_cost_ms(node)
+            cost = self.task_cost_ms(node)
+            if step in COMMIT_STEPS and not node.background:
+                self.commit_ms[b] = self.commit_ms.get(b, 0.0) + cost
+            return cost
         if step == "plan":
             return prof.latest_offset_ms + prof.planning_ms
         if step == "offset_log_write":
             return svc.atomic_write_ms(SMALL_FILE_BYTES) if self.offsets_persist_due(b) else 0.0
         if step == "purge":
-            return self.purge_cost_ms()   # offsets/ and commits/; state files: maintenance
+            return self.purge_cost_ms(b)   # offsets/ and commits/; state files: maintenance
         if step == "sink_commit":
             if self.sc.sink_mode != "exactly_once":
                 return 0.0
@@ -154,14 +164,18 @@ class TimedIncarnation(Incarnation):
         assert step == "source_commit", f"no cost for driver step {step}"
         return prof.source_commit_ms
 
-    def purge_cost_ms(self) -> float:
+    def purge_round_of(self, b: int) -> PurgeRound | None:
+        """The round decided when purge ``b`` started (``purge_cost_ms``); its effect lands at its end."""
+        return self.purge_rounds.pop(b) if b in self.purge_rounds else self.next_purge_round()
+
+    def purge_cost_ms(self, b: int) -> float:
         """One purge round, as Spark's ``HDFSMetadataLog.purge`` does it on each of the two logs.
 
         Spark (sql/core/.../streaming/HDFSMetadataLog.scala, ``purge`` with ``lastPurgedBatchId``)
         deletes the ids between the last round's threshold and this one's blindly when there are at
         most three, and otherwise lists the log directory and deletes every entry below the
-        threshold. A round whose threshold has not moved does nothing. The threshold is the
-        reference's (``purge_threshold``): under sync progress the latest offset entry minus
+        threshold. A round whose threshold has not moved does nothing. The round is the reference's
+        (``Incarnation.next_purge_round``, ``reference.logs.purge_round``): under sync progress the latest offset entry minus
         ``minBatchesToRetain`` (MicroBatchExecution.scala: ``purge(batchId - minLogEntriesToMaintain)``,
         called only once ``batchId > minLogEntriesToMaintain``: before that the threshold is below 1 and
         nothing is due here either), so in steady state one entry per log;
@@ -170,16 +184,14 @@ class TimedIncarnation(Incarnation):
         moves only when a durable offset entry lands, once per ``checkpoint_interval_ms``: the rounds
         in between cost nothing.
         """
-        svc = self.service
-        threshold = purge_threshold(self.storage, self.cfg.min_batches_to_retain, self.cfg.progress_mode)
-        if threshold is None or threshold <= self.last_purged_batch + 1:
+        rnd = self.purge_rounds[b] = self.next_purge_round()   # what the step's effect will run
+        if rnd is None:
             return 0.0
-        due = threshold - (self.last_purged_batch + 1)
-        self.last_purged_batch = threshold - 1
-        if due <= PURGE_DELETE_WITHOUT_LIST:
-            return svc.delete_ms(2 * due)
+        svc = self.service
+        if not rnd.lists:
+            return svc.delete_ms(2 * len(rnd.due))
         existing = sum(1 for folder in (layout.OFFSETS, layout.COMMITS)
-                       for batch in log_batches(self.storage, folder) if batch < threshold)
+                       for batch in self.known_logs()[folder] if batch < rnd.threshold)
         return svc.list_ms(2) + svc.delete_ms(existing)
 
     def purge_round_skipped(self, node: SimNode) -> bool:
@@ -228,15 +240,24 @@ class TimedIncarnation(Incarnation):
         p = self.profile
         planning_share = p.planning_ms / (p.planning_ms + p.latest_offset_ms) if p.planning_ms else 0.0
         async_progress = self.cfg.progress_mode == "async"
-        wal = 0.0 if async_progress else _span(self.timing.get(("offset_log_write", b)))
+        # Spark times an inline purge inside walCommit (MicroBatchExecution.constructNextBatch runs it in the
+        # ``reportTimeTaken("walCommit")`` block); an async purge is only submitted there. ``purge`` is our
+        # own key: the inline purge's part of walCommit, so a breakdown can tell the two apart.
+        purge = _span(self.timing.get(("purge", b))) if self.cfg.log_purge_mode == "inline" else 0.0
+        wal = (0.0 if async_progress else _span(self.timing.get(("offset_log_write", b)))) + purge
         commit = 0.0 if async_progress else _span(self.timing.get(("commit_log_write", b)))
         work_start = max(plan_end, self.timing.get(("offset_log_write", b), (0, plan_end))[1]) \
             if not async_progress else plan_end
+        if purge:
+            work_start = max(work_start, self.timing[("purge", b)][1])
         sink_end = self.timing.get(("sink_commit", b), (now, now))[1]
+        # under async progress the batch ends once its output is committed: Spark's trigger handler only
+        # queues the commit log write (and commits the source from its callback), and so does the graph
+        end = sink_end if async_progress else now
         plan_ms = plan_end - plan_start
         return {"latestOffset": _ms(plan_ms * (1 - planning_share)), "queryPlanning": _ms(plan_ms * planning_share),
-                "walCommit": _ms(wal), "addBatch": _ms(max(0.0, sink_end - work_start)),
-                "commitOffsets": _ms(commit), "triggerExecution": _ms(now - plan_start)}
+                "walCommit": _ms(wal), "purge": _ms(purge), "addBatch": _ms(max(0.0, sink_end - work_start)),
+                "commitOffsets": _ms(commit), "triggerExecution": _ms(end - plan_start)}
 
     def timed_progress(self, b: int, event: ProgressEvent) -> ProgressEvent:
         """``event`` with the simulated durations, rates and start time of batch ``b``."""
@@ -246,7 +267,11 @@ class TimedIncarnation(Incarnation):
         plan_start = self.timing.get(("plan", b), (self.clock.now, 0))[0]
         previous = self.timing.get(("plan", b - 1))
         since_s = (plan_start - previous[0]) / 1000.0 if previous else 0.0
-        return replace(event, duration_ms=durations,
+        # commitTimeMs: the tasks' commit costs summed, as Spark sums its tasks' metrics (StateStoreWriter);
+        # one task step commits all of a partition's stores, so a join's stores share it equally
+        share = self.commit_ms.get(b, 0.0) / max(len(event.state_operators), 1)
+        operators = tuple(replace(op, commit_time_ms=round(share, 3)) for op in event.state_operators)
+        return replace(event, duration_ms=durations, state_operators=operators,
                        processed_rows_per_second=round(rows / trigger_s, 3) if trigger_s > 0 else 0.0,
                        input_rows_per_second=round(rows / since_s, 3) if since_s > 0 else 0.0,
                        timestamp_ms=_ms(plan_start))

@@ -34,7 +34,6 @@ from typing import Any, cast
 import numpy as np
 
 from reference.engine import BatchPlan, TaskState
-from reference.logs import purge_logs
 from reference.outcome import ProgressEvent, StateOperatorProgress
 from reference.query import watermarks_of
 from reference.recovery import RestartPlan
@@ -126,10 +125,9 @@ class VolumeIncarnation(TimedIncarnation):
         plan, now = self.plans[b], self.clock.now
         if plan.rerun:
             return now
-        ready = max(now, self.trigger_ready_ms())
         source = self.source
         waiting = [source.arrival_ms(sp, lo) for sp, lo in enumerate(plan.start) if lo < source.totals[sp]]
-        return max(ready, min(waiting)) if waiting else ready
+        return self.trigger_ms(min(waiting) if waiting else None)
 
     def begin_step(self, node: SimNode) -> None:
         if node.step == "plan":
@@ -198,7 +196,7 @@ class VolumeIncarnation(TimedIncarnation):
 
     # ---------------------------------------------------------------- steps
     def step_purge(self, b: int) -> None:
-        purge_logs(self.storage, self.cfg.min_batches_to_retain, self.cfg.progress_mode)
+        self.purge_log_entries(self.purge_round_of(b))   # the logs only: volume mode keeps no state files
 
     def step_state_load(self, b: int, p: int) -> None:
         if (b, p) not in self.tasks:

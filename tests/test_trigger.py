@@ -66,3 +66,29 @@ def test_a_trigger_cut_takes_every_record_that_has_arrived_and_never_ends_before
     assert data.next_arrival_ms((3, 1)) == 250
     assert data.next_arrival_ms((4, 1)) == 300
     assert data.next_arrival_ms((4, 2)) is None
+
+
+def _rate_scenario(interval_ms: int) -> Scenario:
+    # four records a second: they arrive at 0, 250, 500 and 750 ms
+    return Scenario.from_dict({
+        "name": "sim-trigger", "seed": 1,
+        "source": {"kind": "rate", "rows_per_second": 4, "duration_s": 1, "partitions": 1, "keys": 2},
+        "query": {"operator": {"kind": "map"}, "state_partitions": 1}, "sink": {"mode": "at_least_once"},
+        "engine": {"trigger_interval_ms": interval_ms, "progress": {"mode": "sync"}, "log_purge": {"mode": "async"}}})
+
+
+@pytest.mark.parametrize("interval_ms, plans", [
+    # the default trigger plans each record as it arrives (a batch takes a few ms on the exact profile)
+    (0, [0.0, 250.0, 500.0, 750.0]),
+    # ticks at multiples of 100: the tick at 100 and 200 find nothing, 300 takes the record of 250; the
+    # tick at 400 finds nothing, 500 takes the one arriving on it; 800 the one of 750. One interval after
+    # the last plan instead would plan at 250, 500 and 750.
+    (100, [0.0, 300.0, 500.0, 800.0]),
+])
+def test_the_simulator_plans_at_the_trigger_spark_would_fire(interval_ms: int, plans: list[float]) -> None:
+    from sim import simulate
+    from tests.test_sim_offset_management import exact_profile
+    sim = simulate(_rate_scenario(interval_ms), exact_profile(), mode="volume")
+    progress = sim.outcome().progress
+    assert [p.timestamp_ms for p in progress] == plans
+    assert [p.num_input_rows for p in progress] == [1, 1, 1, 1]

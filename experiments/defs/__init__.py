@@ -129,6 +129,32 @@ def batch_metrics(progress: Sequence[ProgressEvent], skip: int = WARMUP_BATCHES)
     return out
 
 
+# Where a batch's time goes, in disjoint parts (ms), from Spark's durationMs keys: ``planning`` is
+# latestOffset + queryPlanning, ``offsetWrite`` the part of walCommit that is not the inline purge,
+# ``other`` what triggerExecution holds beyond the named parts (waiting for a dependency, the sink's
+# commit, the source commit).
+BREAKDOWN_PARTS = ("planning", "offsetWrite", "purge", "addBatch", "commitOffsets", "other")
+
+
+def duration_breakdown(progress: Sequence[ProgressEvent], skip: int = WARMUP_BATCHES) -> dict[str, float] | None:
+    """The mean of each part of ``BREAKDOWN_PARTS`` over the batches after the warm-up."""
+    entries = list(progress)
+    entries = entries[skip:] if len(entries) > skip + 1 else entries
+    if not entries:
+        return None
+    parts: dict[str, list[float]] = {name: [] for name in BREAKDOWN_PARTS}
+    for entry in entries:
+        d = {k: float(v) for k, v in entry.duration_ms.items()}
+        purge = d.get("purge", 0.0)
+        named = {"planning": d.get("latestOffset", 0.0) + d.get("queryPlanning", 0.0),
+                 "offsetWrite": max(0.0, d.get("walCommit", 0.0) - purge), "purge": purge,
+                 "addBatch": d.get("addBatch", 0.0), "commitOffsets": d.get("commitOffsets", 0.0)}
+        named["other"] = max(0.0, d.get("triggerExecution", 0.0) - sum(named.values()))
+        for name, value in named.items():
+            parts[name].append(value)
+    return {name: round(statistics.fmean(values), 3) for name, values in parts.items()}
+
+
 def log_write_ms(progress: Sequence[ProgressEvent]) -> float | None:
     """Mean time a batch spent writing its offset and commit log entries (synchronous progress)."""
     values = [float(p.duration_ms.get("walCommit", 0)) + float(p.duration_ms.get("commitOffsets", 0))

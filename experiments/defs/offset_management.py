@@ -23,9 +23,10 @@ cuts about 50%, async progress about 65%, both together about 85%.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from experiments.defs import batch_metrics, check_outcome_ok, latency_metrics, log_write_ms, rate_scenario
+from experiments.defs import (BREAKDOWN_PARTS, batch_metrics, check_outcome_ok, duration_breakdown, latency_metrics,
+                              log_write_ms, rate_scenario)
 from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
@@ -111,6 +112,7 @@ class OffsetManagement(Experiment):
         batches = batch_metrics(outcome.progress)
         metrics.update({k: batches[k] for k in ("batches", "batch_ms_mean", "trigger_ms_mean", "rows_per_s")})
         metrics["log_write_ms_mean"] = log_write_ms(outcome.progress)
+        metrics["breakdown_ms"] = duration_breakdown(outcome.progress)
         return metrics
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
@@ -146,11 +148,12 @@ class OffsetManagement(Experiment):
         published = (f"published: baseline {CLAIMED_BASELINE_MS[0]:.0f}-{CLAIMED_BASELINE_MS[1]:.0f} ms, both "
                      f"{CLAIMED_BOTH_MS[0]:.0f}-{CLAIMED_BOTH_MS[1]:.0f} ms")
         lines = ([f"profile {PROFILE} (first principles, stat sink)"] if ctx.backend == "sim" else []) + \
-            _table(summary["rates"]) + [published] + report_lines(summary.get("verdicts", []))
+            _table(summary["rates"]) + [published] + _breakdown_table(summary["rates"]) + \
+            report_lines(summary.get("verdicts", []))
         fitted = summary.get("fitted")
         if fitted:
             lines += [f"profile {fitted['profile']} (fitted to the published p50 figures)"] + \
-                _table(fitted["rates"]) + report_lines(fitted["verdicts"])
+                _table(fitted["rates"]) + _breakdown_table(fitted["rates"]) + report_lines(fitted["verdicts"])
         return lines
 
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
@@ -189,6 +192,9 @@ def rates_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         entry[config] = {"p50": over_seeds(group_records, "latency_p50"),
                          "p99": over_seeds(group_records, "latency_p99"),
                          "batch_ms": over_seeds(group_records, "batch_ms_mean"),
+                         # median over seeds of each part of a batch's mean time (durationMs)
+                         "breakdown_ms": {part: over_seeds(group_records, _part(part))["median"]
+                                          for part in BREAKDOWN_PARTS},
                          # seeds whose run did not keep up: they report no latency (reference.timing)
                          "backlogged": sum(1 for r in group_records if r["metrics"].get("backlogged")),
                          "seeds": len(group_records)}
@@ -201,6 +207,23 @@ def rates_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
                 entry[config]["cut_batch"] = reduction(_median(entry, "baseline", "batch_ms"),
                                                        _median(entry, config, "batch_ms"))
     return rates
+
+
+def _part(name: str) -> Callable[[dict[str, Any]], float | None]:
+    return lambda metrics: (metrics.get("breakdown_ms") or {}).get(name)
+
+
+def _breakdown_table(rates: dict[str, Any]) -> list[str]:
+    """Where a batch's time goes, per rate and configuration (means of durationMs parts, ms)."""
+    lines = ["where a batch's time goes (mean ms; walCommit = offsetWrite + purge, as Spark reports it)",
+             f"{'rate':>10}  {'configuration':<16} " + " ".join(f"{p:>13}" for p in BREAKDOWN_PARTS)]
+    for rate, entry in rates.items():
+        for config in CONFIGS:
+            parts = entry.get(config, {}).get("breakdown_ms") or {}
+            if config in entry and any(v is not None for v in parts.values()):
+                lines.append(f"{int(float(rate)):>10,}  {config:<16} " +
+                             " ".join(f"{fmt_ms(parts.get(p)):>13}" for p in BREAKDOWN_PARTS))
+    return lines
 
 
 def _table(rates: dict[str, Any]) -> list[str]:

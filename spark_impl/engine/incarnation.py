@@ -30,7 +30,7 @@ from reference.graph import Node
 from reference.outcome import ProgressEvent
 from reference.query import PartitionResult, operator_watermarks
 from reference.scenario import Scenario
-from reference.steps import TASK_STEPS
+from reference.steps import TASK_STEPS, NodeId
 from reference.trigger import trigger_plan_ms
 
 from ..snapshot_reader import SNAPSHOT_FORMAT
@@ -103,6 +103,17 @@ class SparkIncarnation(Incarnation):
         return str(res["uid"]) if res else super().uid(b, p)
 
     # ------------------------------------------------ driver steps, timed
+    def run_step(self, node_id: NodeId) -> None:
+        """The step's effect; a driver step on the batch's critical path also records its span
+        (``<step>:start``/``<step>:end``, seconds), which ``measured_progress`` turns into durationMs."""
+        if node_id.partition >= 0 or self.nodes[node_id].background:
+            super().run_step(node_id)
+            return
+        timing = self.batch_timing[node_id.batch]
+        timing[f"{node_id.step}:start"] = time.time()
+        super().run_step(node_id)
+        timing[f"{node_id.step}:end"] = time.time()
+
     def input_ready_s(self, b: int) -> float:
         """Wall time at which the input of batch ``b`` has arrived."""
         plan = self.plans[b]
@@ -145,16 +156,9 @@ class SparkIncarnation(Incarnation):
         now_ms = self.ms_since_t0(self.batch_timing[b]["plan"])
         return self.data.arrived_by(max(now_ms, self.trigger_ms(b, now_ms)), start)
 
-    def step_offset_log_write(self, b: int) -> None:
-        super().step_offset_log_write(b)
-        self.batch_timing[b]["offsets_done"] = time.time()
-
     def step_sink_commit(self, b: int) -> None:
         super().step_sink_commit(b)
-        now = time.time()
-        self.batch_timing[b]["sink_commit"] = now
-        plan = self.plans[b]
-        self.engine.deliveries.append(SinkDelivery(b, *plan.bounds, now))
+        self.engine.deliveries.append(SinkDelivery(b, *self.plans[b].bounds, time.time()))
 
     def step_commit_log_write(self, b: int) -> None:
         super().step_commit_log_write(b)
@@ -171,7 +175,8 @@ class SparkIncarnation(Incarnation):
         plan = self.plans[b]
         rows = sum(e - s for s, e in zip(*plan.bounds))
         results = [self.results[(b, p)] for p in range(self.parts) if (b, p) in self.results]
-        return measured_progress(b, rows, self.batch_timing[b], results, self.store_ids)
+        return measured_progress(b, rows, self.batch_timing[b], results, self.store_ids,
+                                 self.cfg.progress_mode == "async")
 
     def wait_for_zombies(self, timeout_s: float = ZOMBIE_WAIT_S) -> None:
         """Let every planted zombie write land before the incarnation is judged (they land late, not never)."""

@@ -82,8 +82,9 @@ def run_task(spec: TaskSpec, p: int, attempt: int) -> TaskResult:
     clock.lap("state_load")
     applied = _apply(spec, faults, stores, p, uid)
     clock.lap("task_apply")
+    commit_ms: dict[str, float] = {}
     if not spec.async_state:
-        commit_state(spec, faults, stores, applied.sealed)
+        commit_ms = commit_state(spec, faults, stores, applied.sealed)
         clock.lap("state_commit")
     sink_file, rows = _write_sink(spec, faults, storage, p, uid, applied.result)
     clock.lap("sink_write")
@@ -93,9 +94,18 @@ def run_task(spec: TaskSpec, p: int, attempt: int) -> TaskResult:
             "lineage_out": done, "sink_file": sink_file, "output_rows": rows,
             "input_rows": applied.input_rows, "max_event_ms": applied.result.max_event_ms,
             "changes": {sid: [c.updated, c.removed, c.total] for sid, c in applied.changes.items()},
+            "commit_ms": {sid: round(ms, 3) for sid, ms in commit_ms.items()},
+            "memory_bytes": {sid: _memory_bytes(store) for sid, store in stores.items()},
             "cache_hits": hits, "timings_ms": clock.timings_ms, "straggler_ms": applied.straggler_ms,
             "storage_ms": round(thread_storage_ms(storage) - storage_ms_before, 3),
             "started": started, "finished": time.time(), "pid": os.getpid()}
+
+
+def _memory_bytes(store: Any) -> int:
+    """The store's memoryUsedBytes: the RocksDB gauge (block cache and write buffers; shared by the
+    process's stores, as under Spark's bounded memory); 0 for a store without one."""
+    usage = getattr(store, "memory_usage", None)
+    return int(usage().total_bytes) if usage is not None else 0
 
 
 def _load_state(spec: TaskSpec, faults: TaskFaults, storage: Storage,
@@ -147,33 +157,44 @@ def _hand_off(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], sealed
     return done
 
 
-def commit_state(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], sealed: dict[str, Any]) -> None:
-    """``changelog_write`` then ``state_commit`` (and maybe a background snapshot) for every store.
+def commit_state(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any],
+                 sealed: dict[str, Any]) -> dict[str, float]:
+    """``changelog_write`` then ``state_commit`` (and maybe a background snapshot) for every store;
+    returns each store's commit time in ms (its changelog write and its commit), Spark's commitTimeMs.
 
     Spark OSS commits a partition's stores one after the other in its task (a join's state manager
     commits its two stores in turn, left side then right). Under parallel store commit (Lightspeed)
     each store commits on a thread of its own, and the partition's commit ends when every store's has:
     a fault at a commit step fires in the first store to reach it."""
+    spent = dict.fromkeys(stores, 0.0)
     if spec.query.engine.parallel_store_commit and len(stores) > 1:
-        run_concurrently([partial(_commit_stores, faults, {sid: store}, sealed) for sid, store in stores.items()],
-                         f"commit-b{spec.batch}-p{faults.p}")
+        run_concurrently([partial(_commit_stores, faults, {sid: store}, sealed, spent)
+                          for sid, store in stores.items()], f"commit-b{spec.batch}-p{faults.p}")
     else:
-        _commit_stores(faults, stores, sealed)
+        _commit_stores(faults, stores, sealed, spent)
     if spec.maintenance and not faults.at("snapshot_upload", "before"):
         for store in stores.values():
             store.schedule_maintenance()
         faults.at("snapshot_upload", "after")
+    return spent
 
 
-def _commit_stores(faults: TaskFaults, stores: dict[str, Any], sealed: dict[str, Any]) -> None:
-    """Write every given store's file, then mark every one durable, with the faults of both steps."""
+def _commit_stores(faults: TaskFaults, stores: dict[str, Any], sealed: dict[str, Any],
+                   spent: dict[str, float]) -> None:
+    """Write every given store's file, then mark every one durable, with the faults of both steps; adds
+    each store's time to ``spent`` (each thread its own stores' entries)."""
+    def timed(sid: str, action: Callable[[Any], Any]) -> None:
+        began = time.perf_counter()
+        action(sealed[sid])
+        spent[sid] += (time.perf_counter() - began) * 1000.0
+
     if not faults.at("changelog_write", "before"):
         for sid, store in stores.items():
-            store.write(sealed[sid])
+            timed(sid, store.write)
     faults.at("changelog_write", "after")
     faults.at("state_commit", "before")
     for sid, store in stores.items():
-        store.mark_durable(sealed[sid])
+        timed(sid, store.mark_durable)
     faults.at("state_commit", "after")
 
 

@@ -1,0 +1,102 @@
+"""Log purge with Spark's storage operations (``reference.logs.PurgeRound``), hand-derived.
+
+Spark's ``HDFSMetadataLog.purge(threshold)`` remembers the last round's threshold
+(``lastPurgedBatchId``, in memory) and deletes the ids due since then by name when
+there are at most three, listing the log directory only when more are due. The
+threshold itself comes from memory too: ``MicroBatchExecution`` purges below the
+current batch minus the retention, ``AsyncProgressTrackingMicroBatchExecution`` below
+the oldest retained entry of its queue of durable entries. So a steady-state round
+costs two deletes and no listing, which is what an object store's latency makes
+visible; the reference now does exactly that, and the simulator charges it and the
+engine pays it through the same code.
+"""
+
+from __future__ import annotations
+
+from reference import layout
+from reference.engine import Incarnation
+from reference.logs import PURGE_DELETE_WITHOUT_LIST, PurgeRound, purge_round, run_purge_round
+from reference.run import run_scenario
+from reference.scenario import Scenario
+from reference.storage import DurableStorage
+
+
+def test_a_round_is_due_from_the_last_threshold_and_lists_only_past_three() -> None:
+    assert purge_round(None, -1) is None                  # nothing committed yet
+    assert purge_round(0, -1) is None                     # threshold 0: nothing below it
+    assert purge_round(4, 3) is None                      # the last round already purged below 4
+    assert purge_round(2, 0) == PurgeRound(2, range(1, 2))
+    assert PURGE_DELETE_WITHOUT_LIST == 3
+    few, many, fresh = purge_round(4, 0), purge_round(5, 0), purge_round(5, -1)
+    assert few is not None and few.due == range(1, 4) and not few.lists       # three ids: by name
+    assert many is not None and many.due == range(1, 5) and many.lists        # four: the log is listed
+    assert fresh is not None and fresh.due == range(0, 5)   # a new incarnation starts from nothing purged
+
+class CountingStorage(DurableStorage):
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed: list[str] = []
+
+    def list(self, prefix: str = "") -> list[str]:
+        self.listed.append(prefix)
+        return super().list(prefix)
+
+
+def _storage_with(offsets: range, commits: range) -> CountingStorage:
+    storage = CountingStorage()
+    for b in offsets:
+        storage.write(f"{layout.OFFSETS}/{b}", b"{}")
+    for b in commits:
+        storage.write(f"{layout.COMMITS}/{b}", b"{}")
+    storage.listed.clear()
+    return storage
+
+
+def test_a_round_of_few_ids_deletes_them_by_name_without_listing() -> None:
+    storage = _storage_with(range(0, 6), range(0, 5))
+    deleted = run_purge_round(storage, PurgeRound(3, range(1, 3)), latest_commit=4)
+    assert deleted == ["offsets/1", "offsets/2", "commits/1", "commits/2"]
+    assert storage.listed == []
+    # id 0 was not due (an earlier round's), so it stays, as in Spark
+    assert sorted(storage.files) == ["commits/0", "commits/3", "commits/4", "offsets/0", "offsets/3", "offsets/4",
+                                     "offsets/5"]
+
+
+def test_a_round_of_many_ids_lists_and_deletes_everything_below_the_threshold() -> None:
+    storage = _storage_with(range(2, 9), range(2, 8))
+    deleted = run_purge_round(storage, PurgeRound(7, range(0, 7)), latest_commit=7)
+    assert len(storage.listed) == 2                       # offsets/ and commits/, once each
+    assert deleted == [f"offsets/{b}" for b in range(2, 7)] + [f"commits/{b}" for b in range(2, 7)]
+    assert sorted(storage.files) == ["commits/7", "offsets/7", "offsets/8"]
+
+
+class PurgeListings(Incarnation):
+    """Records how many listings each purge step made."""
+
+    per_round: list[int] = []
+
+    def step_purge(self, b: int) -> None:
+        storage = self.storage
+        assert isinstance(storage, CountingStorage)
+        before = len(storage.listed)
+        super().step_purge(b)
+        PurgeListings.per_round.append(len(storage.listed) - before)
+
+
+def test_a_steady_state_purge_lists_nothing_and_leaves_what_retention_keeps() -> None:
+    # Sync progress, inline purge, retention 1, eight stateless batches. Round b's threshold is the
+    # current batch minus one, capped at the latest commit (b - 1): rounds 0 and 1 have nothing to purge,
+    # every later round deletes the one id below it by name. Only the first round lists the two logs, to
+    # learn what an earlier life left (Spark's durable-entry queue starts from one listing too).
+    scenario = Scenario.from_dict({
+        "name": "purge-io", "seed": 2,
+        "source": {"kind": "generated", "partitions": 1, "keys": 2, "records_per_partition_per_batch": 1,
+                   "batches": 8, "event_time": {"start_ms": 0, "step_ms": 0}},
+        "query": {"operator": {"kind": "map"}, "state_partitions": 1}, "sink": {"mode": "at_least_once"},
+        "engine": {"progress": {"mode": "sync"}, "log_purge": {"mode": "inline", "min_batches_to_retain": 1}}})
+    PurgeListings.per_round = []
+    storage = CountingStorage()
+    run_scenario(scenario, incarnation_class=PurgeListings, storage=storage)
+    assert PurgeListings.per_round == [2, 0, 0, 0, 0, 0, 0, 0]
+    logs = sorted(p for p in storage.files if p.startswith((layout.OFFSETS + "/", layout.COMMITS + "/")))
+    assert logs == ["commits/6", "commits/7", "offsets/6", "offsets/7"]
