@@ -12,6 +12,7 @@ committed (``commits/b`` may name it) only once both stores are.
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ from reference import layout
 from reference.catalogue import make, scenario_dict
 from reference.compare import first_difference
 from reference.engine import Incarnation
-from reference.explorer import WRITING, Model, _ancestors, count_writing_cuts, explore, first_graph
+from reference.explorer import WRITING, Model, count_writing_cuts, explore, first_graph, writing_cuts
 from reference.graph import Node
 from reference.oracles import check_outcome, failures
 from reference.run import Run, run_scenario
@@ -29,14 +30,16 @@ from reference.scenario import Scenario, ScenarioError
 from reference.steps import NodeId
 
 
-def _join(parallel: bool, **kw: object) -> Scenario:
-    return make("join", "sync", parallel_store_commit=parallel, **kw)  # type: ignore[arg-type]
+def _join(parallel: bool, **kw: Any) -> Scenario:
+    return make("join", "sync", parallel_store_commit=parallel, **kw)
 
 
 def _brute_force_cuts(inc: Incarnation) -> int:
     """Every non-empty set of writing steps that holds, with each step, every writing step it waits for:
     all 2^n subsets tried, nothing shared with the explorer's enumeration but the graph's edges."""
-    ancestors = _ancestors(inc)
+    ancestors: dict[NodeId, set[NodeId]] = {}
+    for node in inc.nodes:   # creation order is a topological order
+        ancestors[node] = set(inc.nodes[node].deps).union(*(ancestors[d] for d in inc.nodes[node].deps))
     writers = [n for n in inc.nodes if n.step in WRITING]
     count = 0
     for size in range(1, len(writers) + 1):
@@ -112,7 +115,6 @@ def test_the_explorer_covers_both_orders_and_both_half_committed_partitions():
     report = explore(scenario, workers=1)
     assert not report.truncated and report.violations == [], report.violations[:1]
     inc = first_graph(scenario, Model())
-    from reference.explorer import writing_cuts
     halves = set()
     for prefix in writing_cuts(inc):
         written = {(n.tag, n.batch, n.partition) for n in prefix if n.step == "changelog_write"}

@@ -110,6 +110,7 @@ def test_engine_commits_a_join_in_parallel_through_a_fault_and_agrees_with_the_r
     if fault.startswith("crash"):
         assert outcome.recoveries, "a driver crash must show up as a recovery"
     else:   # the retry (attempt 1) wrote and committed both stores' version 3 of partition 1
+        assert result.checkpoint is not None
         lineage = CommitEntry.read(result.checkpoint, 2).state_lineage
         assert {sid: lineage[sid]["1"] for sid in ("0.left", "0.right")} == {"0.left": "r0b2p1a1",
                                                                            "0.right": "r0b2p1a1"}
