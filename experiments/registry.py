@@ -16,6 +16,7 @@ DEFINITIONS: dict[str, str] = {
     "checkpoint-interval": "experiments.defs.checkpoint_interval",
     "calibration": "experiments.defs.calibration",
     "fault-matrix": "experiments.defs.fault_matrix",
+    "state-rebalancing": "experiments.defs.state_rebalancing",
     "parallel-store-commit": "experiments.defs.parallel_store_commit",
 }
 

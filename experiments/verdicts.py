@@ -49,17 +49,29 @@ class Verdict:
 
 
 def judge(claim: str, measured: float | None, published: float | tuple[float, float], *, tolerance: float,
-          neutral: float | None = 0.0, unit: str = "") -> Verdict:
+          neutral: float | None = 0.0, unit: str = "", up_to: bool = False) -> Verdict:
     """The verdict on ``claim``: ``measured`` against a published value or (low, high) range.
 
     ``neutral`` None: the claim is an absolute number (a latency), which has no direction, so a value
-    outside the tolerance is ``not reproduced``.
+    outside the tolerance is ``not reproduced``. ``up_to``: the claim is a ceiling ("batches up to 25%
+    shorter"), so any effect in its direction, from just past ``neutral`` to ``high`` plus the tolerance,
+    reproduces it; a larger one is ``direction only``.
     """
     low, high = (published, published) if isinstance(published, (int, float)) else published
     assert low <= high, f"{claim}: published range {low}..{high} is reversed"
     assert tolerance >= 0, f"{claim}: negative tolerance {tolerance}"
+    if up_to:
+        if neutral is None:
+            raise ValueError(f"{claim}: a ceiling claim needs the value meaning no effect (neutral)")
+        sign = 1.0 if high >= neutral else -1.0
+        ceiling = high if sign > 0 else low
+        low, high = min(neutral, ceiling), max(neutral, ceiling)   # the published range: no effect to the ceiling
     if measured is None:
         verdict = NOT_MEASURED
+    elif up_to and neutral is not None:
+        gain = (measured - neutral) * sign > 0
+        verdict = (REPRODUCED if gain and (measured - ceiling) * sign <= tolerance else
+                   DIRECTION_ONLY if gain else NOT_REPRODUCED)
     elif low - tolerance <= measured <= high + tolerance:
         verdict = REPRODUCED
     elif neutral is not None and (measured - neutral) * ((low + high) / 2 - neutral) > 0:

@@ -46,16 +46,32 @@ def source(partitions: int = 2, batches: int = 4, per_batch: int = 3, keys: int 
             "event_time": {"start_ms": 0, "step_ms": 10, "max_disorder_ms": disorder_ms}}
 
 
+def redelivering_source(batches: int = 4, per_batch: int = 6, keys: int = 4) -> dict[str, Any]:
+    """A redelivering broker (``reference/redelivery.py``) whose first deliveries fill about ``batches`` batches of
+    60 ms: out of order (up to 25 ms late), half the messages redelivered two batches later (after their
+    ACK), half of those to the other subscriber."""
+    batch_ms = 60
+    return {"kind": "redelivering", "keys": keys, "batch_ms": batch_ms, "messages": batches * per_batch,
+            "interval_ms": batch_ms // per_batch, "reorder_ms": 25, "redelivery_rate": 0.5,
+            "redeliver_after_ms": 2 * batch_ms, "ack_coverage": 0.5}
+
+
+CATALOGUE_SOURCES = ("generated", "redelivering")
+
+
 def scenario_dict(operator: str = "aggregate", mode: str = "sync", *, faults: list[dict[str, Any]] | None = None,
                   seed: int = 1, batches: int = 4, partitions: int = 2, sink: str | None = None,
-                  retain: int = 3, **engine: Any) -> dict[str, Any]:
+                  retain: int = 3, source_kind: str = "generated", **engine: Any) -> dict[str, Any]:
     eng: dict[str, Any] = {"state_store": {"provider": "changelog", "min_deltas_for_snapshot": 2,
                                            "maintenance_interval_ms": 200},
                            "log_purge": {"mode": "inline", "min_batches_to_retain": retain}}
     eng.update(MODES[mode])
     eng.update(engine)
-    src = source(partitions=partitions, batches=batches)
-    d: dict[str, Any] = {"name": f"{operator}-{mode}", "seed": seed,
+    if source_kind not in CATALOGUE_SOURCES:
+        raise ValueError(f"source_kind: expected one of {', '.join(CATALOGUE_SOURCES)}; got {source_kind!r}")
+    redelivering = source_kind == "redelivering"
+    src = redelivering_source(batches) if redelivering else source(partitions=partitions, batches=batches)
+    d: dict[str, Any] = {"name": f"{operator}-{mode}" + ("-redelivering" if redelivering else ""), "seed": seed,
                          "query": {"operator": OPERATORS[operator], "state_partitions": 2},
                          "engine": eng, "faults": faults or []}
     if operator == "join":

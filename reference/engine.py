@@ -44,14 +44,16 @@ from .query import (
     sink_rows,
     watermarks_of,
 )
+from .rebalancing import PlacementTimeline
 from .recovery import RestartPlan
+from .redelivery import FetchLayer
 from .scenario import Scenario
-from .sources import SourceData
+from .sources import Record, SourceData
 from .state_store import Sealed, StateStore, cleanup_store
 from .steps import TASK_STEPS, NodeId
 from .storage import Storage
 
-EXECUTORS = 2            # state partition p lives on executor p % EXECUTORS
+EXECUTORS = 2            # without executor events, state partition p lives on executor p % EXECUTORS
 MAX_TASK_ATTEMPTS = 4    # spark.task.maxFailures
 MAX_PLANNED_BATCHES = 10_000
 
@@ -101,6 +103,7 @@ class Incarnation:
     """One driver lifetime: plans its batches from a restart plan, builds its step graph, applies steps."""
 
     store_class: type[StateStore] = StateStore
+    fetch_layer_class: type[FetchLayer] = FetchLayer   # a redelivering source's fetch-and-dedup layer
     snapshot_format: str | None = None   # a backend whose stores write another snapshot format names it
     # parallel store commit: one commit node per store (the reference, so the explorer sees every
     # interleaving); a backend that runs a partition's store commits concurrently inside one step says False
@@ -121,6 +124,8 @@ class Incarnation:
         self.shape = GraphShape.of(scenario, store_commit_nodes=self.store_commit_nodes)
         self.uses_watermark = self.shape.uses_watermark
         self.stores: dict[tuple[str, int], StateStore] = {}
+        self.placement = PlacementTimeline(scenario)
+        self.store_executor: dict[tuple[str, int], str] = {}   # where each cached store lives
         self.tasks: dict[tuple[int, int], TaskState] = {}
         self.trackers: dict[int, list[dict[str, Any]]] = {}
         self.lineage: dict[tuple[str, int, int], str] = {}
@@ -133,6 +138,7 @@ class Incarnation:
         self.clock_skew_ms = 0
         self.plans: dict[int, BatchPlan] = {}
         self.restart = restart
+        self.fetchers = {sp: self.fetch_layer_class(sp, r.deliveries) for sp, r in data.redelivering.items()}
         self._setup(restart)
         self.nodes: dict[NodeId, Node] = self.build_graph()
 
@@ -147,6 +153,9 @@ class Incarnation:
         for sid, per_part in restart.lineage.items():
             for p, uid in per_part.items():
                 self.lineage[(sid, int(p), restart.lineage_version)] = uid
+        latest_logged = max(log_batches(self.storage, layout.OFFSETS), default=None)
+        for layer in self.fetchers.values():
+            layer.restore(self.storage, latest_logged)
         self.plan_batches(restart)
 
     def plan_batches(self, restart: RestartPlan) -> None:
@@ -214,7 +223,30 @@ class Incarnation:
             plan.end = end
             if end != tuple(self.data.totals):
                 self.open_batch(b + 1, end)
+        self.fetch_sources(b)
         self.obs.planned(b, plan.start, plan.end, self.number, plan.rerun)
+        self.obs.moved(b, self.placement.moves_at(b))
+
+    def fetch_sources(self, b: int) -> None:
+        """A redelivering source fetches up to the batch's cut and persists its fetch state (``redelivery.py``);
+        a re-run batch reads the persisted ledger instead."""
+        plan = self.plans[b]
+        if plan.rerun:
+            return
+        for sp, layer in self.fetchers.items():
+            end = plan.bounds[1][sp]
+            if end > 0:
+                layer.fetch(self.data.partitions[sp][end - 1].arrival_ms)
+            layer.persist(self.storage, b)
+
+    def ledgers(self, b: int) -> dict[int, tuple[int, ...]]:
+        """A redelivering source partition's message ids behind batch ``b``'s offsets (its fetch ledger)."""
+        start, end = self.plans[b].bounds
+        return {sp: layer.ids(start[sp], end[sp]) for sp, layer in self.fetchers.items()}
+
+    def batch_records(self, b: int) -> list[Record]:
+        """The input of batch ``b``: its offsets' records, a redelivering source's through its fetch ledger."""
+        return self.data.slice(*self.plans[b].bounds, self.ledgers(b))
 
     def cut_now(self, b: int) -> tuple[int, ...]:
         """An open batch's end offsets: what has arrived by the time ``plan`` runs (timed backends only)."""
@@ -376,8 +408,9 @@ class Incarnation:
     def task(self, b: int, p: int) -> TaskState:
         return self.tasks.setdefault((b, p), TaskState())
 
-    def executor_of(self, p: int) -> int:
-        return p % EXECUTORS
+    def executor_of(self, b: int, p: int) -> str:
+        """The executor that runs partition p's task of batch b (``rebalancing.py``)."""
+        return self.placement.executor_at(b, p)
 
     def step_state_load(self, b: int, p: int) -> None:
         if self.task(b, p).state_handed_off:
@@ -385,16 +418,31 @@ class Incarnation:
         self.ensure_stores(b, p)
 
     def ensure_stores(self, b: int, p: int) -> None:
-        """Version b of every store of partition p: the executor's cached copy, else the checkpoint."""
+        """Version b of every store of partition p: the executor's cached copy, else the checkpoint.
+
+        A partition that moved to another executor (``rebalancing.py``) finds no copy there: the old
+        executor's copy is dropped and the state loads from the checkpoint."""
         for sid in self.store_ids:
-            store = self.stores.get((sid, p))
-            uid = self.lineage.get((sid, p, b))
-            if store is not None and store.version == b and (uid is None or store.uid == uid):
+            if self.cached_store(b, p, sid) is not None:
                 continue
             store = self.store_class(self.storage, sid, p, self.cfg.provider, self.cfg.min_deltas_for_snapshot)
             if b > 0:
-                store.load(b, uid)
+                store.load(b, self.lineage.get((sid, p, b)))
             self.stores[(sid, p)] = store
+            self.store_executor[(sid, p)] = self.executor_of(b, p)
+
+    def cached_store(self, b: int, p: int, sid: str) -> StateStore | None:
+        """Store ``sid`` of partition p at version b, cached on the executor that runs p's task of batch b;
+        None when that executor must load it from the checkpoint."""
+        store = self.stores.get((sid, p))
+        if store is None:
+            return None
+        if self.store_executor.get((sid, p)) != self.executor_of(b, p):
+            assert b == 0 or b in store.durable_versions, \
+                f"partition {p} moves at batch {b} before version {b} of store {sid} is durable"
+            return None
+        uid = self.lineage.get((sid, p, b))
+        return store if store.version == b and (uid is None or store.uid == uid) else None
 
     def trackers_for(self, b: int) -> list[dict[str, Any]]:
         if not self.uses_watermark:
@@ -423,8 +471,7 @@ class Incarnation:
             return  # a retry after the async writer took the state: only the output is redone
         self.ensure_stores(b, p)  # an executor loss may have dropped them since state_load
         self.note_watermark(b)
-        plan = self.plans[b]
-        records = route(self.data.slice(*plan.bounds), self.parts)[p]
+        records = route(self.batch_records(b), self.parts)[p]
         task.before = {sid: self.stores[(sid, p)].memento() for sid in self.store_ids}
         stores = {sid: self.stores[(sid, p)] for sid in self.store_ids}
         task.result, _changes = apply_partition(self.ops, stores, rows_of(records),
@@ -513,12 +560,13 @@ class Incarnation:
         the background and the query fails, as Spark fails it; under sync state checkpointing the task had
         not finished, so Spark retries it too (the reference redoes its steps up to where it stood).
         """
-        executor = self.executor_of(p)
-        lost = [(sid, q) for (sid, q) in self.stores if self.executor_of(q) == executor]
+        batch = failing[0] if failing is not None else max(self.plans)
+        executor = self.executor_of(batch, p)
+        lost = [key for key in self.stores if self.store_executor.get(key) == executor]
         durable = {key: self.stores.pop(key).durable_versions for key in lost}
         stranded = sorted({(bb, qq) for (bb, qq), t in self.tasks.items() for (sid, q) in lost
                            if qq == q and (bb, qq) != failing and sid in t.sealed
-                           and t.sealed[sid].version not in durable[(sid, q)]})
+                           and t.sealed[sid].version > max(durable[(sid, q)], default=0)})
         if stranded and self.cfg.state_checkpoint == "async":
             raise QueryFailure(f"executor {executor} lost with a pending state commit of partition {stranded[0][1]}")
         for bb, qq in stranded:

@@ -48,6 +48,12 @@ WRITING = ("offset_log_write", "purge", "changelog_write", "snapshot_upload", "s
 MAX_CUTS = 50_000
 
 
+def writing_steps(scenario: Scenario) -> tuple[str, ...]:
+    """The steps whose effect reaches the checkpoint: with a redelivering source, ``plan`` too (it writes the
+    fetch state, ``sources/<sp>/<b>``), so a crash between the fetch and the offset log write is a cut."""
+    return WRITING + ("plan",) if SourceData.of(scenario).redelivering else WRITING
+
+
 @dataclass
 class Violation:
     schedule: str
@@ -117,7 +123,8 @@ def _ancestors(inc: Incarnation) -> dict[NodeId, frozenset[NodeId]]:
 
 def _writer_poset(inc: Incarnation, ancestors: dict[NodeId, frozenset[NodeId]]) -> tuple[list[NodeId], list[list[int]]]:
     """The writing steps in creation order, and for each the positions of the writing steps it waits for."""
-    writers = [n for n in inc.nodes if n.step in WRITING]
+    writing = writing_steps(inc.sc)
+    writers = [n for n in inc.nodes if n.step in writing]
     position = {w: i for i, w in enumerate(writers)}
     return writers, [[position[x] for x in writers if x in ancestors[w]] for w in writers]
 
@@ -162,7 +169,7 @@ def writing_cuts(inc: Incarnation) -> Iterator[list[NodeId]]:
         needed = set(chosen)
         for w in chosen:
             needed |= ancestors[w]
-        assert all(n.step not in WRITING or n in chosen for n in needed), "cuts are down-closed"
+        assert all(n.step not in writing_steps(inc.sc) or n in chosen for n in needed), "cuts are down-closed"
         yield sorted(needed, key=index.__getitem__)
 
 
@@ -468,7 +475,7 @@ def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report
     if len(first.executed) < 2:
         return
     recovery_steps = first.executed[1]
-    writes = [i for i, n in enumerate(recovery_steps) if n.step in WRITING]
+    writes = [i for i, n in enumerate(recovery_steps) if n.step in writing_steps(scenario)]
     for i in writes:
         crash = recovery_steps[i]
         fault = Fault(FaultAt(crash.step, crash.batch, crash.partition if crash.partition >= 0 else None, "after",

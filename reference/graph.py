@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from .rebalancing import PlacementTimeline
 from .scenario import EngineConfig, Scenario
 from .steps import NodeId
 
@@ -54,6 +55,8 @@ class GraphShape:
     partitions: int
     stateful: bool
     uses_watermark: bool
+    # (batch, partition) whose task runs on another executor than the batch before (``rebalancing.py``)
+    moved: frozenset[tuple[int, int]] = frozenset()
     # The stores whose commits are nodes of their own (parallel store commit with two or more stores per
     # partition); empty: one ``changelog_write`` and one ``state_commit`` node commit every store in turn.
     commit_stores: tuple[str, ...] = ()
@@ -63,10 +66,11 @@ class GraphShape:
         """The scenario's shape. ``store_commit_nodes=False``: a backend that commits a partition's stores
         concurrently inside one step (the simulator, the Spark engine) keeps one commit node per partition."""
         ops = scenario.operator.flatten()
+        moves = PlacementTimeline(scenario).moves()
         split = store_commit_nodes and scenario.engine.parallel_store_commit and len(scenario.store_ids) > 1
         return GraphShape(scenario.engine, scenario.state_partitions, bool(scenario.store_ids),
                           any(op.watermark_delay_ms is not None for op in ops),
-                          scenario.store_ids if split else ())
+                          frozenset((m.batch, m.partition) for m in moves), scenario.store_ids if split else ())
 
     @property
     def async_progress(self) -> bool:
@@ -138,6 +142,8 @@ class GraphShape:
             order = [n("task_apply", prev, p) if async_state else n("state_commit", prev, p)]
             if async_state:
                 order += [n("state_commit", b - 2, q) for q in range(self.partitions)]
+            if async_state and (b, p) in self.moved:
+                order.append(n("state_commit", prev, p))   # a moved partition loads a durable version
             out.append(Node(n("state_load", b, p), tuple(gate + order)))
             apply_deps = [n("state_load", b, p)]
         else:

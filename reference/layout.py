@@ -8,6 +8,7 @@
     state/<op>/<partition>/<v>_<uid>.changelog | .delta | .snapshot
     sink/<b>/part-<p>-<uid>.json               one file per task attempt
     sink/_manifest/<b>                         the exactly-once sink's commit of batch b
+    sources/<sp>/<b>                           a redelivering source's fetch state after planning b
 
 State files carry their attempt's lineage uid in the name (Spark's checkpoint
 format v2), so a retried task or a zombie writer can never overwrite or be read
@@ -26,6 +27,7 @@ COMMITS = "commits"
 STATE = "state"
 SINK = "sink"
 MANIFESTS = "sink/_manifest"
+SOURCES = "sources"
 STATE_KINDS = ("changelog", "delta", "snapshot")
 
 _STATE_FILE = re.compile(r"^(\d+)_([A-Za-z0-9.-]+)\.(changelog|delta|snapshot)$")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .outcome import BatchRecord, Outcome, ProgressEvent, Recovery, Timing, read_sink
+from .outcome import BatchRecord, Outcome, ProgressEvent, Recovery, StateMove, Timing, read_sink
 from .query import pipeline_store_ids
 from .recovery import RestartPlan
 from .retained import retained_states
@@ -32,6 +32,12 @@ class Observer:
     attempts: dict[int, int] = field(default_factory=dict)
     deliveries: dict[int, list[str]] = field(default_factory=dict)
     faults_not_fired: list[int] = field(default_factory=list)   # indexes into the scenario's faults
+    moves: dict[tuple[int, int], StateMove] = field(default_factory=dict)   # (batch, partition) -> move
+
+    def moved(self, batch: int, moves: tuple[StateMove, ...]) -> None:
+        """``plan`` of ``batch`` placed these partitions on another executor than the batch before."""
+        for move in moves:
+            self.moves[(batch, move.partition)] = move
 
     def note(self, text: str) -> None:
         self.events.append(text)
@@ -57,6 +63,8 @@ class Observer:
         self.recoveries.append(Recovery(number, restart.first_batch, rerun))
         for b in dropped:
             self.batches.pop(b)
+        for key in [key for key in self.moves if key[0] > restart.kept_through]:
+            self.moves.pop(key)   # re-planned, and recorded again, by the re-run
 
 
 def build_outcome(scenario: Scenario, storage: Storage, observer: Observer, error: str | None, *,
@@ -72,4 +80,5 @@ def build_outcome(scenario: Scenario, storage: Storage, observer: Observer, erro
     return Outcome(scenario.name, backend, batches, state, read_sink(storage, scenario.sink_mode,
                                                                      observer.deliveries),
                    tuple(observer.recoveries), tuple(observer.progress), tuple(storage.list()), scenario.seed, error,
-                   tuple(state_errors), timing, dict(details or {}), tuple(observer.faults_not_fired))
+                   tuple(state_errors), timing, dict(details or {}), tuple(observer.faults_not_fired),
+                   tuple(observer.moves[key] for key in sorted(observer.moves)))

@@ -13,7 +13,9 @@ name, seed, stores, partitions), ``watermarks`` (every committed batch carries
 the watermark the failure-free run gives it) and ``checkpoint`` (the
 checkpoint is this outcome's: its metadata names this query, it holds every
 file the outcome lists, the state it loads is the outcome's state, and it
-obeys the rules of ``checkpoint_rules.py``). ``reconstruction``, ``lineage``
+obeys the rules of ``checkpoint_rules.py``) and ``rebalancing`` (the outcome
+records exactly the state moves the scenario's executor events call for, by
+the placement rule of ``placement.py``). ``reconstruction``, ``lineage``
 and ``checkpoint`` read files, so they need the checkpoint (a ``Storage``);
 without one they say so (status ``n/a``) rather than pass.
 """
@@ -30,6 +32,7 @@ from .graph import LOGICAL_BATCH_MS
 from .logs import CommitEntry, log_batches, read_metadata
 from .outcome import Outcome, canonical_rows, digest_rows
 from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
+from .rebalancing import PlacementTimeline
 from .retained import committed_chain, latest_lineage, retained_range, retained_states
 from .scenario import Scenario
 from .sources import SourceData
@@ -460,6 +463,24 @@ def _state_read_back(ctx: Context, storage: Storage) -> Verdict:
     return Verdict("checkpoint", PASS, f"{len(storage.list())} files of this query; the checkpoint rules hold")
 
 
+def rebalancing(ctx: Context) -> Verdict:
+    """The outcome records every state move the scenario's executor events call for, and no other: for each
+    batch it planned, the partitions whose executor changed (``rebalancing.py``). The moved partitions' state
+    is judged by the other checks like any other: it loaded from the checkpoint."""
+    last = max((b.id for b in ctx.outcome.batches), default=-1)
+    expected = PlacementTimeline(ctx.scenario).moves(through=last)
+    if ctx.outcome.moves == expected:
+        return Verdict("rebalancing", PASS, f"{len(expected)} state move(s), as the placement rule gives")
+    wrong = next((i for i, (e, a) in enumerate(zip(expected, ctx.outcome.moves)) if e != a),
+                 min(len(expected), len(ctx.outcome.moves)))
+    want = expected[wrong].to_dict() if wrong < len(expected) else None
+    got = ctx.outcome.moves[wrong].to_dict() if wrong < len(ctx.outcome.moves) else None
+    where = want or got or {}
+    return Verdict("rebalancing", FAIL, f"move {wrong} differs from the placement rule's "
+                                        f"({len(expected)} expected, {len(ctx.outcome.moves)} recorded)",
+                   partition=where.get("partition"), batch=where.get("batch"), expected=want, actual=got)
+
+
 def _reading(check: str, fn: Callable[[Context], Verdict]) -> Callable[[Context], Verdict]:
     """A check that reads the checkpoint FAILs, naming the file, when a file it must read is unreadable."""
     def judged(ctx: Context) -> Verdict:
@@ -482,6 +503,7 @@ ORACLES: dict[str, Callable[[Context], Verdict]] = {
     "lineage": _reading("lineage", lineage),
     "watermarks": watermarks,
     "checkpoint": _reading("checkpoint", checkpoint),
+    "rebalancing": rebalancing,
 }
 
 

@@ -12,7 +12,8 @@ entry ``delivery_digests`` (one per exactly-once commit, for idempotence);
 ``error`` (a loud failure) and ``state_errors`` (versions that would not load);
 ``timing`` (timed backends: the latency summary of ``timing.py`` and the run's
 wall time); ``faults_not_fired`` (faults no step matched: the run did not test
-what the scenario asked for); ``details`` (what one backend alone reports: its profile, its
+what the scenario asked for); ``moves`` (state partitions the placement moved
+to another executor at an executor join or leave, ``rebalancing.py``); ``details`` (what one backend alone reports: its profile, its
 cluster, its task counts; no oracle reads it).
 """
 
@@ -29,7 +30,7 @@ from .timing import LatencySummary, Throughput, TimingError
 
 StateMap = dict[str, dict[str, dict[str, list[list[Any]]]]]   # store -> partition -> version -> pairs
 OUTCOME_FIELDS = ("scenario", "backend", "seed", "batches", "state", "sink", "recoveries", "progress",
-                  "checkpoint_files", "error", "state_errors", "timing", "details", "faults_not_fired")
+                  "checkpoint_files", "error", "state_errors", "timing", "details", "faults_not_fired", "moves")
 # ``StreamingQueryProgress.durationMs``: Spark's keys, and ``purge``, which is ours: the part of walCommit an
 # inline log purge took (Spark times the purge inside walCommit; an async purge is only submitted there).
 DURATION_KEYS = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets", "triggerExecution",
@@ -88,6 +89,20 @@ class Recovery:
 
     def to_dict(self) -> dict[str, Any]:
         return {"restart": self.restart, "resumed_at": self.resumed_at, "rerun_batches": list(self.rerun_batches)}
+
+
+@dataclass(frozen=True)
+class StateMove:
+    """State partition ``partition`` runs on executor ``target`` from batch ``batch`` on, no longer on
+    ``source``: its task loads its state from the checkpoint there (an executor join or leave)."""
+
+    batch: int
+    partition: int
+    source: str
+    target: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch": self.batch, "partition": self.partition, "from": self.source, "to": self.target}
 
 
 @dataclass(frozen=True)
@@ -162,6 +177,7 @@ class Outcome:
     timing: Timing | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     faults_not_fired: tuple[int, ...] = ()   # the scenario's faults (by index) that never matched a step
+    moves: tuple[StateMove, ...] = ()         # by batch, then partition
 
     def __post_init__(self) -> None:
         ids = [b.id for b in self.batches]
@@ -180,6 +196,8 @@ class Outcome:
             out["details"] = dict(self.details)
         if self.faults_not_fired:
             out["faults_not_fired"] = list(self.faults_not_fired)
+        if self.moves:
+            out["moves"] = [m.to_dict() for m in self.moves]
         return out
 
     def to_json(self) -> str:
@@ -223,7 +241,8 @@ class Outcome:
             tuple(_strings(raw, "checkpoint_files")), _optional_int(raw, "seed"),
             _optional_str(raw, "error"), tuple(_strings(raw, "state_errors")), _timing(raw.get("timing")),
             _details(raw.get("details", {})),
-            tuple(_int(i, f"faults_not_fired[{n}]") for n, i in enumerate(_list(raw, "faults_not_fired", []))))
+            tuple(_int(i, f"faults_not_fired[{n}]") for n, i in enumerate(_list(raw, "faults_not_fired", []))),
+            tuple(_move(m, f"moves[{i}]") for i, m in enumerate(_list(raw, "moves", []))))
 
     @staticmethod
     def from_json(text: str, source: str = "<outcome>") -> "Outcome":
@@ -338,6 +357,18 @@ def _recovery(raw: Any, path: str) -> Recovery:
         raise OutcomeError(f"{path}.rerun_batches", f"expected a list of batch ids, got {rerun!r}")
     return Recovery(_int(raw.get("restart"), f"{path}.restart", 1), _int(raw.get("resumed_at", 0),
                                                                           f"{path}.resumed_at"), tuple(rerun))
+
+
+def _move(raw: Any, path: str) -> StateMove:
+    raw = _object(raw, path, "{\"batch\": int, \"partition\": int, \"from\": executor, \"to\": executor}")
+    for name in ("from", "to"):
+        if not isinstance(raw.get(name), str) or not raw[name]:
+            raise OutcomeError(f"{path}.{name}", f"expected an executor id string, got {raw.get(name)!r}")
+    unknown = sorted(set(raw) - {"batch", "partition", "from", "to"})
+    if unknown:
+        raise OutcomeError(f"{path}.{unknown[0]}", "unknown field of a move (batch, partition, from, to)")
+    return StateMove(_int(raw.get("batch"), f"{path}.batch"), _int(raw.get("partition"), f"{path}.partition"),
+                     raw["from"], raw["to"])
 
 
 def _number(raw: dict[str, Any], name: str, path: str, default: float = 0.0) -> float:

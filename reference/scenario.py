@@ -29,9 +29,10 @@ OPERATOR_KINDS = ("map", "aggregate", "window_aggregate", "dedup_within_watermar
 STATEFUL_KINDS = tuple(k for k in OPERATOR_KINDS if k not in ("map", "chain"))
 AGGS = ("count", "sum")
 FUNCTIONS = ("session_sum",)
-SOURCE_KINDS = ("generated", "explicit", "rate")
+SOURCE_KINDS = ("generated", "explicit", "rate", "redelivering")
 PROVIDERS = ("changelog", "delta", "snapshot")
 DEFAULT_BATCH_MS = 1000
+MAX_REDELIVERING_MESSAGES = 100_000   # a redelivering source's fetch state lists every id, once per batch
 MAX_TIME_MS = 10**12   # event and arrival times are ms from the scenario's start; beyond ~31 years is a mistake
 
 
@@ -131,6 +132,7 @@ class Source:
     batch_ms: int = DEFAULT_BATCH_MS
     rows_per_second: float = 0
     duration_s: float = 0
+    broker: "Broker | None" = None   # a redelivering source's broker (kind ``redelivering`` only)
 
     @staticmethod
     def parse(o: _Obj) -> "Source":
@@ -152,6 +154,9 @@ class Source:
                 if r[0] >= partitions:
                     raise ScenarioError(f"{o.at('records')}[{i}]", f"partition {r[0]} >= partitions {partitions}")
             src = Source(kind, partitions, records=parsed, batch_ms=o.int("batch_ms", DEFAULT_BATCH_MS, minimum=1))
+        elif kind == "redelivering":
+            src = Source(kind, 1, o.int("keys", 10, minimum=1), batch_ms=o.int("batch_ms", DEFAULT_BATCH_MS, minimum=1),
+                         broker=Broker.parse(o))
         else:
             src = Source(kind, o.int("partitions", minimum=1), o.int("keys", 100, minimum=1),
                          rows_per_second=o.num("rows_per_second", minimum=1e-9),
@@ -171,9 +176,56 @@ class Source:
         if self.kind == "explicit":
             return {"kind": self.kind, "partitions": self.partitions, "batch_ms": self.batch_ms,
                     "records": [list(r) for r in self.records]}
+        if self.broker is not None:
+            return {"kind": self.kind, "keys": self.keys, "batch_ms": self.batch_ms, **self.broker.to_dict()}
         return {"kind": self.kind, "partitions": self.partitions, "keys": self.keys,
                 "rows_per_second": self.rows_per_second, "duration_s": self.duration_s,
                 "batch_ms": self.batch_ms}
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A redelivering source's broker (Pub/Sub-like, seeded by the scenario's seed; ``redelivery.py``).
+
+    ``messages`` are published one every ``interval_ms``; each is first delivered up to ``reorder_ms`` late
+    (so out of order); with probability ``redelivery_rate`` it is delivered again ``redeliver_after_ms``
+    after its first delivery (after its batch was committed and ACKed, with the defaults); with probability
+    ``ack_coverage`` that redelivery goes to the other subscriber, whose ACK covers it.
+    """
+
+    messages: int
+    interval_ms: int = 10
+    reorder_ms: int = 0
+    redelivery_rate: float = 0.0
+    redeliver_after_ms: int = 2000
+    ack_coverage: float = 0.0
+
+    @staticmethod
+    def parse(o: _Obj) -> "Broker":
+        messages = o.int("messages", minimum=1)
+        if messages > MAX_REDELIVERING_MESSAGES:
+            raise ScenarioError(o.at("messages"), f"at most {MAX_REDELIVERING_MESSAGES} messages: the fetch state "
+                                f"holds every message id and is written once per batch; got {messages}")
+        broker = Broker(messages, o.int("interval_ms", 10, minimum=1),
+                        o.int("reorder_ms", 0), _probability(o, "redelivery_rate", "a redelivery rate"),
+                        o.int("redeliver_after_ms", 2000, minimum=1),
+                        _probability(o, "ack_coverage", "an ACK coverage"))
+        for name in ("interval_ms", "reorder_ms", "redeliver_after_ms"):
+            if getattr(broker, name) * max(broker.messages, 1) > MAX_TIME_MS:
+                raise ScenarioError(o.at(name), f"{name} x messages is beyond {MAX_TIME_MS} ms (about 31 years)")
+        return broker
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": self.messages, "interval_ms": self.interval_ms, "reorder_ms": self.reorder_ms,
+                "redelivery_rate": self.redelivery_rate, "redeliver_after_ms": self.redeliver_after_ms,
+                "ack_coverage": self.ack_coverage}
+
+
+def _probability(o: _Obj, name: str, what: str) -> float:
+    value = o.num(name, 0.0, minimum=-math.inf)
+    if not 0 <= value <= 1:
+        raise ScenarioError(o.at(name), f"{what} outside [0, 1]: {value!r}")
+    return float(value)
 
 
 def _explicit_record(raw: Any, path: str) -> tuple[int, str, int, int, int]:
@@ -387,6 +439,57 @@ class Fault:
         return _drop_none({"at": self.at.to_dict(), "kind": self.kind, "ms": self.ms, "path": self.path})
 
 
+# ------------------------------------------------------- executor events
+
+EVENT_KINDS = ("executor_join", "executor_leave")
+DEFAULT_EXECUTORS = ("0", "1")   # the reference engine's two executors: state partition p on executor p % 2
+
+
+@dataclass(frozen=True)
+class ExecutorEvent:
+    """An executor joins or leaves the cluster before batch ``before_batch`` is planned (state rebalancing).
+
+    Not a fault: nothing fails. At the batch's planning the state placement is recomputed
+    (``placement.py``) and each moved partition's next task loads its state from the checkpoint.
+    """
+
+    kind: str
+    executor: str
+    before_batch: int
+
+    @staticmethod
+    def parse(o: _Obj) -> "ExecutorEvent":
+        kind = o.choice("kind", EVENT_KINDS)
+        executor = o.get("executor")
+        if not isinstance(executor, str) or not executor:
+            raise ScenarioError(o.at("executor"), f"expected a non-empty executor id string, got {executor!r}")
+        event = ExecutorEvent(kind, executor, o.int("before_batch", minimum=1))
+        o.done()
+        return event
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "executor": self.executor, "before_batch": self.before_batch}
+
+
+def _parse_executors(o: _Obj) -> tuple[str, ...]:
+    raw = o.get("executors", list(DEFAULT_EXECUTORS))
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError("executors", "expected a non-empty list of executor id strings")
+    for i, e in enumerate(raw):
+        if not isinstance(e, str) or not e:
+            raise ScenarioError(f"executors[{i}]", f"expected a non-empty executor id string, got {e!r}")
+        if e in raw[:i]:
+            raise ScenarioError(f"executors[{i}]", f"executor {e!r} is listed twice")
+    return tuple(raw)
+
+
+def _parse_events(o: _Obj) -> tuple[ExecutorEvent, ...]:
+    raw = o.get("events", [])
+    if not isinstance(raw, list):
+        raise ScenarioError("events", "expected a list of executor_join / executor_leave events")
+    return tuple(ExecutorEvent.parse(_Obj(e, f"events[{i}]")) for i, e in enumerate(raw))
+
+
 # --------------------------------------------------------------- scenario
 
 
@@ -401,6 +504,8 @@ class Scenario:
     engine: EngineConfig
     faults: tuple[Fault, ...] = ()
     explore_unsupported: bool = False
+    executors: tuple[str, ...] = DEFAULT_EXECUTORS   # the executors present at the start
+    events: tuple[ExecutorEvent, ...] = ()           # executors joining and leaving, in batch order
 
     @staticmethod
     def from_dict(raw: Any) -> "Scenario":
@@ -423,10 +528,13 @@ class Scenario:
             raise ScenarioError("faults", "expected a list")
         faults = tuple(Fault.parse(_Obj(f, f"faults[{i}]")) for i, f in enumerate(raw_faults))
         explore = o.bool("explore_unsupported", False)
+        executors, events = _parse_executors(o), _parse_events(o)
         o.done()
-        scenario = Scenario(name, seed, sources, operator, state_partitions, sink_mode, engine, faults, explore)
+        scenario = Scenario(name, seed, sources, operator, state_partitions, sink_mode, engine, faults, explore,
+                            executors, events)
         scenario.check_supported()
         scenario.check_faults()
+        scenario.check_events()
         return scenario
 
     def to_dict(self) -> dict[str, Any]:
@@ -441,6 +549,10 @@ class Scenario:
         out["faults"] = [f.to_dict() for f in self.faults]
         if self.explore_unsupported:
             out["explore_unsupported"] = True
+        if self.executors != DEFAULT_EXECUTORS or self.events:
+            out["executors"] = list(self.executors)
+        if self.events:
+            out["events"] = [e.to_dict() for e in self.events]
         return out
 
     def to_json(self) -> str:
@@ -518,6 +630,35 @@ class Scenario:
                                     "fault at an async state commit or an executor_loss)")
             if fault.kind in ("corrupt_file", "delete_file"):
                 _check_checkpoint_path(fault.path or "", f"{where}.path")
+
+    def check_events(self) -> None:
+        """Refuse an executor event that cannot happen: out of batch order or range, a join of an executor
+        already present, a leave of one that is absent or of the last one."""
+        present = list(self.executors)
+        last = self.deterministic_batches()
+        for i, event in enumerate(self.events):
+            where = f"events[{i}]"
+            if i and event.before_batch < self.events[i - 1].before_batch:
+                raise ScenarioError(f"{where}.before_batch", f"batch {event.before_batch} comes before "
+                                    f"events[{i - 1}]'s batch {self.events[i - 1].before_batch}: list events in "
+                                    "batch order")
+            if last is not None and event.before_batch >= last:
+                raise ScenarioError(f"{where}.before_batch", f"batch {event.before_batch} never runs: the input "
+                                                             f"has {last} batches (0..{last - 1})")
+            if event.kind == "executor_join" and event.executor in present:
+                raise ScenarioError(f"{where}.executor", f"executor {event.executor!r} cannot join before batch "
+                                    f"{event.before_batch}: it is already present (executors then: {present})")
+            if event.kind == "executor_leave" and event.executor not in present:
+                raise ScenarioError(f"{where}.executor", f"executor {event.executor!r} cannot leave before batch "
+                                    f"{event.before_batch}: it is not present (executors then: {present})")
+            if event.kind == "executor_leave" and len(present) == 1:
+                raise ScenarioError(f"{where}.executor", f"executor {event.executor!r} cannot leave before batch "
+                                    f"{event.before_batch}: it is the last executor, and the state partitions "
+                                    "need one")
+            if event.kind == "executor_join":
+                present.append(event.executor)
+            else:
+                present.remove(event.executor)
 
     def deterministic_batches(self) -> int | None:
         """How many batches every backend runs, when the source fixes it (generated sources); else None."""

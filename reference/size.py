@@ -46,6 +46,8 @@ def _source_records(src: Source) -> int:
         return src.partitions * src.records_per_partition_per_batch * src.batches
     if src.kind == "explicit":
         return len(src.records)
+    if src.broker is not None:
+        return src.broker.messages
     per_partition = int(src.rows_per_second * src.duration_s) // src.partitions
     return per_partition * src.partitions
 
@@ -57,6 +59,8 @@ def _source_batches(src: Source) -> int:
     if src.kind == "explicit":
         last_ms = max((r[4] for r in src.records), default=0)
         return last_ms // src.batch_ms + 1
+    if src.broker is not None:   # the last first delivery: the last publish, at most reorder_ms late
+        return ((src.broker.messages - 1) * src.broker.interval_ms + src.broker.reorder_ms) // src.batch_ms + 1
     return int(src.duration_s * 1000) // src.batch_ms + 1
 
 

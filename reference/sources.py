@@ -18,9 +18,10 @@ import json
 import math
 import random
 import zlib
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
 
+from .redelivery import Delivery, broker_timeline, first_deliveries
 from .scenario import Scenario, Source
 
 
@@ -83,6 +84,26 @@ def _rate(src: Source, side: str, base: int, seed: int) -> list[list[Record]]:
     return out
 
 
+@dataclass(frozen=True)
+class Redelivering:
+    """A redelivering source partition (``redelivery.py``): the offsets a correct fetch layer gives (messages
+    in order of first delivery, arriving then), the broker's delivery timeline it pulls from, and each
+    message's record by message id."""
+
+    rows: list[Record]
+    deliveries: list[Delivery]
+    by_message: list[Record]
+
+    @staticmethod
+    def of(src: Source, side: str, base: int, seed: int) -> "Redelivering":
+        assert src.broker is not None
+        messages, deliveries = broker_timeline(src.broker, src.keys, seed, side)
+        first = {d.message_id: d.ms for d in first_deliveries(deliveries)}
+        by_message = [Record(side, base, -1, m.key, m.value, m.publish_ms, first[m.id]) for m in messages]
+        rows = [replace(by_message[d.message_id], offset=n) for n, d in enumerate(first_deliveries(deliveries))]
+        return Redelivering(rows, deliveries, by_message)
+
+
 class SourceData:
     """All input records of a scenario, by global source partition (treat as read-only)."""
 
@@ -102,6 +123,7 @@ class SourceData:
         self.scenario = scenario
         self.partitions: list[list[Record]] = []
         self.batch_ms: dict[int, int] = {}
+        self.redelivering: dict[int, Redelivering] = {}
         for side in sorted(scenario.sources):
             src = scenario.sources[side]
             base = len(self.partitions)
@@ -109,6 +131,9 @@ class SourceData:
                 rows = _generated(src, side, base, scenario.seed)
             elif src.kind == "explicit":
                 rows = _explicit(src, side, base)
+            elif src.kind == "redelivering":
+                self.redelivering[base] = Redelivering.of(src, side, base, scenario.seed)
+                rows = [self.redelivering[base].rows]
             else:
                 rows = _rate(src, side, base, scenario.seed)
             for p in range(len(rows)):
@@ -162,13 +187,19 @@ class SourceData:
         waiting = [rows[lo].arrival_ms for lo, rows in zip(start, self.partitions) if lo < len(rows)]
         return min(waiting) if waiting else None
 
-    def slice(self, start: Sequence[int], end: Sequence[int]) -> list[Record]:
-        """The records of one batch, in (source partition, offset) order."""
+    def slice(self, start: Sequence[int], end: Sequence[int],
+              ledgers: Mapping[int, Sequence[int]] | None = None) -> list[Record]:
+        """The records of one batch, in (source partition, offset) order. ``ledgers`` (source partition ->
+        the message ids behind offsets start..end) reads a redelivering partition through its fetch layer."""
         rows: list[Record] = []
         for sp, (lo, hi) in enumerate(zip(start, end)):
             if hi < lo:
                 raise ValueError(f"source partition {sp}: end offset {hi} < start offset {lo}")
-            rows.extend(self.partitions[sp][lo:hi])
+            if ledgers is not None and sp in ledgers:
+                by_message = self.redelivering[sp].by_message
+                rows.extend(replace(by_message[m], offset=lo + i) for i, m in enumerate(ledgers[sp]))
+            else:
+                rows.extend(self.partitions[sp][lo:hi])
         return rows
 
 

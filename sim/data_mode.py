@@ -73,9 +73,8 @@ class DataIncarnation(TimedIncarnation):
         prof, svc = self.profile, self.service
         total = 0.0
         for sid in self.store_ids:
-            store = self.stores.get((sid, p))
             uid = self.lineage.get((sid, p, b))
-            if b == 0 or (store is not None and store.version == b and (uid is None or store.uid == uid)):
+            if b == 0 or self.cached_store(b, p, sid) is not None:
                 total += prof.state_load_cached_ms
                 continue
             try:

@@ -87,6 +87,10 @@ class TimedIncarnation(Incarnation):
         self.last_plan_start_ms: float | None = None
         self._step_methods: dict[str, Callable[..., None]] = {}
         super().__init__(*args, **kwargs)
+        # a scenario that names its executors (``executors``, ``events``) gets one simulated executor per
+        # id it ever names, and tasks run where the placement puts them; otherwise ``profile.executors``
+        ids = sorted({*self.sc.executors, *(e.executor for e in self.sc.events)}) if self.placement.named else []
+        self.executor_index = {e: i for i, e in enumerate(ids)}
 
     # ------------------------------------------------------------- graph
     def build_graph(self) -> dict[NodeId, Node]:
@@ -109,12 +113,19 @@ class TimedIncarnation(Incarnation):
     def logical_time_ms(self, batch: int) -> int:
         return int(self.clock.now) + self.clock_skew_ms
 
-    def slot_executor_of(self, p: int) -> int:
-        """Where the task of state partition ``p`` runs in the simulated cluster (its store's home).
+    def executors(self) -> int:
+        """How many executors the simulated cluster has."""
+        return len(self.executor_index) or self.profile.executors
+
+    def slot_executor_of(self, b: int, p: int) -> int:
+        """Where the task of state partition ``p`` in batch ``b`` runs in the simulated cluster (its store's
+        home): the placement's executor when the scenario names its executors, else ``p % executors``.
 
         The protocol's own ``executor_of`` (which stores an ``executor_loss``
-        drops) stays the reference's, so fault semantics are the same.
+        drops, and which moves at an executor join or leave) stays the reference's.
         """
+        if self.executor_index:
+            return self.executor_index[self.executor_of(b, p)]
         return p % self.profile.executors
 
     def trigger_ms(self, input_ms: float | None) -> float:
@@ -307,8 +318,7 @@ class IncarnationRun:
         self.graph = Graph(inc)
         self.outstanding = 0
         self.driver = Driver(self)
-        self.executors = [Executor(env, i, inc.profile.cores_per_executor, self)
-                          for i in range(inc.profile.executors)]
+        self.executors = [Executor(env, i, inc.profile.cores_per_executor, self) for i in range(inc.executors())]
         self.substrate = ClusterSubstrate(inc)
         self.faults = faults
         # steps fused under one timeout must not be watched one by one: no trace, no invariant checks
@@ -331,10 +341,10 @@ class IncarnationRun:
             return
         kind = node.template.kind
         if kind == GATE:
-            executor = self.executors[self.inc.slot_executor_of(node.partition)]
+            executor = self.executors[self.inc.slot_executor_of(node.batch, node.partition)]
             executor.launch_task(self.graph.task_steps(node), self.launch_delay_ms)
         elif kind == EXECUTOR_BG:
-            self.executors[self.inc.slot_executor_of(node.partition)].submit_background(node)
+            self.executors[self.inc.slot_executor_of(node.batch, node.partition)].submit_background(node)
         elif kind == PLAN:
             wait_ms = self.inc.plan_ready_ms(node.batch) - self.env.now
             if wait_ms > 0:
@@ -389,7 +399,7 @@ class IncarnationRun:
     def component_of(self, node: SimNode) -> str:
         if node.partition < 0:
             return "driver.async" if node.background else "driver"
-        executor = f"executor-{self.inc.slot_executor_of(node.partition)}"
+        executor = f"executor-{self.inc.slot_executor_of(node.batch, node.partition)}"
         return f"{executor}.background" if node.background else executor
 
     def run_step(self, node: SimNode, on_done: Callable[[], None]) -> None:

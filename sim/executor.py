@@ -2,7 +2,9 @@
 
 Structure: an executor owns ``cores`` task slots and two background
 ``StepThread``s. State partition ``p`` lives on executor ``p % executors``
-(its state store is cached there). Behaviour: a launched task reaches the
+(its state store is cached there), or, when the scenario names its executors
+and has them join and leave, where the placement puts it in that batch
+(``TimedIncarnation.slot_executor_of``). Behaviour: a launched task reaches the
 executor after the launch delay, waits for a free slot (first come, first
 served), and runs its foreground steps back to back in that slot (those
 nothing outside the task waits for may share one timeout, see

@@ -6,7 +6,9 @@ The reference describes one batch's nodes as values:
 order. Within one incarnation the graph of batch ``b`` has the same shape as
 that of batch ``b - 1`` shifted by one batch, except for maintenance:
 ``snapshot_upload`` nodes exist only in maintenance batches
-(``GraphShape.is_maintenance_batch``). So the simulator turns the nodes of one
+(``GraphShape.is_maintenance_batch``), and under asynchronous state
+checkpointing the state load of a partition that moves to another executor
+waits for its previous commit (``GraphShape.moved``). So the simulator turns the nodes of one
 batch of each shape into a ``Template`` with batch-relative edges: a
 ``TemplateNode`` names its dependencies as ``(batch delta, slot)`` pairs,
 where a slot numbers (step, partition) pairs.
@@ -177,15 +179,21 @@ class Graph:
     def __init__(self, inc: "TimedIncarnation"):
         self.inc = inc
         self.shape: GraphShape = inc.shape
-        self.templates: dict[bool, Template] = {}
+        self.templates: dict[tuple[bool, tuple[int, ...]], Template] = {}
         self.batches: dict[int, BatchGraph] = {}
+        self.fusion = False
 
     def template(self, b: int) -> Template:
         """The template of batch ``b``'s shape (built from the first batch of that shape asked for)."""
-        maintenance = self.shape.is_maintenance_batch(b)
-        found = self.templates.get(maintenance)
+        shape = self.shape
+        moved = tuple(sorted(p for bb, p in shape.moved if bb == b)) if shape.async_state else ()
+        key = (shape.is_maintenance_batch(b), moved)
+        found = self.templates.get(key)
         if found is None:
-            found = self.templates[maintenance] = batch_template(self.shape, b)
+            found = self.templates[key] = batch_template(shape, b)
+            if self.fusion:
+                self.mark_fusable()
+                found = self.templates[key]
         return found
 
     def mark_fusable(self) -> None:
@@ -194,7 +202,8 @@ class Graph:
         Such a step's end is seen by its own task only, so a task may run it and
         the steps after it under one timeout (``IncarnationRun.run_fused``).
         """
-        for b in (0, self.shape.maintenance_every() - 1):   # every shape a batch can have
+        self.fusion = True
+        for b in (0, self.shape.maintenance_every() - 1):   # every shape a batch can have (and moves, when met)
             self.template(b)
         watched: set[int] = set()
         for template in self.templates.values():

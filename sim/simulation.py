@@ -45,8 +45,8 @@ MODES = ("data", "volume")
 class SimModeError(BackendError, ValueError):
     """``sim_mode`` is not one of ``MODES``."""
 
-    def __init__(self, mode: object):
-        super().__init__(f"sim_mode {mode!r}: expected one of {', '.join(MODES)}")
+    def __init__(self, mode: object, why: str = ""):
+        super().__init__(f"sim_mode {mode!r}: " + (why or f"expected one of {', '.join(MODES)}"))
         self.mode = mode
 
 
@@ -57,6 +57,9 @@ class Simulation:
                  env: simpy.Environment | None = None):
         if mode not in MODES:
             raise SimModeError(mode)
+        if mode == "volume" and any(src.kind == "redelivering" for src in scenario.sources.values()):
+            raise SimModeError(mode, "a redelivering source needs data mode: its fetch layer dedups real message "
+                                     "ids, which volume mode does not hold")
         self.scenario, self.profile, self.mode = scenario, profile, mode
         self.env = env if env is not None else simpy.Environment()
         self.rng = Draws(np.random.default_rng(scenario.seed))

@@ -254,8 +254,11 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "state_load":
             if b == self.restart.first_batch and b > 0:
                 keys = self.restart_keys
-                return svc.read_ms(keys * prof.bytes_per_state_key, jitter) + prof.state_replay_ms(int(keys))
-            return prof.state_load_cached_ms * len(self.store_ids)
+            elif (b, p) in self.shape.moved and b > 0:   # a new executor: the state before batch b
+                keys = (self.volumes.get(b - 1) or counts).total
+            else:
+                return prof.state_load_cached_ms * len(self.store_ids)
+            return svc.read_ms(keys * prof.bytes_per_state_key, jitter) + prof.state_replay_ms(int(keys))
         assert step == "snapshot_upload", f"no cost for task step {step}"
         keys = counts.total
         return prof.snapshot_ms(int(keys)) + svc.atomic_write_ms(keys * prof.bytes_per_state_key, jitter)

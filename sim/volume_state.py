@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from reference.scenario import OperatorSpec, Scenario, Source
 
@@ -77,6 +77,7 @@ class VolumeSource:
         self._arrivals: dict[int, list[float]] = {}        # explicit sources: arrival times by offset
         self._events: dict[int, list[int]] = {}            # explicit sources: event times by offset
         self._event_max: dict[int, list[int]] = {}         # explicit sources: running maximum of event times
+        self.redelivering: dict[int, Any] = {}  # none: volume mode refuses a redelivering source (no message ids)
         explicit_keys: set[str] = set()
         key_counts = []
         for side in sorted(scenario.sources):

@@ -18,10 +18,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+
+MEMBERSHIP_TIMEOUT_S = 300.0   # how long the cluster waits for the batch before an executor event
 
 
 def spark_home() -> Path:
@@ -47,14 +51,17 @@ class LocalCluster:
         self.port, self.ui_port = _free_port(), _free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.worker_procs: dict[int, subprocess.Popen[bytes]] = {}
 
-    def _spawn(self, name: str, *args: str) -> None:
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         home = spark_home()
         env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
                    SPARK_LOG_DIR=str(self.dir / "logs"), SPARK_PID_DIR=str(self.dir / "pids"))
         log = open(self.dir / f"{name}.log", "wb")
-        self.procs.append(subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=log,
-                                           stderr=subprocess.STDOUT, start_new_session=True))
+        proc = subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
 
     def start(self) -> "LocalCluster":
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -62,14 +69,33 @@ class LocalCluster:
                     "--port", str(self.port), "--webui-port", str(self.ui_port))
         self._wait(lambda s: True, "the master to start")
         for i in range(self.workers):
-            work = self.dir / f"worker-{i}"
-            work.mkdir(exist_ok=True)
-            self._spawn(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                        "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work),
-                        "--webui-port", str(_free_port()))
+            self._spawn_worker(i)
         self._wait(lambda s: sum(w.get("state") == "ALIVE" for w in s.get("workers", [])) >= self.workers,
                    f"{self.workers} workers to register")
         return self
+
+    def _spawn_worker(self, i: int) -> None:
+        work = self.dir / f"worker-{i}"
+        work.mkdir(exist_ok=True)
+        self.worker_procs[i] = self._spawn(
+            f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+            "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work),
+            "--webui-port", str(_free_port()))
+
+    def add_worker(self) -> int:
+        """Start one more worker (it registers, and a running application gets an executor on it); its index."""
+        index = max(self.worker_procs) + 1
+        self._spawn_worker(index)
+        return index
+
+    def stop_worker(self, index: int) -> None:
+        """Stop worker ``index`` and the executors it launched (a worker leaving the cluster)."""
+        proc = self.worker_procs.pop(index)
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        proc.wait()
 
     def status(self) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as resp:
@@ -82,7 +108,7 @@ class LocalCluster:
             try:
                 if ready(self.status()):
                     return
-            except OSError as exc:
+            except (OSError, ValueError) as exc:   # not up yet, or a page served half-started
                 last = exc
             time.sleep(0.5)
         self.stop()
@@ -148,7 +174,9 @@ def run_suite(scenario_paths: list[str], workers: int = 2) -> dict[str, Any]:
                 scenario = load_scenario(path)
                 work = Path(tempfile.mkdtemp(prefix="lightspeed-cluster-run-", dir=cluster.dir))
                 started = time.time()
+                membership = _follow_membership(cluster, scenario, work / "checkpoint")
                 result = run_spark(scenario, master=cluster.url, workdir=work, pace=False)
+                membership.join(timeout=5)
                 outcome, spark_details = result.outcome, result.outcome.details["spark"]
                 bad = failures(check_outcome(scenario, outcome, result.checkpoint))
                 reference = run_scenario(scenario).outcome()
@@ -158,6 +186,8 @@ def run_suite(scenario_paths: list[str], workers: int = 2) -> dict[str, Any]:
                     "difference": first_difference(reference, outcome, scenario.sink_mode),
                     "wall_s": round(time.time() - started, 2), "tasks": spark_details["tasks"],
                     "cache_hits": spark_details["cache_hits"], "executors": spark_details.get("executors"),
+                    "moves": [m.to_dict() for m in outcome.moves],
+                    "moved_partition_tasks": spark_details.get("moved_partition_tasks"),
                     "recoveries": [r.to_dict() for r in outcome.recoveries]})
             report["executors_after"] = cluster.executor_pids()
         finally:
@@ -165,6 +195,30 @@ def run_suite(scenario_paths: list[str], workers: int = 2) -> dict[str, Any]:
     report["ok"] = all(not c["error"] and not c["failed_oracles"] and c["difference"] is None
                        for c in report["cases"])
     return report
+
+
+def _follow_membership(cluster: LocalCluster, scenario: Any, checkpoint: Path) -> threading.Thread:
+    """Make the cluster follow the scenario's executor events while it runs: a worker joins once the batch
+    before its event has committed (the engine waits for its executor before planning the batch), and the
+    worker of an executor that leaves stops once the batch before the leave has committed (the placement
+    has moved its partitions back by then). An executor joining is taken to get the next executor id."""
+    from reference import layout
+
+    def follow() -> None:
+        joined: dict[str, int] = {}
+        for event in scenario.events:
+            entry = checkpoint / layout.commit_path(event.before_batch - 1)
+            deadline = time.monotonic() + MEMBERSHIP_TIMEOUT_S
+            while not entry.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if event.kind == "executor_join":
+                joined[event.executor] = cluster.add_worker()
+            elif event.executor in joined:
+                cluster.stop_worker(joined.pop(event.executor))
+
+    thread = threading.Thread(target=follow, name="cluster-membership", daemon=True)
+    thread.start()
+    return thread
 
 
 def main(argv: list[str] | None = None) -> int:

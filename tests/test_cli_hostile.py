@@ -82,7 +82,7 @@ def one_line(err: str) -> str:
 
 def test_check_passes_the_true_checkpoint(capsys: pytest.CaptureFixture[str], work: Path) -> None:
     code, out, _ = check_cli(capsys, work, checkpoint=work / "checkpoint")
-    assert code == exit_codes.OK and "10 of 10 oracles hold" in out
+    assert code == exit_codes.OK and "11 of 11 oracles hold" in out
 
 
 def test_check_a_missing_checkpoint_directory_is_bad_input_naming_it(capsys: pytest.CaptureFixture[str],

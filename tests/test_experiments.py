@@ -28,7 +28,7 @@ from reference.backend import BackendUnavailable, OptionRefused
 from streamtest import judged, make, run
 
 NAMES = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
-         "checkpoint-interval", "calibration", "fault-matrix", "parallel-store-commit")
+         "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing", "parallel-store-commit")
 SIM_EXPERIMENTS = tuple(n for n in NAMES if n != "calibration")
 # a check the simulator cannot pass yet: it charges a state commit by its changed keys for every provider
 # (sim/data_mode.py and sim/volume.py, changelog_write), so a full snapshot costs what a changelog costs
@@ -207,6 +207,19 @@ def test_checkpoint_interval_compares_with_youngs_formula(quick: Any) -> None:
     assert summary["progress"]["simulated_best_ms"] in {r["interval_ms"] for r in summary["progress"]["curve"]}
 
 
+def test_state_rebalancing_trends(quick: Any) -> None:
+    """The joins move 8 of 16 partitions; balanced batches are faster than before the joins and than never
+    moving, and a run without joins keeps its pace; the largest state's move is slower than the smallest's."""
+    rows = sorted(quick("state-rebalancing").summary["rows"].values(), key=lambda r: r["keys"])
+    for row in rows:
+        on, off = row["rebalance"], row["never_move"]
+        assert on["moves"]["median"] == 8 and off["moves"]["median"] == 0
+        assert on["settled_batch_ms"]["median"] < 0.8 * on["pre_batch_ms"]["median"]
+        assert on["settled_batch_ms"]["median"] < 0.8 * off["settled_batch_ms"]["median"]
+        assert off["settled_batch_ms"]["median"] > 0.8 * off["pre_batch_ms"]["median"]
+    assert rows[-1]["rebalance"]["recovery_ms"]["median"] > rows[0]["rebalance"]["recovery_ms"]["median"]
+
+
 def test_fault_matrix_is_green_on_the_reference_and_the_sim(quick: Any) -> None:
     result = quick("fault-matrix")
     counts = result.summary["counts"]
@@ -218,6 +231,7 @@ def test_fault_matrix_is_green_on_the_reference_and_the_sim(quick: Any) -> None:
     cells = result.summary["cells"]
     for kind in ("driver_crash", "zombie_write", "corrupt_file", "clock_skew"):
         assert cells[f"sim|aggregate|async_state|{kind}"]["status"] in ("pass", "loud")
+        assert cells[f"sim|aggregate@redelivering|pipelining|{kind}"]["status"] in ("pass", "loud")
 
 
 def matrix_cell(operator: str, mode: str, kind: str, backend: str = "reference") -> Point:
@@ -245,6 +259,70 @@ def test_the_fault_matrix_builds_its_cells_from_the_catalogue() -> None:
             assert engine["state_store"]["provider"] == MODES[mode].get("state_store", STATE_STORE)["provider"]
             assert engine["log_purge"] == MODES[mode].get("log_purge", {"mode": "inline",
                                                                           "min_batches_to_retain": RETAIN})
+
+
+def test_the_fault_matrix_has_a_redelivering_column_whose_damage_hits_the_fetch_state() -> None:
+    """One column runs the aggregate over a redelivering source; deleting the fetch state a restart resumes from
+    stops the query with an error naming it (a loud cell), on the reference and the simulator alike."""
+    from experiments.defs.fault_matrix import REDELIVERING, columns
+    assert columns(True)[-2] == columns(False)[-2] == REDELIVERING
+    for backend in ("reference", "sim"):
+        point = matrix_cell(REDELIVERING, "sync", "delete_file", backend)
+        assert point.scenario["source"]["kind"] == "redelivering"
+        assert point.scenario["query"]["operator"]["kind"] == "aggregate"
+        assert point.scenario["faults"][0]["path"] == "sources/0/2"
+        cell = get_experiment("fault-matrix").measure(point)
+        assert cell["status"] == "loud" and "sources/0/2: missing" in cell["detail"], cell
+
+
+def test_the_fault_matrix_has_a_rebalancing_column_whose_partitions_move_while_the_fault_lands() -> None:
+    """One column runs the aggregate with both partitions on executor 0; executor 1 joins before batch 2 and 0
+    leaves before batch 3, so one partition moves at each, and the cell passes every check on the reference and
+    the sim."""
+    from experiments.defs.fault_matrix import REBALANCING, columns
+    assert columns(True)[-1] == columns(False)[-1] == REBALANCING
+    for backend in ("reference", "sim"):
+        point = matrix_cell(REBALANCING, "async_state", "driver_crash", backend)
+        assert [e["kind"] for e in point.scenario["events"]] == ["executor_join", "executor_leave"]
+        assert point.scenario["source"]["kind"] == "generated"
+        assert get_experiment("fault-matrix").measure(point)["status"] == "pass"
+    outcome = run(matrix_cell(REBALANCING, "sync", "task_failure").scenario, on="reference").outcome
+    assert [(m.batch, m.source, m.target) for m in outcome.moves] == [(2, "0", "1"), (3, "0", "1")], outcome.moves
+
+
+def test_a_cell_the_backend_refuses_by_name_is_unsupported(monkeypatch: Any) -> None:
+    """Native Spark has no state rebalancing: it refuses the scenario naming the field, and the cell says so
+    instead of failing."""
+    import experiments.defs.fault_matrix as fault_matrix
+    from reference.backend import ScenarioRefused
+
+    def refuse(p: Point) -> Any:
+        raise ScenarioRefused("spark-native", "events", "open-source Spark has no state rebalancing")
+
+    monkeypatch.setattr(fault_matrix, "run_point_scenario", refuse)
+    cell = get_experiment("fault-matrix").measure(matrix_cell(fault_matrix.REBALANCING, "sync", "driver_crash",
+                                                              "spark-native"))
+    assert cell["status"] == "unsupported" and "events" in cell["detail"], cell
+
+
+def test_a_cell_whose_fault_never_fired_fails_even_when_every_check_holds(monkeypatch: Any) -> None:
+    """A paced backend that cut its input short could end before the batch a fault waits for: every oracle
+    then holds of a run the fault never touched. Such a cell tested nothing, so it is a failing cell."""
+    import dataclasses
+
+    import experiments.defs.fault_matrix as fault_matrix
+    point = matrix_cell("aggregate", "sync", "task_failure")
+    real = fault_matrix.run_point_scenario
+
+    def unfired(p: Point) -> Any:
+        result = real(p)
+        assert not result.outcome.faults_not_fired      # the real run fired its fault and passed
+        return dataclasses.replace(result, outcome=dataclasses.replace(result.outcome, faults_not_fired=(0,)))
+
+    assert get_experiment("fault-matrix").measure(point)["status"] == "pass"
+    monkeypatch.setattr(fault_matrix, "run_point_scenario", unfired)
+    cell = get_experiment("fault-matrix").measure(point)
+    assert cell["status"] == "fail" and "never fired" in cell["detail"], cell
 
 
 def test_a_deleted_retained_version_no_run_reads_is_named_and_counted_loud() -> None:

@@ -327,5 +327,5 @@ def test_determinism_passes_identical_bytes_and_names_the_first_differing_byte()
 def test_every_check_the_judge_runs_is_convicted_somewhere():
     covered = {"identity", "watermarks", "checkpoint"} | {     # test_judge_outcome_ties.py
         "state_equivalence", "output_semantics", "replay_bound", "no_loss", "retention", "reconstruction",
-        "lineage"}
+        "lineage"} | {"rebalancing"}                              # test_reference_rebalancing.py
     assert set(ORACLES) == covered

@@ -13,6 +13,10 @@ engine pays it through the same code.
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from reference import layout
 from reference.engine import Incarnation
 from reference.logs import PURGE_DELETE_WITHOUT_LIST, PurgeRound, purge_round, run_purge_round
@@ -100,3 +104,30 @@ def test_a_steady_state_purge_lists_nothing_and_leaves_what_retention_keeps() ->
     assert PurgeListings.per_round == [2, 0, 0, 0, 0, 0, 0, 0]
     logs = sorted(p for p in storage.files if p.startswith((layout.OFFSETS + "/", layout.COMMITS + "/")))
     assert logs == ["commits/6", "commits/7", "offsets/6", "offsets/7"]
+
+
+def test_under_async_progress_the_durable_entries_are_counted_and_two_stay() -> None:
+    # Async progress, an entry persisted every 200 ms while batches are planned every 100 ms on the
+    # reference's logical clock: offsets/ and commits/ hold batches 0, 2, 4 and 6. Retention 2 keeps the two
+    # newest durable entries (AsyncProgressTrackingMicroBatchExecution.purge polls its queue down to
+    # minBatchesToRetain): 4 and 6, each with its commit entry. Forgetting one more id than was deleted
+    # would make a later round count 6 alone and delete 4.
+    scenario = Scenario.from_dict({
+        "name": "purge-async", "seed": 2,
+        "source": {"kind": "generated", "partitions": 1, "keys": 2, "records_per_partition_per_batch": 1,
+                   "batches": 8, "event_time": {"start_ms": 0, "step_ms": 0}},
+        "query": {"operator": {"kind": "map"}, "state_partitions": 1}, "sink": {"mode": "at_least_once"},
+        "engine": {"trigger_interval_ms": 100, "progress": {"mode": "async", "checkpoint_interval_ms": 200},
+                   "log_purge": {"mode": "inline", "min_batches_to_retain": 2}}})
+    storage = DurableStorage()
+    run_scenario(scenario, storage=storage)
+    logs = sorted(p for p in storage.files if p.startswith((layout.OFFSETS + "/", layout.COMMITS + "/")))
+    assert logs == ["commits/4", "commits/6", "offsets/4", "offsets/6"]
+
+
+def test_a_round_is_a_value_that_nobody_can_change_after_it_was_decided() -> None:
+    # a timed backend decides the round when purge starts and applies it when purge ends
+    rnd = purge_round(4, 0)
+    assert rnd is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rnd.threshold = 9  # type: ignore[misc]

@@ -29,6 +29,7 @@ THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 FAULTY_EXAMPLES = 1500 if THOROUGH else 150
 CLEAN_EXAMPLES = 500 if THOROUGH else 100
 SYNC_CRASH_EXAMPLES = 300 if THOROUGH else 60
+REDELIVERING_EXAMPLES = 300 if THOROUGH else 40
 QUICK: dict[str, Any] = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -57,6 +58,18 @@ def test_sim_passes_every_oracle_the_reference_passes(scenario: Scenario) -> Non
     assert sim_fail <= ref_fail, f"the simulator fails {sorted(sim_fail - ref_fail)} where the reference passes"
     if not scenario.faults:
         assert outcome.error is None
+
+
+@settings(max_examples=REDELIVERING_EXAMPLES, **QUICK)
+@given(scenario_strategy(source_kind="redelivering"))
+def test_sim_passes_every_oracle_the_reference_passes_on_a_redelivering_source(scenario: Scenario) -> None:
+    test_sim_passes_every_oracle_the_reference_passes.hypothesis.inner_test(scenario)
+
+
+@settings(max_examples=REDELIVERING_EXAMPLES, **QUICK)
+@given(scenario_strategy(faults=False, source_kind="redelivering"))
+def test_fault_free_sim_matches_reference_on_a_redelivering_source(scenario: Scenario) -> None:
+    test_fault_free_sim_matches_reference.hypothesis.inner_test(scenario)
 
 
 @settings(max_examples=CLEAN_EXAMPLES, **QUICK)

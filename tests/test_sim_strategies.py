@@ -20,6 +20,18 @@ def _source(seed_keys: int, batches: int, rows: int, disorder: int) -> dict[str,
 
 
 @st.composite
+def redelivering_source(draw: Any, batches: int) -> dict[str, Any]:
+    """A redelivering broker (``reference/redelivery.py``) whose first deliveries fill about ``batches`` batches."""
+    batch_ms = draw(st.sampled_from((60, 100)))
+    interval = draw(st.integers(5, 30))
+    return {"kind": "redelivering", "keys": draw(st.integers(1, 6)), "batch_ms": batch_ms,
+            "messages": max(1, batches * batch_ms // interval), "interval_ms": interval,
+            "reorder_ms": draw(st.sampled_from((0, 10, 40))), "redelivery_rate": draw(st.sampled_from((0, 0.3, 1))),
+            "redeliver_after_ms": draw(st.sampled_from((20, 100, 400))),
+            "ack_coverage": draw(st.sampled_from((0, 0.5, 1)))}
+
+
+@st.composite
 def fault_strategy(draw: Any, batches: int) -> dict[str, Any]:
     if draw(st.booleans()):
         kind = draw(st.sampled_from(FAULT_KINDS_AT_STEPS))
@@ -54,12 +66,17 @@ def valid_faults(faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @st.composite
-def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False) -> Scenario:
-    """A small scenario (2 source partitions, 2 state partitions, <= 5 batches) Spark supports."""
+def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False,
+                      source_kind: str = "generated") -> Scenario:
+    """A small scenario (2 source partitions, or one redelivering source per side; 2 state partitions; <= 5
+    batches) Spark supports."""
     op_name = draw(st.sampled_from(sorted(OPERATORS)))
     operator = OPERATORS[op_name]
     batches = draw(st.integers(1, 5))
-    src = _source(draw(st.integers(2, 12)), batches, draw(st.integers(1, 6)), draw(st.sampled_from((0, 10, 40))))
+    if source_kind == "redelivering":
+        src = draw(redelivering_source(batches))
+    else:
+        src = _source(draw(st.integers(2, 12)), batches, draw(st.integers(1, 6)), draw(st.sampled_from((0, 10, 40))))
     async_progress_allowed = spark_allows(op_name, "async_progress")
     progress = "sync" if (sync_only or not async_progress_allowed) else draw(st.sampled_from(("sync", "async")))
     sink = "at_least_once" if progress == "async" else draw(st.sampled_from(("exactly_once", "at_least_once")))
@@ -90,4 +107,16 @@ def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False
         raw["sources"] = {"left": src, "right": dict(src)}
     else:
         raw["source"] = src
+    if batches >= 2 and draw(st.booleans()):
+        raw["executors"], raw["events"] = ["a"], draw(executor_events(batches))
     return Scenario.from_dict(raw)
+
+
+@st.composite
+def executor_events(draw: Any, batches: int) -> list[dict[str, Any]]:
+    """State rebalancing from one executor a: b joins (partition 1 moves to b), then maybe a leaves (0 too)."""
+    joins = draw(st.integers(1, batches - 1))
+    events = [{"kind": "executor_join", "executor": "b", "before_batch": joins}]
+    if draw(st.booleans()):
+        events.append({"kind": "executor_leave", "executor": "a", "before_batch": draw(st.integers(joins, batches - 1))})
+    return events

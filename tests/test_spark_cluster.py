@@ -1,4 +1,5 @@
-"""The engine on a real two-worker Spark standalone cluster on localhost, including an executor loss.
+"""The engine on a real two-worker Spark standalone cluster on localhost, including an executor loss and a
+third worker that joins mid-run and leaves again (state rebalancing).
 
 The cluster (a master and two one-core workers, each with its own executor
 JVM) is started by ``spark_impl.cluster`` in a subprocess, which needs its own
@@ -27,11 +28,28 @@ CASES = [
 ]
 
 
+def rebalancing_case() -> dict:
+    """A running count over 3 state partitions on executors 0 and 1 (p0 on 0, p1 on 1, p2 on 0); worker 2
+    joins before batch 2 and leaves before batch 4. Hand-derived by the placement rule: the join moves p2 to
+    2 (its home over 0, 1, 2; 0 held two), the leave moves it back to 0 (its home over 0, 1)."""
+    d = scenario_dict("aggregate", "sync", batches=6)
+    d["name"] = "cluster-aggregate-rebalance"
+    d["query"]["state_partitions"] = 3
+    d["events"] = [{"kind": "executor_join", "executor": "2", "before_batch": 2},
+                   {"kind": "executor_leave", "executor": "2", "before_batch": 4}]
+    return d
+
+
 def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
     paths = []
+    scenarios = []
     for op, mode, faults in CASES:
         d = scenario_dict(op, mode, faults=faults)
         d["name"] = f"cluster-{op}-{mode}-{faults[0]['kind'] if faults else 'none'}"
+        scenarios.append(d)
+    # before the executor loss: its replacement executor would take the id the joining worker's gets
+    scenarios.insert(1, rebalancing_case())
+    for d in scenarios:
         path = tmp_path / f"{d['name']}.json"
         path.write_text(json.dumps(d))
         paths.append(str(path))
@@ -58,6 +76,13 @@ def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
     # after the executor loss, partition 1 ran somewhere else and reloaded its stores there
     lost = cases["cluster-dedup_within_watermark-sync-executor_loss"]
     assert len(lost["executors"]["1"]) >= 2, lost["executors"]
+    # state rebalancing: the outcome records both moves; p2 ran on 0, then on the joined executor 2, then on 0
+    # again; it loaded from the checkpoint at each move and found its store open the batch after
+    moved = cases["cluster-aggregate-rebalance"]
+    assert moved["moves"] == [{"batch": 2, "partition": 2, "from": "0", "to": "2"},
+                              {"batch": 4, "partition": 2, "from": "2", "to": "0"}], moved["moves"]
+    assert moved["executors"] == {"0": ["0"], "1": ["1"], "2": ["0", "2", "0"]}, moved["executors"]
+    assert moved["moved_partition_tasks"] == [[2, 2, 0], [3, 2, 1], [4, 2, 0], [5, 2, 1]], moved
 
 
 def test_experiment_points_run_as_tasks_on_a_standalone_cluster(tmp_path):

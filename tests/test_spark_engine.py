@@ -187,6 +187,19 @@ def test_generated_scenarios_pass_the_oracles(spark, tmp_path_factory, pair, fau
     _judge(scenario, result.outcome, result.checkpoint)
 
 
+def test_a_redelivering_source_survives_a_crash_between_fetch_and_offset_log_and_agrees(spark, tmp_path):
+    """The driver runs the reference's fetch layer in ``plan``; a crash before the offset log write leaves an orphan
+    fetch state; the executors read their records through the ledger. Every oracle holds, and the outcome is the
+    reference's and the simulator's."""
+    crash = [{"kind": "driver_crash", "at": {"step": "offset_log_write", "batch": 2, "when": "before"}}]
+    scenario = Scenario.from_dict(scenario_dict("aggregate", "pipelining", faults=crash, source_kind="redelivering"))
+    result = _run(scenario, tmp_path)
+    _judge(scenario, result.outcome, result.checkpoint)
+    assert result.outcome.recoveries, "a driver crash must show up as a recovery"
+    assert result.checkpoint is not None and result.checkpoint.exists("sources/0/2")
+    _agree(scenario, result.outcome)
+
+
 def test_state_stays_on_executors_between_batches(spark, tmp_path):
     """Executors keep their stores open between batches.
 
@@ -339,3 +352,24 @@ def test_a_damaged_snapshot_stops_the_query_naming_it_instead_of_restarting(spar
     assert reference.error and target in reference.error
     assert outcome.error and target in outcome.error, outcome.error
     assert len(outcome.recoveries) == len(reference.recoveries)
+
+
+# ------------------------------------------------------------------ state rebalancing
+
+
+@pytest.mark.parametrize("mode", ["sync", "async_state"])
+def test_moved_partitions_load_from_the_checkpoint_and_pass_every_oracle(spark, tmp_path, mode):
+    """Local mode has one executor, so a move is the placement's: the outcome records the hand-derived moves
+    of ``test_reference_rebalancing.py``, each moved partition's task loads its state from the checkpoint
+    (no cache hit), a partition that stays finds its stores open, and every oracle holds."""
+    from test_reference_rebalancing import HAND_MOVES, counts, moves_of
+    scenario = Scenario.from_dict(counts(mode))
+    result = _run(scenario, tmp_path)
+    _judge(scenario, result.outcome, result.checkpoint)
+    assert moves_of(result.outcome) == HAND_MOVES
+    tasks = result.outcome.details["spark"]["moved_partition_tasks"]   # p3 from batch 2 on, p0 and p2 from 4
+    assert [(b, p) for b, p, _hits in tasks] == [(2, 3), (3, 3), (4, 0), (4, 2), (4, 3), (5, 0), (5, 2), (5, 3)]
+    moved_at = {(b, p) for b, p, _f, _t in HAND_MOVES}
+    assert [hits for b, p, hits in tasks if (b, p) in moved_at] == [0, 0, 0], tasks
+    assert result.outcome.details["spark"]["cache_hits"] > 0   # the others found their stores open
+    _agree(scenario, result.outcome)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from reference.backend import RunOptions, ScenarioRefused
-from reference.catalogue import OPERATORS, scenario_dict
+from reference.catalogue import OPERATORS, redelivering_source, scenario_dict
 from reference.oracles import NA, PASS, check_outcome, failures
 from reference.outcome import Outcome
 from reference.run import run_scenario
@@ -300,6 +300,9 @@ UNSUPPORTED = [
     ("asynchronous progress", native_dict("map", "async_progress"), "engine.progress.mode"),
     ("asynchronous state checkpointing", native_dict("aggregate", "async_state"), "engine.state_checkpoint"),
     ("pipelining", native_dict("aggregate", "pipelining"), "engine.pipelining"),
+    ("redelivering", native_dict("aggregate", source=redelivering_source()), "source.kind"),
+    ("rebalancing", {**native_dict("aggregate"),
+                     "events": [{"kind": "executor_join", "executor": "2", "before_batch": 1}]}, "events"),
     ("commit them in parallel", native_dict("join", "parallel_store_commit"), "engine.parallel_store_commit"),
 ]
 

@@ -72,6 +72,23 @@ def test_each_operation_sleeps_the_profiles_seeded_draw(profile):
     assert report["total_ms"] == pytest.approx(sum(slept) * 1000.0, abs=0.01)
 
 
+def test_the_sink_is_not_the_checkpoint_and_pays_nothing():
+    # The engine keeps the sink's files under sink/ only so the oracles can judge them; the published
+    # benchmark's stat sink writes nothing. A checkpoint file next to them still pays its draw, the first
+    # of the stream: the sink's operations draw nothing from it.
+    slept: list[float] = []
+    storage = with_latency(DurableStorage(), StorageLatency("object_store", 3), "task", sleep=slept.append)
+    storage.write("sink/0/part-0-u.json", b"[]")
+    storage.write("sink/_manifest/0", b"{}")
+    assert storage.read("sink/0/part-0-u.json") == b"[]" and storage.exists("sink/0/part-0-u.json")
+    assert storage.list("sink/0") == ["sink/0/part-0-u.json"]
+    storage.rename("sink/0/part-0-u.json", "sink/0/part-0-v.json")
+    storage.delete("sink/0/part-0-v.json")
+    assert slept == []
+    storage.write("sinks-are-not-this/0", b"{}")      # only the sink folder itself is free
+    assert slept == pytest.approx(_expected("object_store", 3, "task", [("write", 2)]), rel=1e-12)
+
+
 def test_the_same_seed_gives_the_same_sleeps_and_another_seed_other_ones():
     def sleeps(seed: int, stream: str = "driver") -> list[float]:
         slept: list[float] = []

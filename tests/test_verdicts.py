@@ -30,6 +30,24 @@ def test_a_speedup_is_judged_around_one_and_an_absolute_latency_has_no_direction
     assert judge("latency", None, (700.0, 900.0), tolerance=100.0, neutral=None).verdict == NOT_MEASURED
 
 
+def test_a_ceiling_claim_is_reproduced_by_any_gain_up_to_it() -> None:
+    # "batches up to 25% shorter": 5% and 25% reproduce it, 35% is the edge of a 10-point tolerance,
+    # 36% is more than published (direction only), no gain or a loss does not reproduce it
+    def ceiling(measured: float | None) -> str:
+        return judge("cut", measured, 25.0, tolerance=10.0, unit="%", up_to=True).verdict
+    assert [ceiling(m) for m in (5.0, 25.0, 35.0, 36.0, 0.0, -3.0, None)] == \
+        [REPRODUCED, REPRODUCED, REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED, NOT_REPRODUCED, NOT_MEASURED]
+    # as a point claim, 5% would be too small
+    assert judge("cut", 5.0, 25.0, tolerance=10.0, unit="%").verdict == DIRECTION_ONLY
+    # the published range the report shows runs from no effect to the ceiling
+    assert judge("cut", 5.0, 25.0, tolerance=10.0, unit="%", up_to=True).line() == \
+        "[reproduced] cut: measured 5%, published 0-25% (tolerance 10 pp)"
+    # a speed-up ceiling around 1
+    assert judge("x", 1.5, 2.0, tolerance=0.0, neutral=1.0, unit="x", up_to=True).verdict == REPRODUCED
+    with pytest.raises(ValueError, match="ceiling"):
+        judge("latency", 5.0, 25.0, tolerance=1.0, neutral=None, up_to=True)
+
+
 def test_report_lines_show_measured_and_published_side_by_side() -> None:
     lines = report_lines([judge("async-progress p50 cut", 7.0, 65.0, tolerance=10.0, unit="%").to_dict()])
     assert lines[1].strip() == ("[direction only] async-progress p50 cut: measured 7%, published 65% "

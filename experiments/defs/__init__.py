@@ -155,6 +155,15 @@ def duration_breakdown(progress: Sequence[ProgressEvent], skip: int = WARMUP_BAT
     return {name: round(statistics.fmean(values), 3) for name, values in parts.items()}
 
 
+def commit_time_ms(progress: Sequence[ProgressEvent], skip: int = WARMUP_BATCHES) -> float | None:
+    """Mean over the batches after the warm-up of their ``commitTimeMs``, summed over state operators (the
+    tasks' state commits; Spark's post picks the queries async state checkpointing helps by it)."""
+    entries = list(progress)
+    entries = entries[skip:] if len(entries) > skip + 1 else entries
+    values = [sum(op.commit_time_ms for op in p.state_operators) for p in entries]
+    return statistics.fmean(values) if values else None
+
+
 def log_write_ms(progress: Sequence[ProgressEvent]) -> float | None:
     """Mean time a batch spent writing its offset and commit log entries (synchronous progress)."""
     values = [float(p.duration_ms.get("walCommit", 0)) + float(p.duration_ms.get("commitOffsets", 0))

@@ -30,6 +30,7 @@ import numpy as np
 
 from experiments.defs import (
     batch_metrics,
+    commit_time_ms,
     blocked_profile,
     check_outcome_ok,
     crash_at,
@@ -109,6 +110,9 @@ class AsyncStateCheckpoint(Experiment):
             metrics.update(latency_metrics(outcome))
             last = outcome.progress[-1].state_operators if outcome.progress else ()
             metrics["state_rows"] = last[0].num_rows_total if last else None
+            metrics["commit_ms_mean"] = commit = commit_time_ms(outcome.progress)
+            tasks = int(point.scenario["query"].get("state_partitions", 1))
+            metrics["commit_per_task_ms"] = None if commit is None else commit / tasks
             return metrics
         return _crash_metrics(point)
 
@@ -119,10 +123,15 @@ class AsyncStateCheckpoint(Experiment):
                 "batch_mean": over_seeds(recs, "batch_ms_mean"), "batch_peak": over_seeds(recs, "batch_ms_max"),
                 "batch_p99": over_seeds(recs, "batch_ms_p99"), "interval_mean": over_seeds(recs, "interval_ms_mean"),
                 "p50": over_seeds(recs, "latency_p50"), "p99": over_seeds(recs, "latency_p99"),
-                "state_rows": over_seeds(recs, "state_rows")}
+                "state_rows": over_seeds(recs, "state_rows"), "commit_ms": over_seeds(recs, "commit_ms_mean"),
+                "commit_per_task": over_seeds(recs, "commit_per_task_ms")}
         for entry in sizes.values():
             for name, metric in (("mean_cut", "batch_mean"), ("peak_cut", "batch_peak"), ("p50_cut", "p50")):
                 entry[name] = reduction(config_median(entry, "sync", metric), config_median(entry, "async", metric))
+            # commitTimeMs sums over the tasks, which run in parallel: a task's own commit is the part of
+            # a sync batch that async state checkpointing takes off its critical path
+            commit, batch = config_median(entry, "sync", "commit_per_task"), config_median(entry, "sync", "batch_mean")
+            entry["commit_share"] = commit / batch if commit is not None and batch else None
         price: dict[str, Any] = {}
         for (mode,), recs in group(records, "config", task="crash").items():
             price[mode] = {"rerun_batches_mean": over_seeds(recs, "rerun_batches_mean"),
@@ -135,7 +144,7 @@ class AsyncStateCheckpoint(Experiment):
         cut = sizes[largest]["mean_cut"] if largest is not None else None
         verdicts = [judge(f"mean batch duration cut with {int(float(largest or 0)):,} keys",
                           None if cut is None else cut * 100, CLAIMED_MEAN_CUT * 100,
-                          tolerance=MEAN_CUT_TOLERANCE_PP, unit="%").to_dict()]
+                          tolerance=MEAN_CUT_TOLERANCE_PP, unit="%", up_to=True).to_dict()]   # "up to 25%"
         return {"sizes": sizes, "price": price, "claimed_mean_cut": CLAIMED_MEAN_CUT, "verdicts": verdicts}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
@@ -162,6 +171,14 @@ class AsyncStateCheckpoint(Experiment):
                          f"{fmt_ms(config_median(e, 'async', 'batch_peak')):>10} "
                          f"{fmt_pct(_neg(e['peak_cut'])):>6}  {fmt_pct(_neg(e['p50_cut'])):>7}")
         lines.append(f"published: mean up to -{CLAIMED_MEAN_CUT:.0%}, larger at the peak")
+        lines.append("commitTimeMs (sync, mean per batch; Spark sums it over the tasks) against the mean cut, "
+                     "the post's way of picking the queries that benefit:")
+        for keys, e in summary["sizes"].items():
+            share = e.get("commit_share")
+            lines.append(f"{int(float(keys)):>12,}  commitTimeMs {fmt_ms(config_median(e, 'sync', 'commit_ms')):>9}, "
+                         f"per task {fmt_ms(config_median(e, 'sync', 'commit_per_task')):>7}"
+                         f" ({'-' if share is None else f'{share:.0%}'} of a sync batch)"
+                         f"  mean cut {fmt_pct(_neg(e['mean_cut'])):>6}")
         lines += report_lines(summary.get("verdicts", []))
         for mode in MODES:
             p = summary["price"].get(mode)

@@ -17,11 +17,13 @@ checkpoint. A cell is
   with no file on its lineage). Only a ``corrupt_file`` or ``delete_file``
   cell may end this way, and an error or a check that names another file is
   a ``fail``;
-- ``fail``: an oracle failed, or the run stopped with an error it should
-  have survived;
+- ``fail``: an oracle failed, the run stopped with an error it should
+  have survived, or the cell's fault never fired (it tested nothing);
 - ``unsupported``: Spark forbids the mode for the operator (asynchronous
   progress tracking on a stateful query), or the mode changes nothing for it
-  (parallel store commit with one store per partition), so it is not run;
+  (parallel store commit with one store per partition), so it is not run, or
+  the backend refuses the cell's scenario by name (native Spark has no
+  redelivering source, no state rebalancing and no parallel store commit);
 - ``unavailable``: the backend cannot run here.
 
 The reference model and the simulator are always in the matrix; ``--backend
@@ -38,6 +40,7 @@ from typing import Any
 from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import figure_context, save_figure
 from experiments.measure import run_point_scenario
+from reference.backend import ScenarioRefused
 from experiments.profiles import sim_profile
 from reference.catalogue import MODES, OPERATORS, scenario_dict, spark_allows, unsupported_reason
 from reference.oracles import Verdict, check_outcome, failures
@@ -52,6 +55,17 @@ FAULT_KINDS = ("driver_crash", "task_failure", "executor_loss", "storage_write_e
                "zombie_write", "corrupt_file", "delete_file", "clock_skew")
 DAMAGE = ("corrupt_file", "delete_file")
 QUICK_OPERATORS = ("map", "aggregate", "window_aggregate")
+# One more column: the aggregate over a redelivering source (``reference/redelivery.py``), in every mode and
+# under every fault; a damage fault there hits the fetch state a restart resumes from. One column, not one per
+# operator: the source changes what the driver's plan does, not what an operator does.
+REDELIVERING = "aggregate@redelivering"
+REBALANCING = "aggregate@rebalancing"      # the aggregate while executors join and leave
+# what the rebalancing column's scenario adds: both partitions start on executor 0; executor 1 joins before
+# batch 2 (one partition moves to it, for balance) and executor 0 leaves before batch 3 (the other follows),
+# so a partition loads its state from the checkpoint at each of the batches the cell's fault lands near
+EXECUTORS = ["0"]
+EXECUTOR_EVENTS = [{"kind": "executor_join", "executor": "1", "before_batch": 2},
+                   {"kind": "executor_leave", "executor": "0", "before_batch": 3}]
 QUICK_MODES = ("sync", "async_progress", "async_state", "pipelining")
 BATCHES = 4
 STATUSES = ("pass", "loud", "fail", "unsupported", "unavailable")
@@ -61,13 +75,30 @@ def _crash(step: str, batch: int, when: str = "before") -> dict[str, Any]:
     return {"at": {"step": step, "batch": batch, "when": when}, "kind": "driver_crash"}
 
 
+def columns(quick: bool) -> tuple[str, ...]:
+    """The matrix's columns: the catalogue's operators (the quick ones), then the redelivering source's and the
+    rebalancing executors'."""
+    return (QUICK_OPERATORS if quick else tuple(OPERATORS)) + (REDELIVERING, REBALANCING)
+
+
+def column_parts(column: str) -> tuple[str, str]:
+    """A column's (operator, variant): ``aggregate@redelivering`` is the aggregate over a redelivering source,
+    ``aggregate@rebalancing`` the aggregate while executors join and leave; a plain operator is ``generated``."""
+    operator, _, variant = column.partition("@")
+    return operator, variant or "generated"
+
+
 def damage_target(operator: str, scenario: dict[str, Any]) -> str:
     """The file a damage fault hits: the first snapshot of partition 0's store, or for a stateless query
-    the offset log entry of batch 1 (which a restart at batch 3 does not need under synchronous progress)."""
+    the offset log entry of batch 1 (which a restart at batch 3 does not need under synchronous progress); over
+    a redelivering source, the fetch state of batch 2 (what a restart after planning batch 3 resumes from)."""
     from reference import layout
     from reference.query import pipeline_store_ids
+    from reference.redelivery import sources_path
     from reference.scenario import Scenario
     sc = Scenario.from_dict(dict(scenario, faults=[]))
+    if any(src.kind == "redelivering" for src in sc.sources.values()):
+        return sources_path(0, 2)
     stores = pipeline_store_ids(sc.operator.flatten())
     if not stores:
         return layout.offset_path(1)
@@ -113,14 +144,23 @@ def faults_for(kind: str, operator: str, scenario: dict[str, Any]) -> list[dict[
 def cell_scenario(operator: str, mode: str, kind: str, seed: int) -> dict[str, Any] | None:
     """The scenario of one cell (the catalogue's operator under the catalogue's mode, with the matrix's engine
     parameters and the fault of ``faults_for``), or None when Spark forbids the mode for the operator."""
+    operator, variant = column_parts(operator)
+    source_kind = "generated" if variant == "rebalancing" else variant
     if not spark_allows(operator, mode):
         return None
     store = {**STATE_STORE, **MODES[mode].get("state_store", {}),
              "maintenance_interval_ms": STATE_STORE["maintenance_interval_ms"]}
     sink = "at_least_once" if mode == "async_progress" else "exactly_once"
     scenario = scenario_dict(operator, mode, seed=seed, batches=BATCHES, partitions=2, sink=sink, retain=RETAIN,
-                             state_store=store)
-    scenario["name"] = f"fault-matrix-{operator}-{mode}-{kind}"
+                             source_kind=source_kind, state_store=store)
+    scenario["name"] = f"fault-matrix-{operator}-{mode}-{kind}" + ("" if variant == "generated" else f"-{variant}")
+    if variant == "rebalancing":
+        scenario["executors"] = list(EXECUTORS)
+        scenario["events"] = [dict(e) for e in EXECUTOR_EVENTS]
+    if source_kind != "generated":
+        # fixed cuts, as a generated source has: a paced backend cutting by its trigger could end the input
+        # before batch 3, and the faults placed there would never fire
+        scenario["engine"]["batch_cuts"] = "fixed"
     scenario["faults"] = faults_for(kind, operator, scenario)
     return scenario
 
@@ -154,7 +194,7 @@ class FaultMatrix(Experiment):
         return ("reference", "sim") + ((ctx.backend,) if ctx.backend != "sim" else ())
 
     def points(self, ctx: RunContext) -> list[Point]:
-        operators = QUICK_OPERATORS if ctx.quick else tuple(OPERATORS)
+        operators = columns(ctx.quick)
         modes = QUICK_MODES if ctx.quick else tuple(MODES)
         profile = sim_profile("local_spark")
         out = []
@@ -174,7 +214,10 @@ class FaultMatrix(Experiment):
         if point.task == "unsupported":
             return {"status": "unsupported",
                     "detail": unsupported_reason(point.params["operator"], point.params["mode"])}
-        result = run_point_scenario(point)
+        try:
+            result = run_point_scenario(point)
+        except ScenarioRefused as exc:   # e.g. native Spark: no redelivering source, no state rebalancing
+            return {"status": "unsupported", "detail": f"{point.backend} refuses the cell: {exc}"[:300]}
         outcome, storage = result.outcome, result.checkpoint
         error = outcome.error
         kind = point.params["fault"]
@@ -195,6 +238,11 @@ class FaultMatrix(Experiment):
         if bad:
             return {"status": "fail", "detail": "; ".join(v.describe().splitlines()[0] for v in bad)[:300],
                     "failed": [v.check for v in bad], "held": held}
+        if outcome.faults_not_fired:
+            # every oracle held, but of a run the fault never touched: the cell tested nothing
+            return {"status": "fail", "held": held,
+                    "detail": f"the cell's fault never fired (faults {list(outcome.faults_not_fired)} of the "
+                              f"scenario matched no step), so every check held of a run without it"}
         return {"status": "pass", "held": held, "not_applicable": na,
                 "restarts": len(outcome.recoveries)}
 
@@ -210,7 +258,7 @@ class FaultMatrix(Experiment):
             backend = key.split("|")[0]
             counts.setdefault(backend, {s: 0 for s in STATUSES})[cell["status"]] += 1
         return {"cells": cells, "counts": counts, "backends": list(self.matrix_backends(ctx)),
-                "operators": list(QUICK_OPERATORS if ctx.quick else OPERATORS),
+                "operators": list(columns(ctx.quick)),
                 "modes": list(QUICK_MODES if ctx.quick else MODES), "faults": list(FAULT_KINDS)}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:

@@ -43,6 +43,7 @@ from .task_spec import IndexedFault, TaskSpec
 
 ZOMBIE_WAIT_S = 30.0
 ZOMBIE_POLL_S = 0.005
+JOIN_TIMEOUT_S = 120.0   # how long a batch waits for an executor that joins before it to register
 
 
 def cuts_by_trigger(scenario: Scenario, engine: EngineContext) -> bool:
@@ -141,7 +142,24 @@ class SparkIncarnation(Incarnation):
         fire_ms = self.trigger_ms(b, now_ms)
         return now_s if fire_ms <= now_ms else self.engine.t0 + fire_ms / 1000.0
 
+    def wanted_executors(self, b: int) -> dict[int, str] | None:
+        """Partition -> the Spark executor id the placement runs it on in batch ``b``, when the scenario names
+        its executors (state rebalancing); None: each partition prefers where it ran last."""
+        if not self.placement.named:
+            return None
+        return {p: self.executor_of(b, p) for p in range(self.parts)}
+
+    def await_joins(self, b: int) -> None:
+        """On a cluster, the executors that join before batch ``b`` register before it is planned."""
+        if self.engine.spark.sparkContext.master.startswith("local"):
+            return   # one executor, the driver's: a join only moves state (the reload of ``TaskSpec.moved``)
+        for event in self.sc.events:
+            if event.kind == "executor_join" and event.before_batch == b and \
+                    not self.engine.placement.wait_for_executor(event.executor, JOIN_TIMEOUT_S):
+                self.obs.note(f"executor {event.executor} did not register before batch {b}")
+
     def step_plan(self, b: int) -> None:
+        self.await_joins(b)
         if self.engine.pace:
             now = time.time()
             delay = self.plan_ready_s(b, now) - now
@@ -196,7 +214,9 @@ class SparkIncarnation(Incarnation):
                         self.number, b, *plan.bounds,
                         tuple(operator_watermarks(self.trackers_for(b))), lineage_in, self.restart.first_batch,
                         self.shape.is_maintenance_batch(b), faults, self.background_task_steps(b), os.getpid(),
-                        self.engine.kill_driver, self.engine.straggler, self.engine.storage_latency)
+                        self.engine.kill_driver, self.engine.straggler, self.engine.storage_latency,
+                        tuple(self.ledgers(b).items()),
+                        frozenset(m.partition for m in self.placement.moves_at(b)))
 
     def background_task_steps(self, b: int) -> frozenset[str]:
         """The task steps of batch ``b`` that the graph runs in the background (async state commits)."""

@@ -40,17 +40,19 @@ class SparkJobs:
         spec = inc.task_spec(b, faults)
         previous = str(b - 1) if b - 1 in inc.plans and b - 1 >= inc.restart.first_batch else None
         inc.batch_timing[b]["job_start"] = time.time()
-        out = self._collect(str(b), f"batch {b}", previous, task_entry(spec))
+        out = self._collect(str(b), f"batch {b}", previous, task_entry(spec), inc.wanted_executors(b))
         inc.batch_timing[b]["job_end"] = time.time()
         return out
 
     def run_group(self, g: int, batches: tuple[int, ...]) -> None:
         """The job of group ``g``: each task runs its partition of ``batches`` as the driver releases them."""
         entry = group_entry(self.inc.group_spec(batches[0]), batches)
-        self._collect(f"g{g}", f"batches {batches[0]}-{batches[-1]}", None, entry)
+        # a group job's tasks stay where they start: the placement of its first batch
+        self._collect(f"g{g}", f"batches {batches[0]}-{batches[-1]}", None, entry,
+                      self.inc.wanted_executors(batches[0]))
 
-    def _collect(self, label: str, description: str, previous: str | None,
-                 fn: PartitionFunction) -> list[Any]:
+    def _collect(self, label: str, description: str, previous: str | None, fn: PartitionFunction,
+                 wanted: dict[int, str] | None = None) -> list[Any]:
         inc = self.inc
         sc = inc.engine.spark.sparkContext
         sc.setLocalProperty("spark.scheduler.pool", POOL)
@@ -61,7 +63,7 @@ class SparkJobs:
         self.state[label] = "submitted"
         inc.engine.jobs += 1
         try:
-            return list(inc.engine.placement.rdd(inc.parts).mapPartitionsWithIndex(fn).collect())
+            return list(inc.engine.placement.rdd(inc.parts, wanted).mapPartitionsWithIndex(fn).collect())
         finally:
             self.state[label] = "ended"
             inc.engine.placement.ran(f"{inc.epoch}:{label}")

@@ -12,6 +12,13 @@ on the JVM with ``SparkContext.makeRDD(Seq[(T, Seq[String])])``: one element
 location names an executor (``executor_<host>_<id>``, Spark's
 ``ExecutorCacheTaskLocation``), so the task is process-local only there.
 
+A scenario that names its executors (``executors``, ``events``: state
+rebalancing, ``reference/rebalancing.py``) asks instead for the executor the
+placement names, by Spark executor id (a standalone cluster numbers its
+executors "0", "1", ... as they register), whenever that executor is alive;
+otherwise for the last one. Before a batch that an executor joins, the driver
+waits for it to register (``wait_for_executor``).
+
 Where tasks ran is read back from the driver's status store (the data behind
 Spark's UI) after their job has ended. The store is filled by the listener bus,
 asynchronously, so a job's placement is learnt at a later submission; until
@@ -27,9 +34,11 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 from typing import Any
 
 LEARN_BACKLOG = 64   # job groups whose placement is still to be read (older ones are dropped)
+JOIN_POLL_S = 0.2
 
 
 class Placement:
@@ -43,18 +52,42 @@ class Placement:
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- jobs
-    def rdd(self, parts: int) -> Any:
-        """An RDD of ``parts`` partitions (element: the partition number), each preferring its last executor."""
+    def rdd(self, parts: int, wanted: dict[int, str] | None = None) -> Any:
+        """An RDD of ``parts`` partitions (element: the partition number), each preferring the executor id
+        ``wanted`` names for it when that executor is alive, else its last executor."""
         from pyspark.rdd import RDD
         from pyspark.serializers import CPickleSerializer
         self.learn()
         jvm = self.sc._jvm
+        alive = self.alive_executors() if wanted else {}
         with self._lock:
             where = [self.last.get(p) for p in range(parts)]
+        for p, executor in (wanted or {}).items():
+            if executor in alive:
+                where[p] = f"executor_{alive[executor]}_{executor}"
         elements = [jvm.scala.Tuple2(bytearray(pickle.dumps(p)), self._seq([where[p]] if where[p] else []))
                     for p in range(parts)]
         scala_rdd = self.sc._jsc.sc().makeRDD(self._seq(elements), jvm.scala.reflect.ClassTag.AnyRef())
         return RDD(scala_rdd.toJavaRDD(), self.sc, CPickleSerializer())
+
+    def alive_executors(self) -> dict[str, str]:
+        """Executor id -> host of every live executor of the application (not the driver)."""
+        found = {}
+        executors = self.sc._jsc.sc().statusStore().executorList(True).iterator()
+        while executors.hasNext():
+            summary = executors.next()
+            if summary.id() != "driver":
+                found[str(summary.id())] = str(summary.hostPort()).rsplit(":", 1)[0]
+        return found
+
+    def wait_for_executor(self, executor: str, timeout_s: float) -> bool:
+        """Until executor ``executor`` has registered (an executor joining the cluster); False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while executor not in self.alive_executors():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(JOIN_POLL_S)
+        return True
 
     def ran(self, job_group: str) -> None:
         """The job group's jobs have ended: read where their tasks ran at the next chance."""

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 from reference.backend import RunResult, ScenarioRefused
 from reference.observer import Observer, build_outcome
 from reference.outcome import Outcome, Timing
+from reference.rebalancing import PlacementTimeline
 from reference.recovery import RestartPlan
 from reference.scenario import Scenario
 from reference.sources import SourceData
@@ -144,6 +145,9 @@ def run_details(scenario: Scenario, engine: EngineContext, wall_s: float) -> dic
     """What only the engine reports: where it ran, its tasks and jobs, its stragglers and executors."""
     tasks = engine.task_log
     engine.placement.learn()
+    first_move: dict[int, int] = {}
+    for move in PlacementTimeline(scenario).moves():
+        first_move.setdefault(move.partition, move.batch)
     return {
         "master": engine.spark.sparkContext.master, "slots": task_slots(engine.spark), "wall_s": round(wall_s, 3),
         "tasks": len(tasks),
@@ -155,6 +159,10 @@ def run_details(scenario: Scenario, engine: EngineContext, wall_s: float) -> dic
         "stragglers": {"tasks": sum(1 for t in tasks if t["straggler_ms"]),
                        "task_apply_ms": round(sum(t["timings_ms"].get("task_apply", 0.0)
                                                   for t in tasks if t["straggler_ms"]), 1)},
+        # the tasks of partitions the placement moved (``outcome.moves``), from the first move on:
+        # [batch, partition, cache hits], the hits 0 when the task loaded its state from the checkpoint
+        "moved_partition_tasks": sorted([t["batch"], t["partition"], t["cache_hits"]] for t in tasks
+                                        if t["batch"] >= first_move.get(t["partition"], 1 << 62)),
         # the wall time of a task's state commit, every store of its partition in turn or at once (commitTimeMs
         # is each store's own time, so it does not show stores committed in parallel); None when none committed
         "state_commit_ms_mean": _mean_ms([t["timings_ms"]["state_commit"] for t in tasks

@@ -20,6 +20,11 @@ operation                     latency drawn
 ``delete``                    ``delete_ms()``
 ============================  ===============================================
 
+The sink is not part of the checkpoint: its files, which the engine keeps
+only so that the oracles can judge them, pay no latency (``layout.SINK``).
+The published benchmark's stat sink writes nothing at all, and the
+simulator's profile for it (``sink_part_files`` 0) charges nothing.
+
 The operation runs first and the sleep follows, so a failed operation costs
 nothing and the bytes are where they would be. Draws are seeded: the same
 seed and the same sequence of operations give the same sleeps (a lock keeps
@@ -39,6 +44,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from reference import layout
 from reference.storage import Storage
 from reference.storage_profiles import LatencyDraws, StorageProfile, storage_profile
 
@@ -79,29 +85,35 @@ class LatencyStorage:
     # ------------------------------------------------------------- the Storage interface
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         self.inner.write(path, data, overwrite=overwrite)
-        self._wait("write", self.draws.write_ms, len(data))
+        if not _is_sink(path):
+            self._wait("write", self.draws.write_ms, len(data))
 
     def read(self, path: str) -> bytes:
         data = self.inner.read(path)
-        self._wait("read", self.draws.read_ms, len(data))
+        if not _is_sink(path):
+            self._wait("read", self.draws.read_ms, len(data))
         return data
 
     def exists(self, path: str) -> bool:
         found = self.inner.exists(path)
-        self._wait("exists", self.draws.read_ms, 0)
+        if not _is_sink(path):
+            self._wait("exists", self.draws.read_ms, 0)
         return found
 
     def delete(self, path: str) -> None:
         self.inner.delete(path)
-        self._wait("delete", self.draws.delete_ms)
+        if not _is_sink(path):
+            self._wait("delete", self.draws.delete_ms)
 
     def rename(self, src: str, dst: str) -> None:
         self.inner.rename(src, dst)
-        self._wait("rename", self.draws.rename_ms)
+        if not _is_sink(src):
+            self._wait("rename", self.draws.rename_ms)
 
     def list(self, prefix: str = "") -> list[str]:
         out = self.inner.list(prefix)
-        self._wait("list", self.draws.list_ms)
+        if not _is_sink(prefix):
+            self._wait("list", self.draws.list_ms)
         return out
 
     # ------------------------------------------------------------- accounting
@@ -124,6 +136,10 @@ class LatencyStorage:
                    for op in OPERATIONS if self.count[op]}
             total = round(sum(self.slept_ms.values()), 3)
         return {"operations": ops, "total_ms": total}
+
+
+def _is_sink(path: str) -> bool:
+    return path == layout.SINK or path.startswith(layout.SINK + "/")
 
 
 def with_latency(inner: Storage, latency: StorageLatency | None, stream: str, *,

@@ -60,14 +60,16 @@ def _store(spec: TaskSpec, storage: Storage, sid: str, p: int, uid: str | None,
             store.crash()   # its executor was lost: what it cached is gone
             _stores.pop(key)
             store = None
-    if store is not None and store.version == spec.batch and (uid is None or store.uid == uid):
+    moved = p in spec.moved   # the partition's task runs on another executor from this batch on
+    if store is not None and not moved and store.version == spec.batch and (uid is None or store.uid == uid):
         store.abort()  # a failed attempt's unsealed changes, if any
         return store, True
+    if spec.batch > 0:   # first, so a moved store's own async commit lands before the old copy is closed
+        _wait_for_durable(spec, storage, sid, p, spec.batch, uid)
     if store is not None:
         store.close()
     store = _new_store(spec, storage, sid, p)
     if spec.batch > 0:
-        _wait_for_durable(spec, storage, sid, p, spec.batch, uid)
         store.load(spec.batch, uid)
     with _lock:
         _stores[key] = store

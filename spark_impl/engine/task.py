@@ -122,7 +122,9 @@ def _apply(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], p: int, u
     """``task_apply``: the reference's pipeline over the partition's records, written into its stores."""
     faults.at("task_apply", "before")
     query = spec.query
-    records = route(SourceData.of(query).slice(spec.start, spec.end), query.state_partitions)[p]
+    # a redelivering source's records come through the driver's fetch ledger (``reference/redelivery.py``)
+    batch = SourceData.of(query).slice(spec.start, spec.end, dict(spec.ledgers))
+    records = route(batch, query.state_partitions)[p]
     result, changes = apply_partition(query.operator.flatten(), stores, rows_of(records), list(spec.watermarks))
     sealed = {sid: store.seal(uid) for sid, store in stores.items()}
     faults.sealed = sealed

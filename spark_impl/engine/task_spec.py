@@ -38,6 +38,10 @@ class TaskSpec:
     kill_driver: bool = False  # driver_crash by SIGKILL (else the driver is asked to crash)
     straggler: tuple[float, float, int] | None = None  # (probability, extra ms, seed): synthetic slow tasks
     storage_latency: StorageLatency | None = None  # checkpoint storage sleeps this profile's draws (None: none)
+    ledgers: tuple[tuple[int, tuple[int, ...]], ...] = ()  # redelivering source partition -> ids behind the offsets
+    # partitions the placement moves to another executor at this batch (``reference.rebalancing``): their
+    # tasks find no copy of the state where they now run, and load it from the checkpoint
+    moved: frozenset[int] = frozenset()
 
     @property
     def query(self) -> Scenario:

@@ -98,8 +98,19 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
     """Refuse, naming the field, what the adapter cannot run."""
     _check_operator(scenario)
     _check_modes(scenario)
+    for side, src in sorted(scenario.sources.items()):
+        if src.kind == "redelivering":
+            field = "source.kind" if side == "main" else f"sources.{side}.kind"
+            raise NativeUnsupported(field, "a redelivering source needs the project's fetch-and-dedup layer "
+                                           "(reference/redelivery.py) in the driver's plan; open-source Spark has "
+                                           "no Pub/Sub connector to run it through")
     for i, fault in enumerate(scenario.faults):
         fault_site(fault, f"faults[{i}]", realtime=realtime)
+    if scenario.events:
+        raise NativeUnsupported("events", "open-source Spark has no state rebalancing (its pull request, "
+                                          "SPARK-35022, was closed), and on a local master every task runs on "
+                                          "the driver's one executor: executor_join / executor_leave need the "
+                                          "spark backend")
 
 
 def _check_operator(scenario: Scenario) -> None:

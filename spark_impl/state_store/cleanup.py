@@ -53,13 +53,32 @@ class RetentionPlan:
         assert not shared, f"cleanup would delete SSTs a retained snapshot references: {sorted(shared)}"
 
 
+class SecondWriterError(CheckpointFormatError):
+    """A store's directory holds a version another store wrote after this one loaded: cleaning up by this
+    store's lineage would delete the other writer's files (Spark keeps one active instance per store)."""
+
+
 def plan_retention(storage: Storage, store: StoreId, index: ManifestIndex, latest_version: int,
-                   latest_uid: str, min_versions_to_retain: int) -> RetentionPlan:
-    """The plan that keeps every version in ``[latest - retain + 1, latest]`` loadable."""
+                   latest_uid: str, min_versions_to_retain: int,
+                   known_files: frozenset[str] | None = None) -> RetentionPlan:
+    """The plan that keeps every version in ``[latest - retain + 1, latest]`` loadable.
+
+    ``known_files``: the files of versions above ``latest`` that the store knows of (on file when it loaded,
+    or its own failed attempts). Any other such file was written by a second writer after this store
+    opened: ``SecondWriterError`` names it, and nothing is deleted.
+    """
     if min_versions_to_retain < 1:
         raise ValueError("min_versions_to_retain must be >= 1")
     oldest = max(latest_version - min_versions_to_retain + 1, 1)
     files = list_state_files(storage, store)
+    if known_files is not None:
+        foreign = sorted((v, u, p) for (v, u, _k), p in files.items() if v > latest_version and p not in known_files)
+        if foreign:
+            version, uid, path = foreign[0]
+            raise SecondWriterError(
+                f"{store.directory}: {path} (version {version}, lineage id {uid!r}) was written after this store "
+                f"loaded, past its version {latest_version}: another store writes this directory, so this one "
+                f"deletes nothing")
     chain = retained_chain(storage, store, files, latest_version, latest_uid, oldest)
     keep_from = chain[-1][0]
     needed = frozenset(files[(v, u, kind)] for v, u in chain for kind in layout.STATE_KINDS if (v, u, kind) in files)

@@ -73,6 +73,9 @@ class RocksDBStateStore:
         self._maintenance_lock = threading.Lock()
         self._closed = False
         self.last_load: LoadReport | None = None
+        # state files above this store's version that are not another writer's: on file at the last load (a
+        # dead lineage) or written by this store (a failed attempt); ``cleanup`` refuses any other
+        self._known_files: set[str] = set()
         root = Path(local_root) if local_root is not None else DEFAULT_LOCAL_ROOT
         self._workspace = LocalWorkspace(self.store, root, self._memory)
         self.local_dir = self._workspace.directory  # disposable: never needed for recovery
@@ -151,7 +154,10 @@ class RocksDBStateStore:
 
     def write(self, sealed: Sealed) -> str:
         """``changelog_write``: the one file this commit writes (never over another attempt's)."""
-        return self._committer.write(sealed)
+        path = self._committer.write(sealed)
+        with self._lock:
+            self._known_files.add(path)
+        return path
 
     def mark_durable(self, sealed: Sealed) -> int:
         """``state_commit``: the version is durable and may be named in the commit log."""
@@ -184,8 +190,9 @@ class RocksDBStateStore:
         with self._maintenance_lock:
             with self._lock:
                 latest, latest_uid = self._lineage.version, self._lineage.uid
+                known = frozenset(self._known_files)
             plan = plan_retention(self.storage, self.store, self._snapshots.index, latest, latest_uid,
-                                  min_versions_to_retain)
+                                  min_versions_to_retain, known)
             return delete_planned(self.storage, self.store, plan, self._pool or default_pool())
 
     # --------------------------------------------------------------- load
@@ -199,6 +206,7 @@ class RocksDBStateStore:
             report = self._loader.load(version, uid)
             self._lineage.reset(version, report.uid, report.base_version)
             self._transaction.forget()
+            self._known_files = set(report.newer_files)
             self.last_load = report
             return report
 

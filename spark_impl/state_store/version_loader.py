@@ -23,7 +23,7 @@ which is as empty as a new one and takes a replay from version 0.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class LoadReport:
     records_replayed: int
     skipped_snapshots: tuple[str, ...]
     skip_reasons: tuple[str, ...] = ()      # why each skipped snapshot was skipped, in the same order
+    newer_files: tuple[str, ...] = ()       # state files of later versions on file at the load (a dead lineage)
 
 
 @dataclass
@@ -82,7 +83,8 @@ class VersionLoader:
             files = list_state_files(self.storage, self.store)
             if uid is None:
                 uid = resolve_uid(files, self.store, version)
-            return self._rebuild(files, version, uid, spare)
+            report = self._rebuild(files, version, uid, spare)
+            return replace(report, newer_files=tuple(sorted(p for (v, _u, _k), p in files.items() if v > version)))
         finally:
             if spare is not None and self.workspace.current is not spare:
                 spare.dispose()

@@ -63,7 +63,7 @@ MODULES: dict[str, list[str]] = {
                 "tests/test_judge_outcome_ties.py", "tests/test_reference_check_cli.py"],
     "checkpoint_rules": ["tests/test_judge_checkpoint_rules.py", "tests/test_judge_each_oracle.py",
                          "tests/test_judge_outcome_ties.py"],
-    "logs": ["tests/test_judge_logs.py", "tests/test_judge_purge_one_threshold.py",
+    "logs": ["tests/test_judge_logs.py", "tests/test_judge_purge_one_threshold.py", "tests/test_purge_rounds.py",
              "tests/test_reference_spark_suites.py"],
     "state_store": ["tests/test_judge_state_store.py", "tests/test_reference_spark_suites.py",
                     "tests/test_judge_outcome_ties.py"],
@@ -77,7 +77,7 @@ MODULES: dict[str, list[str]] = {
                   "tests/test_reference_sources.py"],
     "explorer": ["tests/test_judge_explorer.py",
                  "tests/test_cli_hostile.py::test_explore_interrupted_stops_every_worker_and_says_where_it_got_to"],
-    "engine": ["tests/test_judge_engine.py", "tests/test_judge_each_oracle.py", "tests/test_reference_spark_suites.py",
+    "engine": ["tests/test_judge_engine.py", "tests/test_purge_rounds.py", "tests/test_judge_each_oracle.py", "tests/test_reference_spark_suites.py",
                "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
 }
 
