@@ -17,6 +17,7 @@ DEFINITIONS: dict[str, str] = {
     "calibration": "experiments.defs.calibration",
     "fault-matrix": "experiments.defs.fault_matrix",
     "state-rebalancing": "experiments.defs.state_rebalancing",
+    "parallel-store-commit": "experiments.defs.parallel_store_commit",
 }
 
 

@@ -41,6 +41,11 @@ def over_seeds(records: Sequence[Record], metric: str | Callable[[dict[str, Any]
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
+def config_median(entry: dict[str, Any], config: str, metric: str) -> float | None:
+    """The median over seeds of ``metric`` for one config of a summary entry (``over_seeds`` results by config)."""
+    return entry.get(config, {}).get(metric, {}).get("median")
+
+
 def median_or_none(values: Iterable[float | None]) -> float | None:
     """The median of the values present; None when there are none."""
     present = [v for v in values if v is not None]

@@ -82,6 +82,8 @@ RUNS: tuple[Run, ...] = (
     Run("fault-matrix", "spark", 15, 3),                 # ... plus the PySpark engine
     Run("fault-matrix", "spark-native", 15, 3),          # ... plus Spark's own Structured Streaming
     Run("state-rebalancing", "sim", 2, 0.5),             # state rebalancing on executor joins (issue 17)
+    Run("parallel-store-commit", "sim", 1, 0.5),         # a join's two store commits in turn or in parallel
+    Run("parallel-store-commit", "spark", 8, 4),
 )
 
 

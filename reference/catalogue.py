@@ -35,6 +35,7 @@ MODES: dict[str, dict[str, Any]] = {
                                        "maintenance_interval_ms": 200}},
     "snapshot_provider": {"state_store": {"provider": "snapshot"}},
     "async_progress": {"progress": {"mode": "async", "checkpoint_interval_ms": 200}},
+    "parallel_store_commit": {"parallel_store_commit": True},
 }
 
 
@@ -92,8 +93,18 @@ def make(operator: str = "aggregate", mode: str = "sync", **kw: Any) -> Scenario
 
 
 def spark_allows(operator: str, mode: str) -> bool:
-    """Whether Spark allows ``mode`` for ``operator`` (asynchronous progress tracking: stateless queries only)."""
+    """Whether Spark allows ``mode`` for ``operator`` (asynchronous progress tracking: stateless queries only)
+    and the mode changes anything for it (parallel store commit: a query with two stores per partition)."""
+    if mode == "parallel_store_commit":
+        return len(make(operator).store_ids) > 1
     return not (mode == "async_progress" and operator != "map")
+
+
+def unsupported_reason(operator: str, mode: str) -> str:
+    """Why ``spark_allows`` says no, in a sentence."""
+    if mode == "parallel_store_commit":
+        return f"a {operator} query has one state store per partition: there is nothing to commit in parallel"
+    return "Spark forbids asynchronous progress tracking on a stateful query (its batch boundaries change on restart)"
 
 
 def supported_pairs() -> list[tuple[str, str]]:

@@ -105,6 +105,9 @@ class Incarnation:
     store_class: type[StateStore] = StateStore
     fetch_layer_class: type[FetchLayer] = FetchLayer   # a redelivering source's fetch-and-dedup layer
     snapshot_format: str | None = None   # a backend whose stores write another snapshot format names it
+    # parallel store commit: one commit node per store (the reference, so the explorer sees every
+    # interleaving); a backend that runs a partition's store commits concurrently inside one step says False
+    store_commit_nodes: bool = True
 
     def __init__(self, scenario: Scenario, data: SourceData, storage: Storage, restart: RestartPlan,
                  number: int, observer: Observer, *, recorded_cuts: Mapping[int, tuple[int, ...]] | None = None,
@@ -118,7 +121,7 @@ class Incarnation:
         self.ops = scenario.operator.flatten()
         self.store_ids = pipeline_store_ids(self.ops)
         self.parts = scenario.state_partitions
-        self.shape = GraphShape.of(scenario)
+        self.shape = GraphShape.of(scenario, store_commit_nodes=self.store_commit_nodes)
         self.uses_watermark = self.shape.uses_watermark
         self.stores: dict[tuple[str, int], StateStore] = {}
         self.placement = PlacementTimeline(scenario)
@@ -189,12 +192,20 @@ class Incarnation:
         return NodeId.of(step, batch, partition, tag)
 
     def run_step(self, node_id: NodeId) -> None:
-        """Apply the effect of one node: ``step_<name>(batch[, partition])``."""
+        """Apply the effect of one node: ``step_<name>(batch[, partition][, store=tag])``."""
         method = getattr(self, f"step_{node_id.step}")
-        if node_id.partition >= 0:
+        if node_id.tag:
+            method(node_id.batch, node_id.partition, store=node_id.tag)
+        elif node_id.partition >= 0:
             method(node_id.batch, node_id.partition)
         else:
             method(node_id.batch)
+
+    def step_nodes(self, step: str, b: int, p: int) -> list[NodeId]:
+        """The nodes of a task step of (b, p): one per store under parallel store commit (then the
+        partition's own ``state_commit``), else the one node; none when the graph lacks the step."""
+        tagged = [self.nid(step, b, p, sid) for sid in self.shape.commit_stores]
+        return [n for n in tagged + [self.nid(step, b, p)] if n in self.nodes]
 
     def maintenance_every(self) -> int:
         return self.shape.maintenance_every()
@@ -473,27 +484,37 @@ class Incarnation:
         """The observer learns the watermark batch ``b`` runs with (the one ``commits/b`` will hold)."""
         self.obs.batches[b]["watermark_ms"] = watermarks_of(self.trackers_for(b))[0]
 
-    def step_changelog_write(self, b: int, p: int) -> None:
+    def committing(self, store: str | None) -> list[str]:
+        """The stores a commit step handles: its own store's, when the step is tagged with one, else all."""
+        return [store] if store is not None else self.store_ids
+
+    def step_changelog_write(self, b: int, p: int, store: str | None = None) -> None:
         task = self.tasks[(b, p)]
-        for sid in self.store_ids:
+        for sid in self.committing(store):
             sealed = task.sealed[sid]
             if sid not in task.written or task.written[sid].uid != sealed.uid:
                 self.stores[(sid, p)].write(sealed)
                 task.written[sid] = sealed
 
-    def step_state_commit(self, b: int, p: int) -> None:
+    def step_state_commit(self, b: int, p: int, store: str | None = None) -> None:
         """Commit the version whose file was written: under async state checkpointing a retry may have
-        re-sealed since, and the written attempt's file is the one the commit log may name."""
+        re-sealed since, and the written attempt's file is the one the commit log may name.
+
+        Under parallel store commit each store's node commits that store, and the partition's untagged
+        node does nothing: it only gathers the stores' commits, since the commit log may name the
+        partition's version only once every store's file is written."""
+        if store is None and self.shape.commit_stores:
+            return
         task = self.tasks[(b, p)]
-        for sid in self.store_ids:
+        for sid in self.committing(store):
             if sid not in task.written:
                 self.stores[(sid, p)].write(task.sealed[sid])
                 task.written[sid] = task.sealed[sid]
             written = task.written[sid]
-            store = self.stores.get((sid, p))
+            cached = self.stores.get((sid, p))
             raced = task.sealed.get(sid) is not None and task.sealed[sid].uid != written.uid
-            if store is not None and (not raced or store.uid == written.uid):
-                store.mark_durable(written)
+            if cached is not None and (not raced or cached.uid == written.uid):
+                cached.mark_durable(written)
             self.lineage[(sid, p, b + 1)] = written.uid
 
     def step_snapshot_upload(self, b: int, p: int) -> None:
@@ -557,16 +578,16 @@ class Incarnation:
     def retry_task_steps(self, b: int, p: int, upto: str) -> None:
         """Re-run the task's foreground steps from state_load through ``upto`` for the new attempt."""
         for step in TASK_STEPS:
-            node = self.nodes.get(self.nid(step, b, p))
-            if node is not None and not node.background:
-                self.run_step(node.id)
+            for node_id in self.step_nodes(step, b, p):
+                if not self.nodes[node_id].background:
+                    self.run_step(node_id)
             if step == upto:
                 break
 
     def previous_task_step(self, node_id: NodeId) -> str | None:
         """The foreground task step before ``node_id``'s in its task (None for the first)."""
-        steps = [s for s in TASK_STEPS if self.nid(s, node_id.batch, node_id.partition) in self.nodes
-                 and not self.nodes[self.nid(s, node_id.batch, node_id.partition)].background]
+        b, p = node_id.batch, node_id.partition
+        steps = [s for s in TASK_STEPS if any(not self.nodes[n].background for n in self.step_nodes(s, b, p))]
         index = steps.index(node_id.step) if node_id.step in steps else 0
         return steps[index - 1] if index > 0 else None
 

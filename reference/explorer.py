@@ -188,10 +188,12 @@ def single_faults(scenario: Scenario, inc: Incarnation) -> Iterator[tuple[Fault,
     crash before or after that step would, and every such crash is already a
     crash cut; so only faults a task or maintenance survives are placed here.
     """
+    placed: set[tuple[str, int, int]] = set()
     for node in inc.nodes:
         step, b, p = node.step, node.batch, node.partition
-        if inc.nodes[node].background and step != "snapshot_upload":
+        if inc.nodes[node].background and step != "snapshot_upload" or (step, b, p) in placed:
             continue
+        placed.add((step, b, p))   # a fault names no store: it fires at the first store's node of its step
         for when in ("before", "after"):
             at = FaultAt(step, b, p if p >= 0 else None, when)
             if step in TASK_STEPS:

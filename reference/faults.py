@@ -28,10 +28,12 @@ DAMAGE_KINDS = ("corrupt_file", "delete_file")
 
 
 def matches(fault: Fault, node: NodeId, when: str, time_ms: int) -> bool:
-    """Whether ``fault`` fires at ``when`` (before/after) of ``node``, at logical time ``time_ms``."""
+    """Whether ``fault`` fires at ``when`` (before/after) of ``node``, at logical time ``time_ms``.
+
+    A node tagged with a store (parallel store commit) matches as its step does: the fault fires at the
+    first of the partition's store commits to reach it, so ``after changelog_write`` lands between the
+    two stores' commits when the other has not written yet."""
     at = fault.at
-    if node.tag:
-        return False
     if at.step is None:
         return when == "before" and at.time_ms is not None and time_ms >= at.time_ms
     if at.step != node.step or at.batch != node.batch or at.when != when:

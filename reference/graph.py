@@ -14,7 +14,10 @@ exactly the freedom the graph leaves:
 - async state checkpointing: ``changelog_write``/``state_commit`` of b are
   background steps; b+1 may start, b+2 may not until b's state is durable;
 - pipelining: partition p of b+1 starts when partition p of b finished; batch
-  b is planned once batch b - ``pipeline_depth`` has committed.
+  b is planned once batch b - ``pipeline_depth`` has committed;
+- parallel store commit: each store of a partition (a join's two sides) has its
+  own ``changelog_write`` and ``state_commit``, tagged with the store, and
+  neither waits for the other's.
 
 The graph is built once, as values; the reference's sequential scheduler, the
 simulator and the Spark engine's scheduler all consume it and re-derive
@@ -54,14 +57,20 @@ class GraphShape:
     uses_watermark: bool
     # (batch, partition) whose task runs on another executor than the batch before (``rebalancing.py``)
     moved: frozenset[tuple[int, int]] = frozenset()
+    # The stores whose commits are nodes of their own (parallel store commit with two or more stores per
+    # partition); empty: one ``changelog_write`` and one ``state_commit`` node commit every store in turn.
+    commit_stores: tuple[str, ...] = ()
 
     @staticmethod
-    def of(scenario: Scenario) -> "GraphShape":
+    def of(scenario: Scenario, *, store_commit_nodes: bool = True) -> "GraphShape":
+        """The scenario's shape. ``store_commit_nodes=False``: a backend that commits a partition's stores
+        concurrently inside one step (the simulator, the Spark engine) keeps one commit node per partition."""
         ops = scenario.operator.flatten()
         moves = PlacementTimeline(scenario).moves()
+        split = store_commit_nodes and scenario.engine.parallel_store_commit and len(scenario.store_ids) > 1
         return GraphShape(scenario.engine, scenario.state_partitions, bool(scenario.store_ids),
                           any(op.watermark_delay_ms is not None for op in ops),
-                          frozenset((m.batch, m.partition) for m in moves))
+                          frozenset((m.batch, m.partition) for m in moves), scenario.store_ids if split else ())
 
     @property
     def async_progress(self) -> bool:
@@ -146,8 +155,7 @@ class GraphShape:
         sink_dep = n("task_apply", b, p)
         if self.stateful:
             clog_deps = [n("task_apply", b, p)] + ([n("state_commit", prev, p)] if async_state else [])
-            out += [Node(n("changelog_write", b, p), tuple(clog_deps), async_state),
-                    Node(n("state_commit", b, p), (n("changelog_write", b, p),), async_state)]
+            out += self._commit_nodes(b, p, tuple(clog_deps))
             if not async_state:
                 sink_dep = n("state_commit", b, p)
             if self.is_maintenance_batch(b):
@@ -155,6 +163,23 @@ class GraphShape:
                 out.append(Node(n("snapshot_upload", b, p), (n("state_commit", b, p), previous), True))
         out.append(Node(n("sink_write", b, p), (sink_dep,)))
         return out
+
+    def _commit_nodes(self, b: int, p: int, clog_deps: tuple[NodeId, ...]) -> list[Node]:
+        """Partition p's state commit. Sequential (Spark OSS): one ``changelog_write`` and one
+        ``state_commit`` node, each over every store in turn. Parallel (Lightspeed): per store a
+        ``changelog_write`` and a ``state_commit`` tagged with the store, independent of the other
+        store's, then the untagged ``state_commit``: the partition's version counts as committed only
+        once every store's is, and everything after the commit waits for that node alone."""
+        n, bg = NodeId.of, self.async_state
+        if not self.commit_stores:
+            return [Node(n("changelog_write", b, p), clog_deps, bg),
+                    Node(n("state_commit", b, p), (n("changelog_write", b, p),), bg)]
+        out = []
+        for sid in self.commit_stores:
+            out += [Node(n("changelog_write", b, p, sid), clog_deps, bg),
+                    Node(n("state_commit", b, p, sid), (n("changelog_write", b, p, sid),), bg)]
+        every = tuple(n("state_commit", b, p, sid) for sid in self.commit_stores)
+        return out + [Node(n("state_commit", b, p), every, bg)]
 
 
 def build_graph(shape: GraphShape, batches: Iterable[int]) -> dict[NodeId, Node]:

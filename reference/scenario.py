@@ -344,6 +344,9 @@ class EngineConfig:
     # "fixed" cuts every batch_ms of arrival time on every backend, for deterministic differential tests.
     # Generated sources always have fixed-size batches; the untimed reference always cuts on its clock.
     batch_cuts: str = "trigger"
+    # Commit a partition's state stores (a join's two sides) concurrently, as Lightspeed does, instead of
+    # one after the other within the task, as Spark OSS does. Nothing to do for a one-store query.
+    parallel_store_commit: bool = False
 
     @staticmethod
     def parse(o: _Obj) -> "EngineConfig":
@@ -355,7 +358,7 @@ class EngineConfig:
             store.int("maintenance_interval_ms", 60000, minimum=1),
             o.choice("state_checkpoint", ("sync", "async"), "sync"), o.bool("pipelining", False),
             o.int("trigger_interval_ms", 0), o.int("pipeline_depth", 2, minimum=2),
-            o.choice("batch_cuts", ("trigger", "fixed"), "trigger"))
+            o.choice("batch_cuts", ("trigger", "fixed"), "trigger"), o.bool("parallel_store_commit", False))
         for part in (progress, purge, store, o):
             part.done()
         if cfg.pipeline_depth != 2 and not cfg.pipelining:
@@ -370,7 +373,8 @@ class EngineConfig:
                 "state_checkpoint": self.state_checkpoint, "pipelining": self.pipelining,
                 "trigger_interval_ms": self.trigger_interval_ms,
                 **({"pipeline_depth": self.pipeline_depth} if self.pipeline_depth != 2 else {}),
-                **({"batch_cuts": self.batch_cuts} if self.batch_cuts != "trigger" else {})}
+                **({"batch_cuts": self.batch_cuts} if self.batch_cuts != "trigger" else {}),
+                **({"parallel_store_commit": True} if self.parallel_store_commit else {})}
 
 
 # ----------------------------------------------------------------- faults

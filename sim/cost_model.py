@@ -21,7 +21,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -111,6 +111,13 @@ class Profile:
     def straggler_factor_for(self, uniform: float) -> float:
         """The slowdown a uniform variate on [0, 1) stands for (``straggler_factor``'s rule)."""
         return self.straggler_slowdown if uniform < self.straggler_probability else 1.0
+
+
+def store_commits_ms(costs_ms: Sequence[float], parallel: bool) -> float:
+    """The time of a partition's store commits (a join's two sides): one after the other, as Spark OSS
+    commits them in its task, their times add up; in parallel, as Lightspeed commits them, the slowest
+    decides."""
+    return max(costs_ms, default=0.0) if parallel else sum(costs_ms)
 
 
 # Storage presets a profile may name instead of giving ``storage`` in full: the named profiles of

@@ -18,6 +18,7 @@ from reference.outcome import ProgressEvent
 from reference.query import route
 from reference.state_store import plan_load
 
+from .cost_model import store_commits_ms
 from .engine import TimedIncarnation
 from .graph import SimNode
 from .latency import RecordLatency
@@ -49,16 +50,18 @@ class DataIncarnation(TimedIncarnation):
             plan = self.plans[b]
             records = len(route(self.data.slice(*plan.bounds), self.parts)[p])
             return prof.task_apply_ms(records, prof.straggler_factor(self.rng))
+        parallel = self.cfg.parallel_store_commit
         if step == "changelog_write":
             sealed = self.tasks[(b, p)].sealed.values()
             if self.cfg.provider == "snapshot":  # every commit writes the whole state
-                keys = sum(len(s.snapshot or ()) for s in sealed)
+                keys = [len(s.snapshot or ()) for s in sealed]
             else:
-                keys = sum(len(s.changes) for s in sealed)
-            return svc.atomic_write_ms(keys * prof.bytes_per_state_key)
+                keys = [len(s.changes) for s in sealed]
+            return svc.store_writes_ms([k * prof.bytes_per_state_key for k in keys], parallel)
         if step == "state_commit":
-            return sum(prof.state_commit_ms(len(sealed.changes), len(self.stores[(sid, p)].data))
-                       for sid, sealed in self.tasks[(b, p)].sealed.items() if (sid, p) in self.stores)
+            return store_commits_ms([prof.state_commit_ms(len(sealed.changes), len(self.stores[(sid, p)].data))
+                                     for sid, sealed in self.tasks[(b, p)].sealed.items()
+                                     if (sid, p) in self.stores], parallel)
         if step == "snapshot_upload":
             return self._snapshot_ms(p)
         assert step == "sink_write", f"no cost for task step {step}"

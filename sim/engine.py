@@ -75,6 +75,8 @@ class TimedIncarnation(Incarnation):
     # step's effect, and a task step's effect is read by its own task only. Data mode's effects are
     # files and stores that other steps read, so it runs every step on its own.
     fuse_task_steps = False
+    # parallel store commit: a partition's stores commit inside one node, charged the slower store's time
+    store_commit_nodes = False
 
     def __init__(self, *args: Any, clock: simpy.Environment, profile: Profile, storage_service: StorageService,
                  rng: Draws, **kwargs: Any):

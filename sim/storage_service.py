@@ -10,11 +10,15 @@ make every operation that starts inside the spike wait for its end.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from reference.storage import DurableStorage
 
 from reference.storage_profiles import StorageProfile
+
+from .cost_model import store_commits_ms
 from .random_draws import Draws
 
 
@@ -52,6 +56,12 @@ class StorageService:
         p = self.profile
         factor = self._jitter() if jitter is None else jitter
         return (p.small_write_ms + p.rename_ms + self.transfer_ms(size_bytes)) * factor
+
+    def store_writes_ms(self, sizes_bytes: Sequence[float], parallel: bool, jitter: float | None = None) -> float:
+        """A partition's state files, one per store, each an atomic write: one after the other or in
+        parallel (``store_commits_ms``); the step draws one jitter factor for all of them."""
+        factor = self._jitter() if jitter is None else jitter
+        return store_commits_ms([self.atomic_write_ms(size, factor) for size in sizes_bytes], parallel)
 
     def read_ms(self, size_bytes: float, jitter: float | None = None) -> float:
         factor = self._jitter() if jitter is None else jitter

@@ -39,6 +39,7 @@ from reference.query import watermarks_of
 from reference.recovery import RestartPlan
 from reference.sources import SourceData
 
+from .cost_model import store_commits_ms
 from .engine import TimedIncarnation
 from .graph import SimNode
 from .latency import RangeLatency
@@ -205,10 +206,10 @@ class VolumeIncarnation(TimedIncarnation):
         if (b, p) not in self.tasks:
             self.tasks[(b, p)] = TaskState()
 
-    def step_changelog_write(self, b: int, p: int) -> None:
+    def step_changelog_write(self, b: int, p: int, store: str | None = None) -> None:
         pass
 
-    def step_state_commit(self, b: int, p: int) -> None:
+    def step_state_commit(self, b: int, p: int, store: str | None = None) -> None:
         uid = self.uid(b, p)
         for sid in self.store_ids:
             self.lineage[(sid, p, b + 1)] = uid
@@ -239,17 +240,17 @@ class VolumeIncarnation(TimedIncarnation):
         counts = self.volumes.get(b) or self.volume(b)
         if step == "task_apply":
             return prof.task_apply_ms(counts.records_of(p), counts.straggler[p])
+        parallel = self.cfg.parallel_store_commit
         if step == "state_commit":
-            cost = 0.0
-            for store in counts.stores:
-                cost += prof.state_commit_ms(int(store.changed), int(store.total))
-            return cost
+            return store_commits_ms([prof.state_commit_ms(int(s.changed), int(s.total)) for s in counts.stores],
+                                    parallel)
         jitter = counts.jitter[step][p]
         if step == "sink_write":
             return self.sink_write_ms(counts.output * prof.bytes_per_output_row, jitter)
         if step == "changelog_write":
-            keys = counts.total if self.cfg.provider == "snapshot" else counts.changed  # snapshot: whole state
-            return svc.atomic_write_ms(keys * prof.bytes_per_state_key, jitter)
+            snapshot = self.cfg.provider == "snapshot"   # every commit writes the whole state
+            sizes = [(s.total if snapshot else s.changed) * prof.bytes_per_state_key for s in counts.stores]
+            return svc.store_writes_ms(sizes, parallel, jitter)
         if step == "state_load":
             if b == self.restart.first_batch and b > 0:
                 keys = self.restart_keys

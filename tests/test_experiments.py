@@ -28,7 +28,7 @@ from reference.backend import BackendUnavailable, OptionRefused
 from streamtest import judged, make, run
 
 NAMES = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
-         "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing")
+         "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing", "parallel-store-commit")
 SIM_EXPERIMENTS = tuple(n for n in NAMES if n != "calibration")
 # a check the simulator cannot pass yet: it charges a state commit by its changed keys for every provider
 # (sim/data_mode.py and sim/volume.py, changelog_write), so a full snapshot costs what a changelog costs
@@ -172,6 +172,17 @@ def test_async_state_checkpoint_trends(quick: Any) -> None:
     price = summary["price"]
     assert price["sync"]["rerun_batches_max"]["max"] <= 1
     assert price["async"]["rerun_batches_max"]["max"] <= 2
+
+
+def test_parallel_store_commit_halves_a_join_commit(quick: Any) -> None:
+    """Both sides of the join take the same input, so their stores' commits take about as long: in parallel a
+    partition's commit is the slower of two about equal times, near half their sum (never below half, as the
+    slower of two is at least their mean), and the batches are shorter."""
+    inputs = quick("parallel-store-commit").summary["inputs"]
+    assert set(inputs) == {"10K/s", "100K/s"}
+    for workload, entry in inputs.items():
+        assert 0.45 <= entry["commit_ratio"] <= 0.65, workload
+        assert entry["batch_ratio"] < 1.0, workload
 
 
 def test_changelog_commit_is_cheaper_than_a_full_snapshot(quick: Any) -> None:

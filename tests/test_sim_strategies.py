@@ -101,6 +101,8 @@ def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False
     }
     if raw["engine"]["pipelining"]:
         raw["engine"]["pipeline_depth"] = draw(st.sampled_from((2, 3, 5)))
+    if spark_allows(op_name, "parallel_store_commit"):   # two stores per partition: commit them in turn or at once
+        raw["engine"]["parallel_store_commit"] = draw(st.booleans())
     if operator["kind"] == "join":
         raw["sources"] = {"left": src, "right": dict(src)}
     else:

@@ -303,6 +303,7 @@ UNSUPPORTED = [
     ("redelivering", native_dict("aggregate", source=redelivering_source()), "source.kind"),
     ("rebalancing", {**native_dict("aggregate"),
                      "events": [{"kind": "executor_join", "executor": "2", "before_batch": 1}]}, "events"),
+    ("commit them in parallel", native_dict("join", "parallel_store_commit"), "engine.parallel_store_commit"),
 ]
 
 

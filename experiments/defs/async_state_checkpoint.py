@@ -45,7 +45,7 @@ from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
-from experiments.stats import fmt_ms, fmt_pct, group, mean_or_none, over_seeds, reduction
+from experiments.stats import config_median, fmt_ms, fmt_pct, group, mean_or_none, over_seeds, reduction
 from experiments.verdicts import judge, report_lines
 
 MODES = ("sync", "async")
@@ -126,12 +126,11 @@ class AsyncStateCheckpoint(Experiment):
                 "state_rows": over_seeds(recs, "state_rows"), "commit_ms": over_seeds(recs, "commit_ms_mean"),
                 "commit_per_task": over_seeds(recs, "commit_per_task_ms")}
         for entry in sizes.values():
-            entry["mean_cut"] = reduction(_med(entry, "sync", "batch_mean"), _med(entry, "async", "batch_mean"))
-            entry["peak_cut"] = reduction(_med(entry, "sync", "batch_peak"), _med(entry, "async", "batch_peak"))
-            entry["p50_cut"] = reduction(_med(entry, "sync", "p50"), _med(entry, "async", "p50"))
+            for name, metric in (("mean_cut", "batch_mean"), ("peak_cut", "batch_peak"), ("p50_cut", "p50")):
+                entry[name] = reduction(config_median(entry, "sync", metric), config_median(entry, "async", metric))
             # commitTimeMs sums over the tasks, which run in parallel: a task's own commit is the part of
             # a sync batch that async state checkpointing takes off its critical path
-            commit, batch = _med(entry, "sync", "commit_per_task"), _med(entry, "sync", "batch_mean")
+            commit, batch = config_median(entry, "sync", "commit_per_task"), config_median(entry, "sync", "batch_mean")
             entry["commit_share"] = commit / batch if commit is not None and batch else None
         price: dict[str, Any] = {}
         for (mode,), recs in group(records, "config", task="crash").items():
@@ -151,7 +150,7 @@ class AsyncStateCheckpoint(Experiment):
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         out = []
         for keys, entry in summary["sizes"].items():
-            sync, asyn = _med(entry, "sync", "batch_mean"), _med(entry, "async", "batch_mean")
+            sync, asyn = config_median(entry, "sync", "batch_mean"), config_median(entry, "async", "batch_mean")
             name = f"async mean batch duration <= sync ({int(float(keys)):,} keys)"
             out.append(Check(name, None, "not measured") if sync is None or asyn is None else
                        Check(name, asyn <= sync, f"{asyn:,.1f} against {sync:,.1f} ms"))
@@ -166,17 +165,18 @@ class AsyncStateCheckpoint(Experiment):
         lines = [f"{'keys':>12}  {'mean sync':>10} {'mean async':>10} {'cut':>6}  {'peak sync':>10} "
                  f"{'peak async':>10} {'cut':>6}  {'p50 cut':>7}"]
         for keys, e in summary["sizes"].items():
-            lines.append(f"{int(float(keys)):>12,}  {fmt_ms(_med(e, 'sync', 'batch_mean')):>10} "
-                         f"{fmt_ms(_med(e, 'async', 'batch_mean')):>10} {fmt_pct(_neg(e['mean_cut'])):>6}  "
-                         f"{fmt_ms(_med(e, 'sync', 'batch_peak')):>10} {fmt_ms(_med(e, 'async', 'batch_peak')):>10} "
+            lines.append(f"{int(float(keys)):>12,}  {fmt_ms(config_median(e, 'sync', 'batch_mean')):>10} "
+                         f"{fmt_ms(config_median(e, 'async', 'batch_mean')):>10} {fmt_pct(_neg(e['mean_cut'])):>6}  "
+                         f"{fmt_ms(config_median(e, 'sync', 'batch_peak')):>10} "
+                         f"{fmt_ms(config_median(e, 'async', 'batch_peak')):>10} "
                          f"{fmt_pct(_neg(e['peak_cut'])):>6}  {fmt_pct(_neg(e['p50_cut'])):>7}")
         lines.append(f"published: mean up to -{CLAIMED_MEAN_CUT:.0%}, larger at the peak")
         lines.append("commitTimeMs (sync, mean per batch; Spark sums it over the tasks) against the mean cut, "
                      "the post's way of picking the queries that benefit:")
         for keys, e in summary["sizes"].items():
             share = e.get("commit_share")
-            lines.append(f"{int(float(keys)):>12,}  commitTimeMs {fmt_ms(_med(e, 'sync', 'commit_ms')):>9}, "
-                         f"per task {fmt_ms(_med(e, 'sync', 'commit_per_task')):>7}"
+            lines.append(f"{int(float(keys)):>12,}  commitTimeMs {fmt_ms(config_median(e, 'sync', 'commit_ms')):>9}, "
+                         f"per task {fmt_ms(config_median(e, 'sync', 'commit_per_task')):>7}"
                          f" ({'-' if share is None else f'{share:.0%}'} of a sync batch)"
                          f"  mean cut {fmt_pct(_neg(e['mean_cut'])):>6}")
         lines += report_lines(summary.get("verdicts", []))
@@ -201,7 +201,7 @@ class AsyncStateCheckpoint(Experiment):
             fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), gridspec_kw={"width_ratios": [2, 2, 1.3]})
             for ax, metric, title in ((axes[0], "batch_mean", "Mean batch duration"),
                                       (axes[1], "batch_peak", "Peak batch duration")):
-                grouped_bars(ax, labels, {mode: [_med(summary["sizes"][k], mode, metric) for k in sizes]
+                grouped_bars(ax, labels, {mode: [config_median(summary["sizes"][k], mode, metric) for k in sizes]
                                           for mode in MODES}, unit="ms")
                 ax.set_xlabel("state size (keys)")
                 ax.set_title(title)
@@ -250,10 +250,6 @@ def _crash_metrics(point: Point) -> dict[str, Any]:
             "lost_ms_mean": mean_or_none([r["lost_ms"] for r in crashed]),
             "rerun_ms_mean": mean_or_none([r["rerun_ms"] for r in crashed if r["rerun_ms"] is not None]),
             "recovery_ms_mean": mean_or_none([r["recovery_ms"] for r in crashed if r["recovery_ms"] is not None])}
-
-
-def _med(entry: dict[str, Any], mode: str, metric: str) -> float | None:
-    return entry.get(mode, {}).get(metric, {}).get("median")
 
 
 def _neg(value: float | None) -> float | None:

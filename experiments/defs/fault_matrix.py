@@ -20,9 +20,10 @@ checkpoint. A cell is
 - ``fail``: an oracle failed, the run stopped with an error it should
   have survived, or the cell's fault never fired (it tested nothing);
 - ``unsupported``: Spark forbids the mode for the operator (asynchronous
-  progress tracking on a stateful query), so it is not run, or the backend
-  refuses the cell's scenario by name (native Spark has no redelivering
-  source and no state rebalancing);
+  progress tracking on a stateful query), or the mode changes nothing for it
+  (parallel store commit with one store per partition), so it is not run, or
+  the backend refuses the cell's scenario by name (native Spark has no
+  redelivering source, no state rebalancing and no parallel store commit);
 - ``unavailable``: the backend cannot run here.
 
 The reference model and the simulator are always in the matrix; ``--backend
@@ -41,7 +42,7 @@ from experiments.figures import figure_context, save_figure
 from experiments.measure import run_point_scenario
 from reference.backend import ScenarioRefused
 from experiments.profiles import sim_profile
-from reference.catalogue import MODES, OPERATORS, scenario_dict, spark_allows
+from reference.catalogue import MODES, OPERATORS, scenario_dict, spark_allows, unsupported_reason
 from reference.oracles import Verdict, check_outcome, failures
 from reference.outcome import Outcome
 from reference.scenario import Scenario
@@ -211,8 +212,8 @@ class FaultMatrix(Experiment):
 
     def measure(self, point: Point) -> dict[str, Any]:
         if point.task == "unsupported":
-            return {"status": "unsupported", "detail": "Spark forbids asynchronous progress tracking on a stateful "
-                                                       "query (its batch boundaries change on restart)"}
+            return {"status": "unsupported",
+                    "detail": unsupported_reason(point.params["operator"], point.params["mode"])}
         try:
             result = run_point_scenario(point)
         except ScenarioRefused as exc:   # e.g. native Spark: no redelivering source, no state rebalancing

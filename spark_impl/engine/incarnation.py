@@ -61,6 +61,7 @@ class SparkIncarnation(Incarnation):
     """One driver lifetime on Spark; its task steps' effects happen on executors (see the module docstring)."""
 
     snapshot_format = SNAPSHOT_FORMAT   # the RocksDB store writes its snapshots as SST manifests
+    store_commit_nodes = False          # parallel store commit: the task commits its stores on threads
 
     def __init__(self, *args: Any, engine: EngineContext, **kwargs: Any):
         self.engine = engine
@@ -85,10 +86,10 @@ class SparkIncarnation(Incarnation):
         task.result = PartitionResult({}, [], res["max_event_ms"])
         task.attempt = res["attempt"]
 
-    def step_changelog_write(self, b: int, p: int) -> None:
+    def step_changelog_write(self, b: int, p: int, store: str | None = None) -> None:
         pass
 
-    def step_state_commit(self, b: int, p: int) -> None:
+    def step_state_commit(self, b: int, p: int, store: str | None = None) -> None:
         for sid, uid in self.results[(b, p)]["lineage_out"].items():
             self.lineage[(sid, p, b + 1)] = uid
 

@@ -163,6 +163,14 @@ def run_details(scenario: Scenario, engine: EngineContext, wall_s: float) -> dic
         # [batch, partition, cache hits], the hits 0 when the task loaded its state from the checkpoint
         "moved_partition_tasks": sorted([t["batch"], t["partition"], t["cache_hits"]] for t in tasks
                                         if t["batch"] >= first_move.get(t["partition"], 1 << 62)),
+        # the wall time of a task's state commit, every store of its partition in turn or at once (commitTimeMs
+        # is each store's own time, so it does not show stores committed in parallel); None when none committed
+        "state_commit_ms_mean": _mean_ms([t["timings_ms"]["state_commit"] for t in tasks
+                                          if "state_commit" in t["timings_ms"]]),
         # partition -> the executors its tasks ran on, one entry per move (a lost executor moves it)
         "executors": {str(p): list(ex) for p, ex in sorted(engine.placement.executors.items())},
     }
+
+
+def _mean_ms(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None

@@ -3,8 +3,9 @@
 A task attempt runs the task steps of SPEC section 2 back to back:
 ``state_load`` (the executor's cached store, or a load from the checkpoint:
 ``store_cache.py``), ``task_apply`` (``reference.query.apply_partition``),
-then (sync state checkpointing) ``changelog_write`` and ``state_commit``,
-then ``sink_write``. Under async state checkpointing the changelog upload and
+then (sync state checkpointing) ``changelog_write`` and ``state_commit``
+(each store on a thread of its own under parallel store commit), then
+``sink_write``. Under async state checkpointing the changelog upload and
 the commit run on a background thread of the executor's Python worker after
 the task has returned, and the driver learns of them through
 ``async/<p>/<b>`` (``coordination.py``). Faults fire at each step
@@ -23,6 +24,7 @@ import pickle
 import threading
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Callable, Iterable, Iterator
 
 from reference import layout
@@ -160,9 +162,29 @@ def _hand_off(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], sealed
 def commit_state(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any],
                  sealed: dict[str, Any]) -> dict[str, float]:
     """``changelog_write`` then ``state_commit`` (and maybe a background snapshot) for every store;
-    returns each store's commit time in ms (its changelog write and its commit), Spark's commitTimeMs."""
-    spent = dict.fromkeys(stores, 0.0)
+    returns each store's commit time in ms (its changelog write and its commit), Spark's commitTimeMs.
 
+    Spark OSS commits a partition's stores one after the other in its task (a join's state manager
+    commits its two stores in turn, left side then right). Under parallel store commit (Lightspeed)
+    each store commits on a thread of its own, and the partition's commit ends when every store's has:
+    a fault at a commit step fires in the first store to reach it."""
+    spent = dict.fromkeys(stores, 0.0)
+    if spec.query.engine.parallel_store_commit and len(stores) > 1:
+        run_concurrently([partial(_commit_stores, faults, {sid: store}, sealed, spent)
+                          for sid, store in stores.items()], f"commit-b{spec.batch}-p{faults.p}")
+    else:
+        _commit_stores(faults, stores, sealed, spent)
+    if spec.maintenance and not faults.at("snapshot_upload", "before"):
+        for store in stores.values():
+            store.schedule_maintenance()
+        faults.at("snapshot_upload", "after")
+    return spent
+
+
+def _commit_stores(faults: TaskFaults, stores: dict[str, Any], sealed: dict[str, Any],
+                   spent: dict[str, float]) -> None:
+    """Write every given store's file, then mark every one durable, with the faults of both steps; adds
+    each store's time to ``spent`` (each thread its own stores' entries)."""
     def timed(sid: str, action: Callable[[Any], Any]) -> None:
         began = time.perf_counter()
         action(sealed[sid])
@@ -176,11 +198,28 @@ def commit_state(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any],
     for sid, store in stores.items():
         timed(sid, store.mark_durable)
     faults.at("state_commit", "after")
-    if spec.maintenance and not faults.at("snapshot_upload", "before"):
-        for store in stores.values():
-            store.schedule_maintenance()
-        faults.at("snapshot_upload", "after")
-    return spent
+
+
+def run_concurrently(steps: list[Callable[[], None]], name: str) -> None:
+    """Run ``steps`` at once: the first on this thread (so its storage time counts as the task's), the
+    others on threads of their own; wait for all, then raise the first failure."""
+    failures: list[BaseException] = []
+
+    def run(step: Callable[[], None]) -> None:
+        try:
+            step()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the task's thread below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(step,), name=f"{name}-{i}", daemon=True)
+               for i, step in enumerate(steps[1:], 1)]
+    for thread in threads:
+        thread.start()
+    run(steps[0])
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
 
 
 def commit_in_background(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], sealed: dict[str, Any],

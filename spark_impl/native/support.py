@@ -143,6 +143,11 @@ def _check_modes(scenario: Scenario) -> None:
         raise NativeUnsupported("engine.pipelining",
                                 "micro-batch pipelining is not in open-source Spark, so the spark-native "
                                 "backend cannot run it")
+    if e.parallel_store_commit and len(scenario.store_ids) > 1:
+        raise NativeUnsupported("engine.parallel_store_commit",
+                                "open-source Spark commits a partition's state stores one after the other in "
+                                "its task (a join's state manager commits its stores in turn), so the "
+                                "spark-native backend cannot commit them in parallel")
 
 
 def fault_site(fault: Fault, where: str, *, realtime: bool = False) -> FaultSite:
