@@ -1030,27 +1030,26 @@ def section_rebalancing(p: Paper) -> None:
     p.text("rb_availability", p.availability(exp, ("sim",)))
     p.add_figures(exp)
     run = p.run(exp, "sim")
-    names = ("rb_partitions", "rb_moves", "rb_small_keys", "rb_small_load", "rb_small_spike", "rb_big_keys",
-             "rb_big_mb", "rb_big_load", "rb_big_spike", "rb_big_recovery", "rb_big_settled", "rb_big_never",
-             "rb_gain_min", "rb_gain_max")
+    # name -> (row: the smallest or the largest state, policy, metric, format); the row's median over seeds
+    values = {"rb_moves": (-1, "rebalance", "moves", "int"),
+              "rb_small_keys": (0, "rebalance", "state_keys_at_move", "int"),
+              "rb_small_load": (0, "rebalance", "moved_load_ms_max", "ms"),
+              "rb_small_spike": (0, "rebalance", "spike_ms", "ms"),
+              "rb_big_keys": (-1, "rebalance", "state_keys_at_move", "int"),
+              "rb_big_mb": (-1, "rebalance", "state_mb_at_move", "int"),
+              "rb_big_load": (-1, "rebalance", "moved_load_ms_max", "ms"),
+              "rb_big_spike": (-1, "rebalance", "spike_ms", "ms"),
+              "rb_big_recovery": (-1, "rebalance", "recovery_ms", "ms"),
+              "rb_big_settled": (-1, "rebalance", "settled_batch_ms", "ms"),
+              "rb_big_never": (-1, "never_move", "settled_batch_ms", "ms")}
     if run is None:
-        for name in names:
+        for name in (*values, "rb_partitions", "rb_gain_min", "rb_gain_max"):
             v.absent(name)
         return
     rows = sorted(run.doc["summary"]["rows"], key=float)
-    small, big = ["summary", "rows", rows[0], "rebalance"], ["summary", "rows", rows[-1], "rebalance"]
     v.of(run, "rb_partitions", ["summary", "state_partitions"], "int")
-    v.of(run, "rb_moves", big + ["moves", "median"], "int")
-    v.of(run, "rb_small_keys", small + ["state_keys_at_move", "median"], "int")
-    v.of(run, "rb_small_load", small + ["moved_load_ms_max", "median"], "ms")
-    v.of(run, "rb_small_spike", small + ["spike_ms", "median"], "ms")
-    v.of(run, "rb_big_keys", big + ["state_keys_at_move", "median"], "int")
-    v.of(run, "rb_big_mb", big + ["state_mb_at_move", "median"], "int")
-    v.of(run, "rb_big_load", big + ["moved_load_ms_max", "median"], "ms")
-    v.of(run, "rb_big_spike", big + ["spike_ms", "median"], "ms")
-    v.of(run, "rb_big_recovery", big + ["recovery_ms", "median"], "ms")
-    v.of(run, "rb_big_settled", big + ["settled_batch_ms", "median"], "ms")
-    v.of(run, "rb_big_never", ["summary", "rows", rows[-1], "never_move", "settled_batch_ms", "median"], "ms")
+    for name, (row, policy, metric, spec) in values.items():
+        v.of(run, name, ["summary", "rows", rows[row], policy, metric, "median"], spec)
     v.add("rb_gain_min", [(run.file, ["summary", "rows", r, "throughput_gain"]) for r in rows], "pct", "min")
     v.add("rb_gain_max", [(run.file, ["summary", "rows", r, "throughput_gain"]) for r in rows], "pct", "max")
 
