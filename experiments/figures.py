@@ -65,6 +65,11 @@ def grouped_bars(ax: Any, categories: Sequence[str], series: Mapping[str, Sequen
     n = max(len(series), 1)
     width = 0.8 / n
     top = 0.0
+    # value labels wider than their bars (about 0.6 em a character) would run into each other: stand them upright
+    inches = ax.get_position().width * ax.figure.get_figwidth()
+    bar_inches = inches * width / max(len(categories), 1)
+    widest = max((len(value_format.format(v)) for vs in series.values() for v in vs if v is not None), default=0)
+    upright = widest * LABEL_PT * 0.6 / 72 > bar_inches
     for i, (label, values) in enumerate(series.items()):
         xs = [c + (i - (n - 1) / 2) * width for c in range(len(categories))]
         heights = [v if v is not None else 0.0 for v in values]
@@ -73,7 +78,8 @@ def grouped_bars(ax: Any, categories: Sequence[str], series: Mapping[str, Sequen
         for bar, v in zip(bars, values):
             if v is not None:
                 ax.annotate(value_format.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                            ha="center", va="bottom", fontsize=LABEL_PT, xytext=(0, 1), textcoords="offset points")
+                            ha="center", va="bottom", fontsize=LABEL_PT, xytext=(0, 1), textcoords="offset points",
+                            rotation=90 if upright else 0)
             elif missing:
                 ax.annotate(missing, (bar.get_x() + bar.get_width() / 2, 0), ha="center", va="bottom",
                             rotation=90, fontsize=LABEL_PT, color="0.3", xytext=(0, 2),
@@ -86,6 +92,6 @@ def grouped_bars(ax: Any, categories: Sequence[str], series: Mapping[str, Sequen
     inches = ax.get_position().width * ax.figure.get_figwidth()
     ncol = n if sum(len(label) + 4 for label in series) <= 15 * inches else 1 if n <= 2 else 2
     rows = -(-n // ncol) if legend and n > 1 else 0
-    ax.set_ylim(0, (top or 1.0) * (1.2 + 0.12 * rows))
+    ax.set_ylim(0, (top or 1.0) * (1.2 + 0.12 * rows + 0.1 * upright))
     if legend and len(series) > 1:
         ax.legend(loc="upper left", ncol=ncol, fontsize=LABEL_PT, handlelength=1.0, columnspacing=0.8)

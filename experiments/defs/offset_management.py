@@ -271,7 +271,7 @@ def _latency_figure(rates: dict[str, Any], configs: list[str], how: str, out_dir
     legend), with the published p50 ranges as brackets beside their bars."""
     import matplotlib.pyplot as plt
     order = sorted(rates, key=float)
-    fig, axes = plt.subplots(1, len(order), figsize=(min(WIDE, 2.3 * len(order) + 0.8), 3.8), squeeze=False,
+    fig, axes = plt.subplots(1, len(order), figsize=(min(WIDE, 2.3 * len(order) + 0.8), 3.1), squeeze=False,
                              sharey=True, layout="constrained")
     labels = [LABELS[c] for c in configs]
     for ax, rate in zip(axes[0], order):
@@ -283,7 +283,8 @@ def _latency_figure(rates: dict[str, Any], configs: list[str], how: str, out_dir
         ax.tick_params(axis="x", labelsize=LABEL_PT)
         _published_ranges(ax, configs)
     axes[0][0].legend(loc="upper right", fontsize=LABEL_PT, handlelength=1.2)
-    fig.suptitle(f"Offset management ({how}):\nlatency per configuration; bracket left of a bar: published p50")
+    # one line: the paper stacks three of these on a page (the legend says what the bracket is)
+    fig.suptitle(f"Offset management latency ({how})")
     return save_figure(fig, out_dir, name)
 
 
