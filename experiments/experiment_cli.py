@@ -5,6 +5,7 @@
                                [--storage-profile local_disk|hdfs|object_store]
                                [--master URL | --no-spark | --executor inline] [--workers N]
     lightspeed experiment NAME --reproduce RESULTS.json [--point ID]
+    lightspeed experiment NAME --redraw RESULTS.json [--out DIR]
 
 Bad input raises ``ExperimentError``; the command line's ``main`` turns it
 into a message and exit code 2.
@@ -20,7 +21,8 @@ from typing import Any
 
 from experiments import exit_codes
 from experiments.backends import BACKEND_NAMES
-from experiments.experiment import DEFAULT_MASTER, EXECUTORS, ExperimentError, RunContext
+from experiments.experiment import DEFAULT_MASTER, EXECUTORS, Experiment, ExperimentError, RunContext
+from experiments.figures import draw_figures
 from experiments.registry import DEFINITIONS, get_experiment
 from experiments.results import load_results, reproduce
 from experiments.sweep import ExperimentResult, run_experiment
@@ -47,7 +49,8 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
                "  lightspeed experiment pipelining --seeds 5 --master spark://host:7077\n"
                "  lightspeed experiment calibration --backend spark\n"
                "  lightspeed experiment offset-management --reproduce results/experiments/"
-               "offset-management/sim-quick/results.json")
+               "offset-management/sim-quick/results.json\n"
+               "  lightspeed experiment pipelining --redraw paper/results/pipelining/sim-quick/results.json")
     p.add_argument("name", metavar="NAME", help="an experiment name, or 'list'")
     p.add_argument("--backend", choices=BACKEND_NAMES, default=None,
                    help="where the points run (default: the experiment's own; sim for most, spark for calibration)")
@@ -72,6 +75,9 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "BACKEND-MODE-NAME")
     p.add_argument("--reproduce", metavar="RESULTS.json", default=None,
                    help="re-run the points of a results file and say whether every number is the same")
+    p.add_argument("--redraw", metavar="RESULTS.json", default=None,
+                   help="draw the figures again from a results file's stored summary, running nothing and "
+                        "leaving the file as it is; they go next to it (or to --out)")
     p.add_argument("--point", action="append", default=None, metavar="ID",
                    help="with --reproduce: only this point (repeatable)")
     p.set_defaults(fn=cmd_experiment)
@@ -91,6 +97,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     experiment = get_experiment(args.name)
     if args.reproduce:
         return reproduce_results(experiment.name, experiment.version, args.reproduce, args.point)
+    if args.redraw:
+        figures = redraw_figures(experiment, args.redraw, Path(args.out) if args.out else None)
+        for path in figures:
+            print(f"figure:  {path}")
+        return exit_codes.OK
     ctx = RunContext(backend=args.backend or experiment.default_backend, quick=args.quick, seeds=args.seeds,
                      out_dir=Path(args.out) if args.out else None,
                      executor="processes" if args.no_spark else args.executor,
@@ -126,6 +137,28 @@ def reproduce_results(name: str, version: str, results_path: str, point_ids: lis
                   f"again {json.dumps(e['again'])[:200]}" + (f" ({e['error']})" if e["error"] else ""))
     print(f"{same} of {len(entries)} points reproduce their numbers exactly")
     return exit_codes.OK if same == len(entries) else exit_codes.CHECK_FAILED
+
+
+def redraw_figures(experiment: Experiment, results_path: str, out_dir: Path | None = None) -> list[Path]:
+    """The experiment's figures drawn again from the summary stored in ``results_path`` (nothing runs, the file
+    is only read), into ``out_dir`` (default: the results file's directory). The run's backend, mode, seeds and
+    storage profile come from the file, as the figures label them."""
+    document = load_results(results_path)
+    if document.get("experiment") != experiment.name:
+        raise ExperimentError(f"{results_path} holds results of {document.get('experiment')}, not {experiment.name}")
+    summary = document.get("summary")
+    if not summary:
+        raise ExperimentError(f"{results_path}: its summary is empty (the run measured nothing), so there is "
+                              "nothing to draw")
+    mode = document.get("mode")
+    if mode not in ("quick", "full"):
+        raise ExperimentError(f"{results_path}: mode is {mode!r}, not 'quick' or 'full'")
+    target = out_dir if out_dir is not None else Path(results_path).parent
+    target.mkdir(parents=True, exist_ok=True)
+    ctx = RunContext(backend=str(document.get("backend")), quick=mode == "quick",
+                     seeds=len(document.get("seeds") or []) or None, out_dir=target,
+                     storage_profile=document.get("storage_profile"), quiet=True)
+    return draw_figures(experiment, summary, ctx, target)
 
 
 def print_result(result: ExperimentResult, indent: str = "") -> None:

@@ -9,6 +9,11 @@ from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Sequence, cast
 if TYPE_CHECKING:
     from experiments.experiment import Experiment, RunContext
 
+# The paper's text is about 6.6 in wide, so a figure drawn this wide keeps its font sizes on the page: every
+# multi-panel figure is drawn at this width (a single panel narrower), with text no smaller than 8 pt.
+WIDE = 7.0
+LABEL_PT = 8     # value labels on bars, legends, tick labels of crowded axes
+
 # One palette for every figure, close to the published bar charts (muted, high contrast).
 PALETTE = ("#1b3139", "#ff3621", "#00a972", "#ffab00", "#2272b4", "#98102a", "#6b7f86")
 
@@ -50,14 +55,21 @@ def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
 
 
 def grouped_bars(ax: Any, categories: Sequence[str], series: Mapping[str, Sequence[float | None]],
-                 unit: str = "ms", value_format: str = "{:,.0f}", legend: bool = True) -> None:
+                 unit: str = "ms", value_format: str = "{:,.0f}", legend: bool = True,
+                 missing: str | None = None) -> None:
     """Bars per category, one colour per series, each bar labelled with its value (the published style).
 
-    The legend sits in one row above the bars, in headroom the y axis keeps for it.
+    The legend sits in one row above the bars, in headroom the y axis keeps for it. A value of None has no bar;
+    with ``missing`` that text stands upright where the bar would be (say why it has no value).
     """
     n = max(len(series), 1)
     width = 0.8 / n
     top = 0.0
+    # value labels wider than their bars (about 0.6 em a character) would run into each other: stand them upright
+    inches = ax.get_position().width * ax.figure.get_figwidth()
+    bar_inches = inches * width / max(len(categories), 1)
+    widest = max((len(value_format.format(v)) for vs in series.values() for v in vs if v is not None), default=0)
+    upright = widest * LABEL_PT * 0.6 / 72 > bar_inches
     for i, (label, values) in enumerate(series.items()):
         xs = [c + (i - (n - 1) / 2) * width for c in range(len(categories))]
         heights = [v if v is not None else 0.0 for v in values]
@@ -66,12 +78,20 @@ def grouped_bars(ax: Any, categories: Sequence[str], series: Mapping[str, Sequen
         for bar, v in zip(bars, values):
             if v is not None:
                 ax.annotate(value_format.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                            ha="center", va="bottom", fontsize=7, xytext=(0, 1), textcoords="offset points")
+                            ha="center", va="bottom", fontsize=LABEL_PT, xytext=(0, 1), textcoords="offset points",
+                            rotation=90 if upright else 0)
+            elif missing:
+                ax.annotate(missing, (bar.get_x() + bar.get_width() / 2, 0), ha="center", va="bottom",
+                            rotation=90, fontsize=LABEL_PT, color="0.3", xytext=(0, 2),
+                            textcoords="offset points")
     ax.set_xticks(range(len(categories)))
     ax.set_xticklabels(categories, rotation=0)
     if unit:
         ax.set_ylabel(unit)
-    rows = 1 if n <= 4 else 2
-    ax.set_ylim(0, (top or 1.0) * (1.22 + 0.1 * rows))
+    # one row when the labels fit across the panel (about 15 characters of LABEL_PT text an inch), else stacked
+    inches = ax.get_position().width * ax.figure.get_figwidth()
+    ncol = n if sum(len(label) + 4 for label in series) <= 15 * inches else 1 if n <= 2 else 2
+    rows = -(-n // ncol) if legend and n > 1 else 0
+    ax.set_ylim(0, (top or 1.0) * (1.2 + 0.12 * rows + 0.1 * upright))
     if legend and len(series) > 1:
-        ax.legend(loc="upper left", ncol=min(n, 4), fontsize=7, handlelength=1.2, columnspacing=1.0)
+        ax.legend(loc="upper left", ncol=ncol, fontsize=LABEL_PT, handlelength=1.0, columnspacing=0.8)

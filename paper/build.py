@@ -68,6 +68,8 @@ NOT_APPLICABLE = {
     ("calibration", "sim"): "the calibration fits the simulator to a Spark backend, so it has no simulator-only run",
 }
 # The figures of each experiment the paper shows, in order: (stem of the experiment's PNG file, width on the page).
+# experiments/figures.py draws them about as wide as the page (WIDE, 7 in; 3.5 in for a half-width chart), so at
+# these widths their text stays within ten percent of its drawn size (8-10 pt).
 # A backend's PNG narrower than the widest of the same stem (fewer panels) is shown narrower in proportion, so
 # that every backend's figure of an experiment has the same text size on the page.
 # By default each backend's figures float as one figure; an experiment in FIGURE_GROUPS instead floats one figure
@@ -79,12 +81,12 @@ FIGURE_GROUPS = {
 FIGURE_STEMS = {
     "offset-management": (("offset_management_reduction", "49%"), ("offset_management_latency", "100%"),
                           ("offset_management_latency_fitted", "100%")),
-    "pipelining": (("pipelining", "86%"),),
+    "pipelining": (("pipelining", "94%"),),
     "async-state-checkpoint": (("async_state_checkpoint", "100%"),),
     "changelog-checkpointing": (("changelog_checkpointing", "100%"),),
-    "checkpoint-interval": (("checkpoint_interval", "72%"),),
+    "checkpoint-interval": (("checkpoint_interval", "100%"),),
     "calibration": (("calibration", "70%"),),
-    "fault-matrix": (("fault_matrix", "44%"),),
+    "fault-matrix": (("fault_matrix", "100%"),),
     "state-rebalancing": (("state_rebalancing", "86%"),),
 }
 MINUS = "\u2212"

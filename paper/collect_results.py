@@ -26,6 +26,11 @@ Usage::
 
     python paper/collect_results.py [--quick] [--backends sim,spark,spark-native] [--only NAME ...]
                                     [--seeds N] [--dry-run]
+    python paper/collect_results.py --redraw [--only NAME ...]
+
+``--redraw`` runs nothing: it draws the figures of every stored run under
+``paper/results/`` again from its ``results.json`` (after a change to how
+the figures are drawn), leaving the numbers as they are.
 """
 
 from __future__ import annotations
@@ -231,6 +236,30 @@ def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def redraw_all(only: list[str] | None) -> int:
+    """Every stored run's figures drawn again from its results.json, in place; 1 if one could not be drawn."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from experiments.experiment_cli import redraw_figures
+    from experiments.registry import DEFINITIONS, get_experiment
+    failed = 0
+    for results in sorted(RESULTS.glob("*/*/results.json")):
+        name = results.parent.parent.name
+        if name not in DEFINITIONS or (only and name not in only):
+            continue
+        if not json.loads(results.read_text(encoding="utf-8")).get("summary"):
+            _say(f"   {results.relative_to(ROOT)}: nothing measured, no figures")
+            continue
+        try:
+            drawn = redraw_figures(get_experiment(name), str(results))
+        except Exception as exc:  # noqa: BLE001 - one broken run must not stop the others; it is reported
+            failed += 1
+            _say(f"   {results.relative_to(ROOT)}: FAILED {exc}")
+            continue
+        _say(f"   {results.relative_to(ROOT)}: {', '.join(p.name for p in drawn)}")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -241,7 +270,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="only this experiment (repeatable; 'explorer' for the explorer, 'zoo' for the bug zoo)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per point (default: the experiment's)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--redraw", action="store_true",
+                        help="run nothing: draw every stored run's figures again from its results.json")
     args = parser.parse_args(argv)
+    if args.redraw:
+        return redraw_all(args.only)
     backends = {b.strip() for b in args.backends.split(",") if b.strip()}
     known = {r.backend for r in RUNS}
     if backends - known:

@@ -85,7 +85,7 @@ def test_list_and_help_name_every_experiment(capsys: pytest.CaptureFixture[str])
     helptext = capsys.readouterr().out
     for name in NAMES:
         assert name in listed and name in helptext
-    for flag in ("--backend", "--quick", "--seeds", "--out", "--master", "--no-spark", "--reproduce"):
+    for flag in ("--backend", "--quick", "--seeds", "--out", "--master", "--no-spark", "--reproduce", "--redraw"):
         assert flag in helptext
 
 
@@ -391,6 +391,38 @@ def test_reproduce_from_the_command_line(quick: Any, capsys: pytest.CaptureFixtu
     assert "1 of 1 points reproduce their numbers exactly" in capsys.readouterr().out
     with pytest.raises(ExperimentError, match="no such successful point"):
         reproduce(result.results_path, ["latency/nope/seed=1"])
+
+
+def test_redraw_draws_a_stored_runs_figures_and_leaves_its_numbers(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # a stored Spark run (re-running it is slow): its figures come back from the summary alone
+    stored = Path(__file__).resolve().parent.parent / "paper" / "results" / "pipelining" / "spark-quick"
+    results = tmp_path / "run" / "results.json"
+    results.parent.mkdir()
+    results.write_bytes((stored / "results.json").read_bytes())
+    assert cli("experiment", "pipelining", "--redraw", str(results)) == exit_codes.OK
+    assert "pipelining.png" in capsys.readouterr().out
+    assert sorted(p.name for p in results.parent.iterdir()) == ["pipelining.pdf", "pipelining.png", "results.json"]
+    assert results.read_bytes() == (stored / "results.json").read_bytes()
+    assert cli("experiment", "pipelining", "--redraw", str(results), "--out", str(tmp_path / "elsewhere")) == 0
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == ["pipelining.pdf", "pipelining.png"]
+    # the same numbers draw the same bytes
+    assert (tmp_path / "elsewhere" / "pipelining.png").read_bytes() == (results.parent / "pipelining.png").read_bytes()
+    capsys.readouterr()
+    assert cli("experiment", "fault-matrix", "--redraw", str(results)) == exit_codes.BAD_INPUT
+    assert "holds results of pipelining, not fault-matrix" in capsys.readouterr().err
+
+
+def test_a_bar_without_a_value_says_why(tmp_path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from experiments.figures import grouped_bars
+    fig, ax = plt.subplots()
+    grouped_bars(ax, ["none", "heavy"], {"p50": [700.0, None], "p99": [None, 900.0]}, missing="backlogged")
+    texts = sorted(t.get_text() for t in ax.texts)
+    plt.close(fig)
+    assert texts == ["700", "900", "backlogged", "backlogged"]
 
 
 def test_a_process_pool_gives_the_inline_numbers(quick: Any, tmp_path: Path) -> None:

@@ -212,6 +212,23 @@ def test_the_runs_table_covers_every_experiment():
         assert {b for e, b in covered if e == name} == backends, name
 
 
+def test_collect_results_redraw_draws_every_stored_run_and_changes_no_number(tmp_path, monkeypatch):
+    collect = _load("collect_results")
+    results = tmp_path / "results"
+    for run in ("checkpoint-interval/sim-quick", "explorer/reference-quick"):
+        (results / run).mkdir(parents=True)
+        shutil.copy(PAPER / "results" / run / "results.json", results / run / "results.json")
+    before = {p: p.read_bytes() for p in results.rglob("results.json")}
+    monkeypatch.setattr(collect, "RESULTS", results)
+    monkeypatch.setattr(collect, "ROOT", tmp_path)
+    assert collect.main(["--redraw"]) == 0
+    # the experiment's figures are drawn; the explorer is no experiment and has none
+    assert sorted(p.name for p in (results / "checkpoint-interval/sim-quick").iterdir()) == \
+        ["checkpoint_interval.pdf", "checkpoint_interval.png", "results.json"]
+    assert sorted(p.name for p in (results / "explorer/reference-quick").iterdir()) == ["results.json"]
+    assert {p: p.read_bytes() for p in results.rglob("results.json")} == before
+
+
 def test_the_paper_compiles(tmp_path):
     typst = pytest.importorskip("typst")
     out = tmp_path / "paper.pdf"

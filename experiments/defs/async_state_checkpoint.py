@@ -42,7 +42,7 @@ from experiments.defs import (
     with_faults,
 )
 from experiments.experiment import Check, Experiment, Point, RunContext
-from experiments.figures import figure_context, grouped_bars, save_figure
+from experiments.figures import WIDE, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import config_median, fmt_ms, fmt_pct, group, mean_or_none, over_seeds, reduction
@@ -198,7 +198,8 @@ class AsyncStateCheckpoint(Experiment):
         sizes = list(summary["sizes"])
         labels = [_keys_label(k) for k in sizes]
         with figure_context():
-            fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), gridspec_kw={"width_ratios": [2, 2, 1.3]})
+            fig, axes = plt.subplots(1, 3, figsize=(WIDE, 3.8), gridspec_kw={"width_ratios": [2, 2, 1.3]},
+                                     layout="constrained")
             for ax, metric, title in ((axes[0], "batch_mean", "Mean batch duration"),
                                       (axes[1], "batch_peak", "Peak batch duration")):
                 grouped_bars(ax, labels, {mode: [config_median(summary["sizes"][k], mode, metric) for k in sizes]
@@ -212,7 +213,7 @@ class AsyncStateCheckpoint(Experiment):
                 "worst": [price[m]["rerun_batches_max"]["max"] for m in modes]},
                 unit="batches re-run after a crash", value_format="{:.1f}")
             axes[2].set_title("The price: re-processing")
-            fig.suptitle(f"Asynchronous state checkpointing ({ctx.backend}); published: mean up to "
+            fig.suptitle(f"Asynchronous state checkpointing ({ctx.backend});\npublished: mean up to "
                          f"-{CLAIMED_MEAN_CUT:.0%}, more at the peak")
             return save_figure(fig, out_dir, "async_state_checkpoint")
 

@@ -53,7 +53,7 @@ from experiments.defs import (
     with_faults,
 )
 from experiments.experiment import Check, Experiment, Point, RunContext
-from experiments.figures import PALETTE, figure_context, save_figure
+from experiments.figures import LABEL_PT, PALETTE, WIDE, figure_context, save_figure
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, mean_or_none, median_or_none, over_seeds
@@ -251,7 +251,7 @@ class CheckpointInterval(Experiment):
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
         with figure_context():
-            fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+            fig, axes = plt.subplots(1, 2, figsize=(WIDE, 3.4), layout="constrained")
             for ax, part, key, unit, young_key in (
                     (axes[0], summary["progress"], "interval_ms", "async-progress checkpoint interval (ms)",
                      "young_ms"),
@@ -267,7 +267,7 @@ class CheckpointInterval(Experiment):
                             label="failures (restart + redo) / M")
                     ax.set_xscale("log")
                     ax.set_xticks(xs)
-                    ax.set_xticklabels([f"{x:g}" for x in xs], fontsize=7)
+                    ax.set_xticklabels([f"{x:g}" for x in xs], fontsize=LABEL_PT)
                     ax.minorticks_off()
                 if part.get(young_key):
                     ax.axvline(part[young_key], color=PALETTE[1], linestyle=":",
@@ -275,7 +275,14 @@ class CheckpointInterval(Experiment):
                 ax.set_xlabel(unit)
                 ax.set_ylabel("% of time")
                 ax.set_ylim(bottom=0)
-                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+            # the panels plot the same three curves: one legend under both, its text as large as the axes'
+            # (each panel's own Young interval stays in that panel's legend)
+            curves = [line for line in axes[0].get_lines() if not str(line.get_label()).startswith("Young")]
+            fig.legend(handles=curves, loc="outside lower center", ncol=3, fontsize=9)
+            for ax in axes:
+                young = [line for line in ax.get_lines() if str(line.get_label()).startswith("Young")]
+                if young:
+                    ax.legend(handles=young, fontsize=LABEL_PT, loc="best")
             axes[0].set_title("Async progress tracking")
             axes[1].set_title("Changelog snapshots")
             fig.suptitle(f"Checkpoint intervals under failures (M = {summary['mtbf_s']:.0f} s, {ctx.backend})")

@@ -302,26 +302,44 @@ class FaultMatrix(Experiment):
         order = list(colours)
         backends = [b for b in summary["backends"] if b in summary["counts"]]
         ops, modes, faults = summary["operators"], summary["modes"], summary["faults"]
-        rows = [(k, m) for k in faults for m in modes]
-        with figure_context({"axes.grid": False}):
-            fig, axes = plt.subplots(1, len(backends), figsize=(1.2 + 0.45 * len(ops) * len(backends) + 2.5,
-                                                                 0.16 * len(rows) + 1.6), squeeze=False)
+        # one panel per backend: fault kinds as rows, columns grouped by mode (labelled above) with one column
+        # per operator (labelled below); a letter in each cell that is not a pass, so it reads without colour
+        columns = [(m, op) for m in modes for op in ops]
+        letter = {"loud": "L", "fail": "X", "unsupported": "\u2013", "unavailable": "?"}
+        cell = 0.24
+        with figure_context({"axes.grid": False, "font.size": 10}):
+            fig, axes = plt.subplots(1, len(backends), squeeze=False,
+                                     figsize=(1.5 + (cell * len(columns) + 0.25) * len(backends),
+                                              cell * len(faults) + 2.3))
             for ax, backend in zip(axes[0], backends):
-                grid = [[order.index(summary["cells"].get(f"{backend}|{op}|{m}|{k}", {}).get("status", "unavailable"))
-                         for op in ops] for k, m in rows]
-                ax.imshow(grid, cmap=ListedColormap([colours[s] for s in order]), vmin=0, vmax=len(order) - 1,
-                          aspect="auto", interpolation="nearest")
-                ax.set_xticks(range(len(ops)))
-                ax.set_xticklabels(ops, rotation=60, ha="right", fontsize=6)
-                ax.set_yticks(range(len(rows)))
-                ax.set_yticklabels([f"{k} / {m}" for k, m in rows] if ax is axes[0][0] else [], fontsize=5)
-                for i in range(len(modes), len(rows), len(modes)):
-                    ax.axhline(i - 0.5, color="white", linewidth=1.2)
-                ax.set_title(backend)
+                statuses = [[summary["cells"].get(f"{backend}|{op}|{m}|{k}", {}).get("status", "unavailable")
+                             for m, op in columns] for k in faults]
+                ax.imshow([[order.index(s) for s in row] for row in statuses],
+                          cmap=ListedColormap([colours[s] for s in order]), vmin=0, vmax=len(order) - 1,
+                          aspect="equal", interpolation="nearest")
+                for y, row in enumerate(statuses):
+                    for x, status in enumerate(row):
+                        if status in letter:
+                            ax.text(x, y, letter[status], ha="center", va="center", fontsize=8, color="#1b3139")
+                ax.set_xticks(range(len(columns)))
+                ax.set_xticklabels([op.replace("_", " ") for _, op in columns], rotation=90, fontsize=9)
+                ax.set_yticks(range(len(faults)))
+                ax.set_yticklabels([k.replace("_", " ") for k in faults] if ax is axes[0][0] else [], fontsize=10)
+                ax.tick_params(length=0)
+                top = ax.secondary_xaxis("top")
+                top.set_xticks([(i + 0.5) * len(ops) - 0.5 for i in range(len(modes))])
+                top.set_xticklabels([m.replace("_", "\n") for m in modes], fontsize=9)
+                top.tick_params(length=0)
+                for i in range(1, len(modes)):
+                    ax.axvline(i * len(ops) - 0.5, color="white", linewidth=3)
+                for spine in list(ax.spines.values()) + list(top.spines.values()):
+                    spine.set_visible(False)
+                ax.set_title(backend, fontsize=11, pad=30)
             handles = [plt.Rectangle((0, 0), 1, 1, color=colours[s], ec="#999999") for s in order]
-            fig.legend(handles, order, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(order), fontsize=7,
-                       frameon=False)
-            fig.suptitle("Oracle verdicts: fault kind / mode x operator")
+            fig.legend(handles, [f"{s} ({letter[s]})" if s in letter else s for s in order], loc="upper center",
+                       bbox_to_anchor=(0.5, 0.0), ncol=len(order), fontsize=9, frameon=False)
+            fig.suptitle("Oracle verdicts: fault kind (rows) x mode and operator (columns)", fontsize=11)
+            fig.tight_layout()
             return save_figure(fig, out_dir, "fault_matrix")
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from experiments.defs import check_outcome_ok, rate_scenario, step_durations
 from experiments.experiment import Check, Experiment, Point, RunContext
-from experiments.figures import PALETTE, figure_context, grouped_bars, save_figure
+from experiments.figures import LABEL_PT, PALETTE, WIDE, figure_context, grouped_bars, save_figure
 from experiments.measure import simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, over_seeds
@@ -173,7 +173,10 @@ class StateRebalancing(Experiment):
         ordered = sorted(summary["rows"].values(), key=lambda r: r["keys"])
         labels = [_keys_label(_m(r, "rebalance", "state_keys_at_move")) for r in ordered]
         with figure_context():
-            fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+            # the batch durations across the page, the two bar charts under them
+            fig = plt.figure(figsize=(WIDE, 6.4), layout="constrained")
+            grid = fig.add_gridspec(2, 2)
+            axes = [fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])]
             ax = axes[0]
             for i, row in enumerate(ordered):
                 series = row["rebalance"]["series"]
@@ -186,7 +189,7 @@ class StateRebalancing(Experiment):
             ax.set_xlabel("s since the joins (batch planned)")
             ax.set_ylabel("batch duration, ms")
             ax.set_title("Batch duration around the move")
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=LABEL_PT, loc="upper right", ncol=2)
             grouped_bars(axes[1], labels, {
                 "moved partition's load": [_m(r, "rebalance", "moved_load_ms_max") for r in ordered],
                 "latency spike": [_m(r, "rebalance", "spike_ms") for r in ordered],
@@ -200,7 +203,7 @@ class StateRebalancing(Experiment):
             axes[2].set_title("Throughput once balanced")
             for a in axes[1:]:
                 a.set_xlabel("state keys at the move")
-            fig.suptitle(f"State rebalancing ({ctx.backend}): e2, e3 join e0, e1 before batch {summary['move']}; "
+            fig.suptitle(f"State rebalancing ({ctx.backend}): e2, e3 join e0, e1 before batch {summary['move']};\n"
                          f"{summary['state_partitions']} state partitions, {summary['rate']:,} rows/s")
             return save_figure(fig, out_dir, "state_rebalancing")
 
