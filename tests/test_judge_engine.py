@@ -439,3 +439,18 @@ def test_a_restart_re_runs_every_logged_batch_even_an_empty_one_after_the_end_of
     storage.write("offsets/1", OffsetEntry(1, total, total).encode())
     inc = incarnation("map", storage=storage)
     assert {b: (p.start, p.end) for b, p in inc.plans.items()} == {0: ((0, 0), total), 1: (total, total)}
+
+
+def test_a_late_async_state_commit_makes_its_version_durable_though_the_store_has_moved_on():
+    """Async state checkpointing, background steps as late as possible: batch 1's task sealed version 2 on the
+    cached store before batch 0's commit of version 1 ran. Version 1 is durable all the same, so losing the
+    executor while batch 1's task fails strands nothing of batch 0: only the failing task is retried."""
+    inc = incarnation("aggregate", "async_state")
+    apply_tasks(inc, 0, range(1))
+    inc.step_changelog_write(0, 0)
+    apply_tasks(inc, 1, range(1))
+    [sid] = inc.store_ids
+    assert inc.stores[(sid, 0)].version == 2
+    inc.step_state_commit(0, 0)
+    inc.lose_executor(0, (1, 0))   # no QueryFailure: nothing pending on executor 0 but the failing task's own
+    assert inc.tasks[(0, 0)].attempt == 0
