@@ -292,29 +292,6 @@ def test_an_offset_entry_logged_with_another_end_fails_the_batch():
         inc.step_offset_log_write(0)
 
 
-class ScriptedCuts(Incarnation):
-    """An open-ended incarnation whose clock cuts batch b at ``script[b]`` (a timed backend stands in)."""
-
-    script: list[tuple[int, ...]] = []
-
-    def cut_now(self, b: int) -> tuple[int, ...]:
-        return self.script[b]
-
-
-def test_an_open_batch_may_cut_a_partition_that_received_nothing():
-    """Partition 1 has no new rows by the first plan: the cut keeps its start, and the next batch opens there."""
-    records = [[p, f"k{i}", 1, i * 10, i * 10] for p in range(2) for i in range(3)]
-    scenario = Scenario.from_dict({"name": "open", "seed": 1,
-                                   "source": {"kind": "explicit", "batch_ms": 1000, "records": records},
-                                   "query": {"operator": {"kind": "aggregate", "agg": "count"},
-                                             "state_partitions": 2}})
-    ScriptedCuts.script = [(2, 0), (3, 3)]
-    inc = ScriptedCuts(scenario, SourceData.of(scenario), DurableStorage(), fresh_plan(2), 0, Observer(),
-                       open_ended=True)
-    inc.step_plan(0)
-    assert inc.plans[0].end == (2, 0) and inc.plans[1].start == (2, 0)
-
-
 @pytest.mark.parametrize("mode", ["data", "volume"])
 def test_the_simulators_pipelined_window_survives_an_executor_loss_in_the_first_batch(mode):
     """Pipelining runs batch b+1's tasks before batch b commits, so the watermark a batch runs with and the one it
