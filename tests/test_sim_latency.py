@@ -117,5 +117,22 @@ def test_adjacent_and_nested_visible_ranges_merge_into_one() -> None:
     from sim.latency import _merge   # noqa: PLC0415 (the helper behind RangeLatency.visible)
 
     assert _merge([(0, 2), (2, 4), (5, 6)]) == [(0, 4), (5, 6)]
+    assert _merge([(0, 1), (3, 4), (4, 6)]) == [(0, 1), (3, 6)]   # the last range grows, not the first
+    assert _merge([(0, 1), (3, 8), (4, 6)]) == [(0, 1), (3, 8)]   # a range inside the last one changes nothing
     assert _merge([(0, 5), (1, 3), (3, 4)]) == [(0, 5)]
     assert _merge([]) == []
+
+
+def test_a_delivery_before_and_between_visible_ranges_is_new_only_up_to_the_next_visible_one() -> None:
+    """Visible 10-11: a delivery of 0-3 is all new (it stops before 10). Visible 0-1 and 4-5: a delivery of
+    2-7 is new in 2-3 and 6-7, two segments."""
+    book = RangeLatency()
+    book.delivered(0, 10, 12, 100.0, float)
+    book.delivered(0, 0, 4, 200.0, float)
+    assert book.segments()[-1] == (4, 197.0, 200.0)
+    book = RangeLatency()
+    book.delivered(0, 0, 2, 100.0, float)
+    book.delivered(0, 4, 6, 100.0, float)
+    book.delivered(0, 2, 8, 300.0, float)
+    assert book.segments()[2:] == [(2, 297.0, 298.0), (2, 293.0, 294.0)]
+    assert book.visible == {0: [(0, 8)]}
