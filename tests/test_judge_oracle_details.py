@@ -306,3 +306,12 @@ def test_no_loss_passes_a_stateful_run_of_empty_input_that_committed_no_batch():
     nothing = dataclasses.replace(finished.outcome(), batches=())
     v = verdict(scenario, nothing, "no_loss", finished.storage)
     assert (v.status, v.message) == (PASS, "all input up to the committed offsets is reflected")
+    v = verdict(scenario, nothing, "retention", finished.storage)
+    assert (v.status, v.message) == (PASS, "nothing to retain")
+
+
+def test_retention_of_a_stateless_query_has_nothing_to_retain():
+    scenario = make("map", batches=2)
+    finished = run_scenario(scenario)
+    v = verdict(scenario, finished.outcome(), "retention", finished.storage)
+    assert (v.status, v.message) == (PASS, "nothing to retain")
