@@ -1,4 +1,4 @@
-"""Mutation testing of the judge (``reference/``) with cosmic-ray: ``make mutation``.
+"""Mutation testing of the judge (``reference/``, and small ``sim/`` modules) with cosmic-ray: ``make mutation``.
 
 Issue 14, "Judge the judge": how many small mistakes planted in the spec's own
 code do the non-Spark tests notice? For each module in ``MODULES`` this
