@@ -12,15 +12,21 @@ import dataclasses
 import multiprocessing
 import signal
 import threading
+import time
 
 import pytest
 
+from reference import explorer
 from reference.catalogue import make
 from reference.engine import Incarnation
-from reference.explorer import (MAX_CUTS, WRITING, ExplorationInterrupted, ExplorePlan, Model, Report, Violation,
-                                _down_sets, _explore_share, _lazy_order, _on_sigint, count_writing_cuts, explore,
-                                first_graph, plan_exploration, single_faults, writing_cuts)
+from reference.explorer import (MAX_CUTS, WRITING, ExplorationInterrupted, ExplorePlan, ExploreProgress, Model,
+                                Report, Violation, _die_with_parent, _down_sets, _explore_share, _lazy_order,
+                                _on_sigint, count_writing_cuts, explore, first_graph, plan_exploration,
+                                single_faults, writing_cuts)
 from reference.oracles import Verdict
+from reference.run import Run, Schedule
+from reference.scenario import Fault, FaultAt
+from reference.steps import DRIVER_STEPS
 
 
 def down_sets(preds: list[list[int]]) -> list[list[bool]]:
@@ -215,3 +221,189 @@ def test_explore_takes_its_options_by_keyword_and_its_plan_is_frozen():
         explore(scenario, 2)   # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan_exploration(scenario).cuts = 0   # type: ignore[misc]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What each schedule is run with (found by the mutants that survived the tests above): a model that records every
+# run it is asked for, so the expected calls can be written down from the explorer's contract.
+
+@dataclasses.dataclass
+class Recording(Model):
+    calls: list = dataclasses.field(default_factory=list)
+
+    def run(self, scenario, schedule=None):
+        self.calls.append((scenario.faults, schedule))
+        return super().run(scenario, schedule)
+
+
+def counters() -> tuple:
+    return multiprocessing.Value("q", 0), multiprocessing.Value("q", 0)
+
+
+def test_each_fault_runs_once_eagerly_then_once_with_background_steps_as_late_as_possible():
+    scenario = make("aggregate", "async_state", batches=2, partitions=1)
+    inc = first_graph(scenario, Model())
+    lazy = _lazy_order(inc)
+    assert lazy != list(inc.nodes)
+    placements = list(single_faults(scenario, inc))
+    model = Recording()
+    done, found = counters()
+    share = _explore_share(scenario, 1, model, 0, 1, (done, found), None)
+    eager = [((f,), Schedule(zombie_lands_after=lands) if lands is not None else None) for f, lands in placements]
+    late = [((f,), Schedule(prefix=lazy, zombie_lands_after=lands)) for f, lands in placements]
+    assert model.calls == eager + late
+    # a clean model: every schedule counted once, no violation counted
+    assert share.violations == [] and found.value == 0
+    assert share.schedules == done.value == plan_exploration(scenario).schedules
+
+
+def test_without_background_steps_there_is_only_the_eager_pass():
+    scenario = make("aggregate", batches=1, partitions=1)   # one batch: no maintenance, nothing in the background
+    inc = first_graph(scenario, Model())
+    assert not any(node.background for node in inc.nodes.values())
+    placements = list(single_faults(scenario, inc))
+    assert plan_exploration(scenario).fault_schedules == len(placements)
+    model = Recording()
+    share = _explore_share(scenario, 1, model, 0, 1, counters(), None)
+    assert model.calls == [((f,), Schedule(zombie_lands_after=lands) if lands is not None else None)
+                           for f, lands in placements]
+    assert share.schedules == plan_exploration(scenario).schedules
+
+
+def test_faulted_violations_are_labelled_by_pass_and_numbered_one_by_one():
+    scenario = make("aggregate", "async_state", batches=2, partitions=1, retain=1)
+    share = _explore_share(scenario, 1, Model(PurgesEverything), 0, 1, counters(), None)
+    faulted = [v for v in share.violations if "faults" in v.reproduce]
+    orders = [v.order for v in faulted]
+    assert orders == sorted(set(orders)), "each fault schedule has its own place in the exploration"
+    lazy = [v for v in faulted if v.schedule.endswith("(lazy background)") or "(lazy background) landing" in v.schedule]
+    assert lazy and len(lazy) < len(faulted)
+    assert min(v.order for v in lazy) > max(v.order for v in faulted if v not in lazy), "the lazy pass comes second"
+
+
+def test_depth_two_crashes_again_after_every_write_of_the_recovery():
+    scenario = make("aggregate", batches=1, partitions=1)
+    plan = plan_exploration(scenario)
+    model = Recording()
+    done, found = counters()
+    share = _explore_share(scenario, 2, model, 0, 1, (done, found), None)
+    second = [(faults, schedule) for faults, schedule in model.calls if faults and faults[0].kind == "driver_crash"]
+    expected, seen = [], []
+    for prefix in writing_cuts(first_graph(scenario, Model())):
+        first = Run(scenario, schedule=Schedule(prefix=prefix, crash_after_prefix=True))
+        first.life()
+        checkpoint = dict(first.storage.files)
+        if checkpoint in seen:
+            continue   # cuts that leave byte-identical checkpoints are recovered once
+        seen.append(checkpoint)
+        lives = first.finish().executed
+        assert len(lives) >= 2, "a crash cut always recovers"
+        for node in lives[1]:
+            if node.step in WRITING:
+                partition = None if node.step in DRIVER_STEPS else node.partition
+                crash = Fault(FaultAt(node.step, node.batch, partition, "after", restart=1), "driver_crash")
+                expected.append(((crash,), Schedule(prefix=lives[0], crash_after_prefix=True)))
+    assert second == expected
+    assert any(f[0].at.partition == 0 for f, _ in second) and any(f[0].at.partition == 1 for f, _ in second)
+    assert any(f[0].at.partition is None for f, _ in second)
+    assert share.schedules == plan.schedules + len(expected)
+    assert share.violations == [] and found.value == 0   # a clean engine survives every second crash
+
+
+def test_crash_cuts_stop_at_the_cap_and_say_so(monkeypatch):
+    scenario = make("aggregate", batches=2, partitions=1)
+    plan = plan_exploration(scenario)
+    pulled = []
+
+    def counted(inc):
+        for cut in writing_cuts(inc):
+            pulled.append(cut)
+            yield cut
+
+    monkeypatch.setattr(explorer, "MAX_CUTS", 3)
+    monkeypatch.setattr(explorer, "writing_cuts", counted)
+    share = _explore_share(scenario, 1, Model(), 0, 1, counters(), None)
+    assert share.truncated
+    assert share.schedules == 3 + plan.fault_schedules
+    assert len(pulled) == 4, "enumeration stops at the first cut past the cap"
+    assert len(share.digests) <= 3
+
+
+def test_report_seconds_are_the_time_the_exploration_took():
+    scenario = make("aggregate", batches=1, partitions=1)
+    start = time.perf_counter()
+    report = explore(scenario, workers=1)
+    took = time.perf_counter() - start
+    assert 0.0 < report.seconds <= took
+
+
+def test_an_interrupt_at_the_first_progress_report_has_explored_one_schedule():
+    """The first progress report comes at once, after the first crash cut; the interrupt it raises stops there."""
+    def interrupt(_progress):
+        raise KeyboardInterrupt
+
+    start = time.perf_counter()
+    with pytest.raises(ExplorationInterrupted) as stopped:
+        explore(make("aggregate", batches=2, partitions=1), workers=1, progress=interrupt)
+    took = time.perf_counter() - start
+    report = stopped.value.report
+    assert report.schedules == 1 and report.interrupted_violations == 0 and report.truncated
+    assert 0.0 < report.seconds <= took
+
+
+def test_progress_records_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ExploreProgress(1, 2, 0, 0.5).done = 2   # type: ignore[misc]
+
+
+def test_a_worker_asks_to_be_terminated_when_the_exploring_process_dies():
+    """PR_SET_PDEATHSIG = SIGTERM, read back in a forked worker with PR_GET_PDEATHSIG (Linux)."""
+    ctypes = pytest.importorskip("ctypes")
+
+    def child(conn):
+        _die_with_parent()
+        value = ctypes.c_int(0)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(2, ctypes.byref(value))   # PR_GET_PDEATHSIG
+        conn.send(value.value)
+
+    context = multiprocessing.get_context("fork")
+    here, there = context.Pipe()
+    process = context.Process(target=child, args=(there,))
+    process.start()
+    process.join(10)
+    assert here.recv() == signal.SIGTERM
+
+
+class LosesTheMiddleCommit(Incarnation):
+    """Writing commits/2 deletes commits/1 and offsets/2: two checkpoint rules broken by one write."""
+
+    def step_commit_log_write(self, b: int) -> None:
+        super().step_commit_log_write(b)
+        if b == 2:
+            self.storage.delete("commits/1")
+            self.storage.delete("offsets/2")
+
+
+def test_a_crash_checkpoint_breaking_two_rules_is_reported_by_the_first():
+    """commit_order is checked before commit_has_offsets (reference/checkpoint_rules.py); the label names it."""
+    scenario = make("map", batches=3, partitions=1)
+    share = _explore_share(scenario, 1, Model(LosesTheMiddleCommit), 0, 1, counters(), None)
+    reasons = [verdict.message for v in share.violations for verdict in v.verdicts if verdict.check == "checkpoint"]
+    assert reasons and all("commit_order: commits/1 is missing while commits/2 exists" in r
+                           and "commit_has_offsets" not in r for r in reasons)
+
+
+class CorruptsTheOffsetLog(Incarnation):
+    """Every offset entry is written unreadable: no restart can be planned from any crash checkpoint."""
+
+    def step_offset_log_write(self, b: int) -> None:
+        super().step_offset_log_write(b)
+        self.storage.write(f"offsets/{b}", b"not an offset entry", overwrite=True)
+
+
+def test_depth_two_has_no_second_crash_where_the_first_recovery_never_started():
+    scenario = make("map", batches=1, partitions=1)
+    share = _explore_share(scenario, 2, Model(CorruptsTheOffsetLog), 0, 1, counters(), None)
+    assert share.violations, "a run that cannot resume is a violation"
+    assert share.schedules == plan_exploration(scenario).schedules   # no recovery, so nothing to crash again
+    assert not any("during recovery" in v.schedule for v in share.violations)

@@ -29,12 +29,15 @@ class ScriptedCuts(Incarnation):
         self.added = getattr(self, "added", []) + [n.id for n in nodes]
 
 
+def open_scenario(rows_per_partition: int) -> Scenario:
+    records = [[p, f"k{i}", 1, i * 10, i * 10] for p in range(2) for i in range(rows_per_partition)]
+    return Scenario.from_dict({"name": "open", "seed": 1,
+                               "source": {"kind": "explicit", "batch_ms": 1000, "records": records},
+                               "query": {"operator": {"kind": "aggregate", "agg": "count"}, "state_partitions": 2}})
+
+
 def test_an_open_batch_is_cut_when_it_plans_and_the_next_one_opens_until_the_input_ends():
-    records = [[p, f"k{i}", 1, i * 10, i * 10] for p in range(2) for i in range(6)]
-    scenario = Scenario.from_dict({"name": "open", "seed": 1,
-                                   "source": {"kind": "explicit", "batch_ms": 1000, "records": records},
-                                   "query": {"operator": {"kind": "aggregate", "agg": "count"},
-                                             "state_partitions": 2}})
+    scenario = open_scenario(6)
     ScriptedCuts.script = [(2, 1), (4, 4), (6, 6)]
     storage, observer = DurableStorage(), Observer()
     inc = ScriptedCuts(scenario, SourceData.of(scenario), storage, fresh_plan(2), 0, observer, open_ended=True)
@@ -55,3 +58,13 @@ def test_an_open_batch_is_cut_when_it_plans_and_the_next_one_opens_until_the_inp
         [((0, 0), (2, 1)), ((2, 1), (4, 4)), ((4, 4), (6, 6))]
     outcome = build_outcome(scenario, storage, observer, None)
     assert failures(check_outcome(scenario, outcome, storage)) == []
+
+
+def test_an_open_batch_may_cut_a_partition_that_received_nothing():
+    """Partition 1 has no new rows by the first plan: the cut keeps its start, and the next batch opens there."""
+    scenario = open_scenario(3)
+    ScriptedCuts.script = [(2, 0), (3, 3)]
+    inc = ScriptedCuts(scenario, SourceData.of(scenario), DurableStorage(), fresh_plan(2), 0, Observer(),
+                       open_ended=True)
+    inc.run_step(inc.nid("plan", 0))
+    assert inc.plans[0].end == (2, 0) and inc.plans[1].start == (2, 0)

@@ -151,3 +151,17 @@ def test_a_query_that_never_survives_gives_up_with_the_one_message() -> None:
     assert outcome.error == gave_up_message()
     assert len(outcome.recoveries) == MAX_RESTARTS + 1
     assert starts(sim) == sorted(starts(sim)) and len(starts(sim)) == MAX_RESTARTS + 1
+
+
+def test_a_timed_fault_of_a_kind_the_clock_does_not_fire_is_not_a_driver_crash() -> None:
+    """Only driver_crash and storage_latency are fired by the clock; a clock_skew at a time is matched at the first
+    step at or after it, and moves the clock without restarting anything."""
+    clean = run(scenario())
+    skew = {"at": {"time_ms": int(clean.end_ms / 2)}, "kind": "clock_skew", "ms": 50}
+    assert run(scenario(skew)).outcome().recoveries == ()
+
+
+def test_a_storage_latency_spike_of_zero_ms_changes_nothing() -> None:
+    clean = run(scenario())
+    spike = {"at": {"time_ms": int(clean.end_ms / 2)}, "kind": "storage_latency", "ms": 0}
+    assert run(scenario(spike)).end_ms == clean.end_ms

@@ -98,3 +98,41 @@ def test_volume_mode_counts_each_record_once_when_a_rerun_folds_batches() -> Non
     records = sum(outcome.batches[-1].end_offsets)
     assert records == 12_000 < sum(p.num_input_rows for p in outcome.progress), "some records were re-run"
     assert outcome.timing is not None and outcome.timing.latency_ms.count == records
+
+
+def test_range_latency_fills_only_the_gaps_between_visible_ranges() -> None:
+    """Offsets 0-3 and 10-11 visible; a delivery of 0-11 adds the gap 4-9 only, as one segment; a delivery right
+    after the visible end (12-13) is new, and afterwards the partition holds one range."""
+    book = RangeLatency()
+    arrival = float
+    book.delivered(0, 0, 4, 100.0, arrival)
+    book.delivered(0, 10, 12, 200.0, arrival)
+    book.delivered(0, 0, 12, 300.0, arrival)
+    book.delivered(0, 12, 14, 400.0, arrival)
+    assert book.segments() == [(4, 97.0, 100.0), (2, 189.0, 190.0), (6, 291.0, 296.0), (2, 387.0, 388.0)]
+    assert book.visible == {0: [(0, 14)]}
+
+
+def test_adjacent_and_nested_visible_ranges_merge_into_one() -> None:
+    from sim.latency import _merge   # noqa: PLC0415 (the helper behind RangeLatency.visible)
+
+    assert _merge([(0, 2), (2, 4), (5, 6)]) == [(0, 4), (5, 6)]
+    assert _merge([(0, 1), (3, 4), (4, 6)]) == [(0, 1), (3, 6)]   # the last range grows, not the first
+    assert _merge([(0, 1), (3, 8), (4, 6)]) == [(0, 1), (3, 8)]   # a range inside the last one changes nothing
+    assert _merge([(0, 5), (1, 3), (3, 4)]) == [(0, 5)]
+    assert _merge([]) == []
+
+
+def test_a_delivery_before_and_between_visible_ranges_is_new_only_up_to_the_next_visible_one() -> None:
+    """Visible 10-11: a delivery of 0-3 is all new (it stops before 10). Visible 0-1 and 4-5: a delivery of
+    2-7 is new in 2-3 and 6-7, two segments."""
+    book = RangeLatency()
+    book.delivered(0, 10, 12, 100.0, float)
+    book.delivered(0, 0, 4, 200.0, float)
+    assert book.segments()[-1] == (4, 197.0, 200.0)
+    book = RangeLatency()
+    book.delivered(0, 0, 2, 100.0, float)
+    book.delivered(0, 4, 6, 100.0, float)
+    book.delivered(0, 2, 8, 300.0, float)
+    assert book.segments()[2:] == [(2, 297.0, 298.0), (2, 293.0, 294.0)]
+    assert book.visible == {0: [(0, 8)]}

@@ -1,4 +1,4 @@
-"""Mutation testing of the judge (``reference/``) with cosmic-ray: ``make mutation``.
+"""Mutation testing of the judge (``reference/``, and small ``sim/`` modules) with cosmic-ray: ``make mutation``.
 
 Issue 14, "Judge the judge": how many small mistakes planted in the spec's own
 code do the non-Spark tests notice? For each module in ``MODULES`` this
@@ -79,7 +79,19 @@ MODULES: dict[str, list[str]] = {
                  "tests/test_cli_hostile.py::test_explore_interrupted_stops_every_worker_and_says_where_it_got_to"],
     "engine": ["tests/test_judge_engine.py", "tests/test_purge_rounds.py", "tests/test_judge_each_oracle.py", "tests/test_reference_spark_suites.py",
                "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
+    # the simulator (a key with a folder names its module path): small modules with clear semantics
+    "sim/latency": ["tests/test_sim_latency.py"],
+    "sim/faults": ["tests/test_sim_faults.py"],
 }
+
+
+def module_path(module: str) -> str:
+    """``oracles`` -> ``reference/oracles.py``; ``sim/latency`` -> ``sim/latency.py``."""
+    return f"{module}.py" if "/" in module else f"reference/{module}.py"
+
+
+def session_path(module: str) -> Path:
+    return WORK / f"{module.replace('/', '.')}.sqlite"
 
 # One natural mistake per site: a boundary moved by one, a condition negated or dropped, an operator
 # swapped for its inverse, a constant off by one, a loop never entered, a handler that catches nothing.
@@ -135,10 +147,10 @@ def baseline_seconds(scratch: Path, tests: list[str]) -> float:
 
 def write_config(module: str, tests: list[str], timeout_s: float) -> Path:
     keep = "|".join(f"(?:{k})" for k in KEPT_OPERATORS)
-    config = WORK / f"{module}.toml"
+    config = WORK / f"{module.replace('/', '.')}.toml"
     config.write_text(
         "[cosmic-ray]\n"
-        f"module-path = \"reference/{module}.py\"\n"
+        f"module-path = \"{module_path(module)}\"\n"
         f"timeout = {timeout_s:.0f}\n"
         "excluded-modules = []\n"
         f"test-command = {json.dumps(pytest_command(tests))}\n\n"
@@ -211,7 +223,7 @@ def run_module(module: str, scratch: Path, survivors_only: bool) -> None:
     tests = [t for t in MODULES[module] if (scratch / t.split("::")[0]).exists()]
     took = baseline_seconds(scratch, tests)
     config = write_config(module, tests, timeout_s=max(30.0, 3 * took + 10))
-    session = WORK / f"{module}.sqlite"
+    session = session_path(module)
     bindir = Path(sys.executable).parent
     print(f"== {module}: baseline {took:.1f} s over {', '.join(tests)}", flush=True)
     if survivors_only and session.exists():
@@ -229,7 +241,7 @@ def run_module(module: str, scratch: Path, survivors_only: bool) -> None:
 def read_session(module: str) -> tuple[list[Mutant], int]:
     """The mutants of a module's session that ran, and how many of its mutants have not run yet."""
     bindir = Path(sys.executable).parent
-    dump = subprocess.run([bindir / "cosmic-ray", "dump", WORK / f"{module}.sqlite"], capture_output=True,
+    dump = subprocess.run([bindir / "cosmic-ray", "dump", session_path(module)], capture_output=True,
                           text=True, check=True).stdout
     found, pending = [], 0
     for line in dump.splitlines():
@@ -277,7 +289,7 @@ def report(modules: list[str], command: str) -> dict:
         s = sum(1 for m in live if m.module == module)
         e = sum(1 for m, _ in equivalent if m.module == module)
         pending = sessions[module][1]
-        per_module[f"reference/{module}.py"] = {"total": len(mine), "killed": k, "survived": s, "equivalent": e,
+        per_module[module_path(module)] = {"total": len(mine), "killed": k, "survived": s, "equivalent": e,
                                                 "not_run": pending, "tests": MODULES[module]}
         print(f"{module:18s} {len(mine):5d} mutants  {k:5d} killed  {s:4d} survived  {e:4d} equivalent"
               + (f"  ({pending} not run)" if pending else ""))
@@ -290,7 +302,7 @@ def report(modules: list[str], command: str) -> dict:
         "tool": f"cosmic-ray {version}",
         "date": datetime.date.today().isoformat(),
         "command": command,
-        "scope": [f"reference/{m}.py" for m in modules],
+        "scope": [module_path(m) for m in modules],
         "operators": KEPT_OPERATORS,
         "total": len(mutants),
         "killed": killed,
@@ -306,7 +318,8 @@ def report(modules: list[str], command: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modules", default=",".join(MODULES), help="comma-separated modules of reference/")
+    parser.add_argument("--modules", default=",".join(MODULES),
+                        help="comma-separated modules of reference/ (or sim/NAME)")
     parser.add_argument("--report-only", action="store_true", help="read the existing sessions, run nothing")
     parser.add_argument("--survivors", action="store_true",
                         help="re-run only the last sessions' survivors (after adding tests)")
@@ -323,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             copy_project(scratch)
             for module in modules:
                 run_module(module, scratch, args.survivors)
-    measured = [m for m in MODULES if (WORK / f"{m}.sqlite").exists()]
+    measured = [m for m in MODULES if session_path(m).exists()]
     doc = report(measured, "make mutation" + (f" MODULES={args.modules}" if args.modules != ",".join(MODULES)
                                                 else ""))
     args.out.parent.mkdir(parents=True, exist_ok=True)
