@@ -50,6 +50,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "per_record": ("per_record_us",),
 }
 GRID = tuple(2.0 ** (k / 2.0) for k in range(-6, 7))      # a step of 1/8 .. 8, in half powers of two
+# then finer steps (about 4.4% each, up to 1.41x either way): the coarse grid alone cannot land within
+# 20% of a level, since its smallest step is 41%
+FINE_GRID = tuple(2.0 ** (k / 16.0) for k in range(-8, 9))
+FINE_PASSES = 4
 BOUNDS = (1.0 / 64.0, 1024.0)                               # no group is scaled beyond these
 PASSES = 2
 ASYNC_PROGRESS = {"mode": "async", "checkpoint_interval_ms": 1000}
@@ -213,17 +217,18 @@ def fit_profile(measured: Sequence[tuple[dict[str, Any], float]], base: dict[str
     """Coordinate descent over one factor per parameter group; returns the fitted profile and its factors."""
     factors = {name: 1.0 for name in GROUPS}
     best = loss(measured, scaled(base, factors))
-    for _ in range(PASSES):
-        improved = False
-        for name in GROUPS:
-            for value in GRID:
-                factor = min(max(factors[name] * value, BOUNDS[0]), BOUNDS[1])
-                trial = dict(factors, **{name: factor})
-                trial_loss = loss(measured, scaled(base, trial))
-                if trial_loss < best - 1e-12:
-                    best, factors, improved = trial_loss, trial, True
-        if not improved:
-            break
+    for grid, passes in ((GRID, PASSES), (FINE_GRID, FINE_PASSES)):
+        for _ in range(passes):
+            improved = False
+            for name in GROUPS:
+                for value in grid:
+                    factor = min(max(factors[name] * value, BOUNDS[0]), BOUNDS[1])
+                    trial = dict(factors, **{name: factor})
+                    trial_loss = loss(measured, scaled(base, trial))
+                    if trial_loss < best - 1e-12:
+                        best, factors, improved = trial_loss, trial, True
+            if not improved:
+                break
     fitted = scaled(base, factors)
     fitted["name"] = f"{base.get('name', BASE_PROFILE)}-fitted"
     return fitted, factors
