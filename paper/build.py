@@ -81,13 +81,13 @@ FIGURE_GROUPS = {
 FIGURE_STEMS = {
     "offset-management": (("offset_management_reduction", "49%"), ("offset_management_latency", "100%"),
                           ("offset_management_latency_fitted", "100%")),
-    "pipelining": (("pipelining", "94%"),),
+    "pipelining": (("pipelining", "82%"),),
     "async-state-checkpoint": (("async_state_checkpoint", "100%"),),
-    "changelog-checkpointing": (("changelog_checkpointing", "100%"),),
-    "checkpoint-interval": (("checkpoint_interval", "100%"),),
+    "changelog-checkpointing": (("changelog_checkpointing", "85%"),),
+    "checkpoint-interval": (("checkpoint_interval", "85%"),),
     "calibration": (("calibration", "70%"),),
     "fault-matrix": (("fault_matrix", "100%"),),
-    "state-rebalancing": (("state_rebalancing", "86%"),),
+    "state-rebalancing": (("state_rebalancing", "58%"),),
 }
 MINUS = "\u2212"
 TIMES = "\u00d7"
