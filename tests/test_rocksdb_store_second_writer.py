@@ -64,3 +64,13 @@ def test_a_rollback_and_a_failed_attempt_of_its_own_still_clean_up(tmp_path) -> 
     store.cleanup(1)
     assert store.get("k3") == 3 and store.version == 3
     store.close()
+
+
+def test_a_long_run_remembers_only_the_files_above_its_version(tmp_path) -> None:
+    # every commit's own file is at or below the store's version once durable: nothing accumulates
+    storage = DurableStorage()
+    store = _store(storage, tmp_path, "long")
+    for v in range(1, 41):
+        _commit(store, v, f"a{v}")
+    assert store._known_files == set()
+    store.close()

@@ -33,6 +33,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from reference import layout
 from reference.changelog import MAGIC
 from reference.storage import CheckpointFormatError, Storage
 
@@ -162,7 +163,10 @@ class RocksDBStateStore:
     def mark_durable(self, sealed: Sealed) -> int:
         """``state_commit``: the version is durable and may be named in the commit log."""
         with self._lock:
-            return self._committer.mark_durable(sealed)
+            version = self._committer.mark_durable(sealed)
+            # only files above the store's version matter to ``cleanup``: keep the set as small as that
+            self._known_files = {p for p in self._known_files if _version_of(p) > self._lineage.version}
+            return version
 
     def commit(self, uid: str) -> int:
         """Seal, write and mark durable in one call (synchronous state checkpointing)."""
@@ -236,6 +240,11 @@ class RocksDBStateStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _version_of(path: str) -> int:
+    parsed = layout.parse_state_file(path)
+    return parsed.version if parsed is not None else -1
 
 
 def read_snapshot_records(storage: Storage, op: str, partition: int, path: str,
