@@ -48,6 +48,7 @@ from .rebalancing import PlacementTimeline
 from .recovery import RestartPlan
 from .redelivery import FetchLayer
 from .scenario import Scenario
+from .size import MATERIALISED
 from .sources import Record, SourceData
 from .state_store import Sealed, StateStore, cleanup_store
 from .steps import TASK_STEPS, NodeId
@@ -55,7 +56,9 @@ from .storage import Storage
 
 EXECUTORS = 2            # without executor events, state partition p lives on executor p % EXECUTORS
 MAX_TASK_ATTEMPTS = 4    # spark.task.maxFailures
-MAX_PLANNED_BATCHES = 10_000
+# the planner's own guard: a scenario that needs more batches is refused up front, with the numbers, by the
+# size check every backend runs first (``size.MATERIALISED.batches``), so this is never the first to say so
+MAX_PLANNED_BATCHES = MATERIALISED.batches
 
 
 class DriverCrash(Exception):

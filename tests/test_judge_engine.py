@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from reference.catalogue import make, scenario_dict, supported_pairs
-from reference.engine import Incarnation, QueryFailure
+from reference.engine import MAX_PLANNED_BATCHES, Incarnation, QueryFailure
 from reference.logs import CommitEntry, OffsetEntry
 from reference.observer import Observer
 from reference.oracles import check_outcome, failures
@@ -375,21 +375,34 @@ def test_the_watermark_noted_when_a_task_runs_is_the_one_its_commit_holds():
     assert noted == CommitEntry.read(inc.storage, 1).watermark_ms > 0
 
 
-@pytest.mark.parametrize("last_arrival_ms, converges", [(10_000, True), (10_001, False)])
-def test_planning_stops_after_ten_thousand_batches_past_the_first(last_arrival_ms, converges):
-    """batch_ms 1: a record arriving at t ms is in batch t. Batches 0..10,000 (10,000 past the first) may be
-    planned; input that needs batch 10,001 is refused as planning that does not converge."""
+def _long(last_arrival_ms: int) -> Scenario:
+    """batch_ms 1: a record arriving at t ms is in batch t."""
     records = [[0, "k", 1, 0, 0], [0, "k", 1, last_arrival_ms, last_arrival_ms]]
-    scenario = Scenario.from_dict({"name": "long", "seed": 1,
-                                   "source": {"kind": "explicit", "batch_ms": 1, "records": records},
-                                   "query": {"operator": {"kind": "map"}, "state_partitions": 1}})
-    data = SourceData.of(scenario)
-    if converges:
-        inc = Incarnation(scenario, data, DurableStorage(), fresh_plan(1), 0, Observer())
-        assert len(inc.plans) == 10_001 and inc.plans[10_000].end == (2,)
-    else:
-        with pytest.raises(RuntimeError, match="planning did not converge on the end of input"):
-            Incarnation(scenario, data, DurableStorage(), fresh_plan(1), 0, Observer())
+    return Scenario.from_dict({"name": "long", "seed": 1,
+                               "source": {"kind": "explicit", "batch_ms": 1, "records": records},
+                               "query": {"operator": {"kind": "map"}, "state_partitions": 1}})
+
+
+def test_the_planner_takes_every_batch_the_size_check_lets_through():
+    """The planner's cap is the size limit itself: input needing 20,001 batches (past an older cap of 10,000)
+    plans to its end; input needing one batch more than the limit is refused before anything runs, by
+    the size check, with the numbers."""
+    from reference.backend import ReferenceBackend, ScenarioRefused
+    from reference.size import MATERIALISED
+    assert MAX_PLANNED_BATCHES == MATERIALISED.batches == 100_000
+    scenario = _long(20_000)
+    inc = Incarnation(scenario, SourceData.of(scenario), DurableStorage(), fresh_plan(1), 0, Observer())
+    assert len(inc.plans) == 20_001 and inc.plans[20_000].end == (2,)
+    with pytest.raises(ScenarioRefused, match=r"100,001 batches.*batches 100,001 exceed the 100,000"):
+        ReferenceBackend().run(_long(100_000))
+
+
+def test_planning_that_would_pass_its_cap_is_refused_by_the_planner_too():
+    """Past the cap (a caller that skipped the size check) the planner still refuses: batches 0..cap may be
+    planned, input that needs batch cap + 1 does not converge."""
+    scenario = _long(MAX_PLANNED_BATCHES + 1)
+    with pytest.raises(RuntimeError, match="planning did not converge on the end of input"):
+        Incarnation(scenario, SourceData.of(scenario), DurableStorage(), fresh_plan(1), 0, Observer())
 
 
 def test_a_background_purge_that_runs_after_its_batch_commits_cleans_state_by_that_commit():
