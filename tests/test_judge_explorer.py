@@ -8,6 +8,7 @@ the report is the same for any number of workers, or what it says.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import multiprocessing
 import signal
@@ -358,8 +359,6 @@ def test_progress_records_are_frozen():
 
 def test_a_worker_asks_to_be_terminated_when_the_exploring_process_dies():
     """PR_SET_PDEATHSIG = SIGTERM, read back in a forked worker with PR_GET_PDEATHSIG (Linux)."""
-    ctypes = pytest.importorskip("ctypes")
-
     def child(conn):
         _die_with_parent()
         value = ctypes.c_int(0)
@@ -371,6 +370,7 @@ def test_a_worker_asks_to_be_terminated_when_the_exploring_process_dies():
     process = context.Process(target=child, args=(there,))
     process.start()
     process.join(10)
+    assert here.poll(10), f"the forked worker sent nothing (exit code {process.exitcode})"
     assert here.recv() == signal.SIGTERM
 
 

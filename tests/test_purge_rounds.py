@@ -14,6 +14,7 @@ engine pays it through the same code.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -87,23 +88,31 @@ class PurgeListings(Incarnation):
         PurgeListings.per_round.append(len(storage.listed) - before)
 
 
+def _eight_stateless_batches(engine: dict[str, Any]) -> Scenario:
+    return Scenario.from_dict({
+        "name": "purge-rounds", "seed": 2,
+        "source": {"kind": "generated", "partitions": 1, "keys": 2, "records_per_partition_per_batch": 1,
+                   "batches": 8, "event_time": {"start_ms": 0, "step_ms": 0}},
+        "query": {"operator": {"kind": "map"}, "state_partitions": 1}, "sink": {"mode": "at_least_once"},
+        "engine": engine})
+
+
+def _logs(storage: DurableStorage) -> list[str]:
+    return sorted(p for p in storage.files if p.startswith((layout.OFFSETS + "/", layout.COMMITS + "/")))
+
+
 def test_a_steady_state_purge_lists_nothing_and_leaves_what_retention_keeps() -> None:
     # Sync progress, inline purge, retention 1, eight stateless batches. Round b's threshold is the
     # current batch minus one, capped at the latest commit (b - 1): rounds 0 and 1 have nothing to purge,
     # every later round deletes the one id below it by name. Only the first round lists the two logs, to
     # learn what an earlier life left (Spark's durable-entry queue starts from one listing too).
-    scenario = Scenario.from_dict({
-        "name": "purge-io", "seed": 2,
-        "source": {"kind": "generated", "partitions": 1, "keys": 2, "records_per_partition_per_batch": 1,
-                   "batches": 8, "event_time": {"start_ms": 0, "step_ms": 0}},
-        "query": {"operator": {"kind": "map"}, "state_partitions": 1}, "sink": {"mode": "at_least_once"},
-        "engine": {"progress": {"mode": "sync"}, "log_purge": {"mode": "inline", "min_batches_to_retain": 1}}})
+    scenario = _eight_stateless_batches({"progress": {"mode": "sync"},
+                                         "log_purge": {"mode": "inline", "min_batches_to_retain": 1}})
     PurgeListings.per_round = []
     storage = CountingStorage()
     run_scenario(scenario, incarnation_class=PurgeListings, storage=storage)
     assert PurgeListings.per_round == [2, 0, 0, 0, 0, 0, 0, 0]
-    logs = sorted(p for p in storage.files if p.startswith((layout.OFFSETS + "/", layout.COMMITS + "/")))
-    assert logs == ["commits/6", "commits/7", "offsets/6", "offsets/7"]
+    assert _logs(storage) == ["commits/6", "commits/7", "offsets/6", "offsets/7"]
 
 
 def test_under_async_progress_the_durable_entries_are_counted_and_two_stay() -> None:
@@ -112,17 +121,12 @@ def test_under_async_progress_the_durable_entries_are_counted_and_two_stay() -> 
     # newest durable entries (AsyncProgressTrackingMicroBatchExecution.purge polls its queue down to
     # minBatchesToRetain): 4 and 6, each with its commit entry. Forgetting one more id than was deleted
     # would make a later round count 6 alone and delete 4.
-    scenario = Scenario.from_dict({
-        "name": "purge-async", "seed": 2,
-        "source": {"kind": "generated", "partitions": 1, "keys": 2, "records_per_partition_per_batch": 1,
-                   "batches": 8, "event_time": {"start_ms": 0, "step_ms": 0}},
-        "query": {"operator": {"kind": "map"}, "state_partitions": 1}, "sink": {"mode": "at_least_once"},
-        "engine": {"trigger_interval_ms": 100, "progress": {"mode": "async", "checkpoint_interval_ms": 200},
-                   "log_purge": {"mode": "inline", "min_batches_to_retain": 2}}})
+    scenario = _eight_stateless_batches({"trigger_interval_ms": 100,
+                                         "progress": {"mode": "async", "checkpoint_interval_ms": 200},
+                                         "log_purge": {"mode": "inline", "min_batches_to_retain": 2}})
     storage = DurableStorage()
     run_scenario(scenario, storage=storage)
-    logs = sorted(p for p in storage.files if p.startswith((layout.OFFSETS + "/", layout.COMMITS + "/")))
-    assert logs == ["commits/4", "commits/6", "offsets/4", "offsets/6"]
+    assert _logs(storage) == ["commits/4", "commits/6", "offsets/4", "offsets/6"]
 
 
 def test_a_round_is_a_value_that_nobody_can_change_after_it_was_decided() -> None:
