@@ -19,7 +19,7 @@ from reference.oracles import check_outcome, failures
 from reference.scenario import Scenario, ScenarioError
 from reference.supervisor import MAX_RESTARTS, gave_up_message
 from sim import shipped_profile, simulate
-from sim.simulation import Simulation
+from sim.simulation import Simulation, resolve_profile
 
 
 def scenario(*faults: dict[str, Any], partitions: int = 2, batches: int = 6, step_ms: int = 20) -> Scenario:
@@ -165,3 +165,34 @@ def test_a_storage_latency_spike_of_zero_ms_changes_nothing() -> None:
     clean = run(scenario())
     spike = {"at": {"time_ms": int(clean.end_ms / 2)}, "kind": "storage_latency", "ms": 0}
     assert run(scenario(spike)).end_ms == clean.end_ms
+
+
+def test_a_timed_crash_due_after_the_query_ended_never_fires() -> None:
+    """No ``at.restart``: the clock reaches the time with no incarnation running (the query consumed its input),
+    so nothing is stopped and the outcome lists the fault as never fired."""
+    clean = run(scenario())
+    late = run(scenario(crash_at(clean.end_ms + 1)))
+    assert late.outcome().recoveries == ()
+    assert late.outcome().faults_not_fired == (0,)
+    assert late.end_ms == clean.end_ms
+
+
+def test_a_timed_fault_fires_at_exactly_its_time_and_a_spike_lasts_exactly_its_ms() -> None:
+    for ms in (0, 700):
+        sim = run(scenario({"at": {"time_ms": 0}, "kind": "storage_latency", "ms": ms},
+                           {"at": {"time_ms": 40}, "kind": "storage_latency", "ms": ms}))
+        fired = [e.time_ms for e in sim.trace if e.component == "faults" and e.action == "storage_latency"]
+        assert fired == [0, 40]
+        assert sim.service.spikes == [(0, ms), (40, 40 + ms)]
+
+
+def test_every_clock_fault_is_counted_off_once_whether_or_not_it_fired() -> None:
+    """``clock_faults_left`` keeps tasks from fusing their steps while a clock fault may still fire: it starts at
+    the number of clock faults and each one's process takes exactly one off when it ends."""
+    clean = run(scenario())
+    spike = {"at": {"time_ms": 0}, "kind": "storage_latency", "ms": 10}
+    sim = Simulation(scenario(spike, crash_at(clean.end_ms / 2), crash_at(clean.end_ms * 10)), resolve_profile(None))
+    assert sim.clock_faults_left == 3
+    sim.run()
+    assert sim.clock_faults_left == 0
+    assert sim.outcome().faults_not_fired == (2,)
