@@ -78,8 +78,14 @@ MODULES: dict[str, list[str]] = {
     "explorer": ["tests/test_judge_explorer.py",
                  "tests/test_cli_hostile.py::test_explore_interrupted_stops_every_worker_and_says_where_it_got_to"],
     "engine": ["tests/test_judge_engine.py", "tests/test_purge_rounds.py", "tests/test_judge_each_oracle.py", "tests/test_reference_spark_suites.py",
-               "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
+               "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py",
+               "tests/test_reference_any_order.py", "tests/test_reference_redelivering.py",
+               "tests/test_reference_rebalancing.py", "tests/test_reference_parallel_commit.py"],
     # the simulator (a key with a folder names its module path): small modules with clear semantics
+    "placement": ["tests/test_placement.py", "tests/test_reference_rebalancing.py"],
+    "rebalancing": ["tests/test_reference_rebalancing.py", "tests/test_placement.py"],
+    "redelivery": ["tests/test_reference_redelivering.py"],
+    "trigger": ["tests/test_trigger.py"],
     "sim/latency": ["tests/test_sim_latency.py"],
     "sim/faults": ["tests/test_sim_faults.py"],
 }
@@ -290,7 +296,8 @@ def report(modules: list[str], command: str) -> dict:
         e = sum(1 for m, _ in equivalent if m.module == module)
         pending = sessions[module][1]
         per_module[module_path(module)] = {"total": len(mine), "killed": k, "survived": s, "equivalent": e,
-                                                "not_run": pending, "tests": MODULES[module]}
+                                                "not_run": pending, "tests": MODULES[module],
+                                                "date": datetime.date.today().isoformat()}
         print(f"{module:18s} {len(mine):5d} mutants  {k:5d} killed  {s:4d} survived  {e:4d} equivalent"
               + (f"  ({pending} not run)" if pending else ""))
     print(f"score {score:.2f}% ({killed} killed of {killed + len(live)} non-equivalent; "
@@ -316,6 +323,35 @@ def report(modules: list[str], command: str) -> dict:
     }
 
 
+def carry_over(doc: dict, previous_file: Path, modules: list[str]) -> dict:
+    """Keep, from the last result file, the modules that have no session here (sessions live in ``.mutation/``,
+    which is not committed): a run of some modules updates those and leaves the others' last measurement,
+    each with the date it was taken. The score is recomputed over everything kept."""
+    if not modules or not previous_file.exists():
+        return doc
+    previous = json.loads(previous_file.read_text())
+    kept = {m: previous["per_module"][m] for m in modules if m in previous.get("per_module", {})}
+    if not kept:
+        return doc
+    for module, entry in kept.items():
+        entry.setdefault("date", previous.get("date"))
+        doc["per_module"][module] = entry
+        doc["scope"].append(module)
+        print(f"{module:18s} carried over from {previous_file.name} ({entry['date']}): "
+              f"{entry['killed']} killed, {entry['survived']} survived, {entry['equivalent']} equivalent"
+              + (f", {entry['not_run']} not run" if entry.get("not_run") else ""))
+    doc["total"] += sum(e["total"] for e in kept.values())
+    doc["killed"] += sum(e["killed"] for e in kept.values())
+    doc["survived"] += sum(e["survived"] for e in kept.values())
+    doc["not_run"] += sum(e.get("not_run", 0) for e in kept.values())
+    doc["equivalent"] += [e for e in previous.get("equivalent", []) if e["mutant"].split(":")[0] in kept]
+    doc["survivors"] += [s for s in previous.get("survivors", []) if s["file"] in kept]
+    live = doc["killed"] + doc["survived"]
+    doc["score_percent"] = round(100.0 * doc["killed"] / live, 2) if live else 100.0
+    print(f"score over every module {doc['score_percent']:.2f}% ({doc['killed']} killed of {live} non-equivalent)")
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", default=",".join(MODULES),
@@ -339,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     measured = [m for m in MODULES if session_path(m).exists()]
     doc = report(measured, "make mutation" + (f" MODULES={args.modules}" if args.modules != ",".join(MODULES)
                                                 else ""))
+    doc = carry_over(doc, args.out, [module_path(m) for m in MODULES if m not in measured])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
