@@ -54,7 +54,6 @@ from .state_store import Sealed, StateStore, cleanup_store
 from .steps import TASK_STEPS, NodeId
 from .storage import Storage
 
-EXECUTORS = 2            # without executor events, state partition p lives on executor p % EXECUTORS
 MAX_TASK_ATTEMPTS = 4    # spark.task.maxFailures
 # the planner's own guard: a scenario that needs more batches is refused up front, with the numbers, by the
 # size check every backend runs first (``size.MATERIALISED.batches``), so this is never the first to say so

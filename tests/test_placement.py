@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from reference.engine import EXECUTORS
 from reference.placement import Move, Placement, PlacementError, fewest_moves, home, join, leave, place
+from reference.scenario import DEFAULT_EXECUTORS
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = ("0", "1", "10", "2", "9", "a", "b", "exec-7")   # "10" sorts before "2" and "9": plain string order
@@ -188,10 +188,12 @@ def test_the_same_bytes_under_different_hash_seeds():
 
 # ---------------------------------------------------------------- hand-derived examples
 
-def test_first_placement_agrees_with_the_reference_engines_p_mod_executors_rule():
-    ids = [str(i) for i in range(EXECUTORS)]
+def test_the_default_placement_is_partition_p_on_executor_p_mod_2():
+    """Without executor events a scenario runs on executors "0" and "1" (SPEC: ``executors``), partition p
+    on executor p % 2; the engines take it from the placement, not from a rule of their own."""
+    assert DEFAULT_EXECUTORS == ("0", "1")
     for partitions in range(1, 17):
-        assert place(partitions, ids).assignment == tuple(str(p % EXECUTORS) for p in range(partitions))
+        assert place(partitions, DEFAULT_EXECUTORS).assignment == tuple(str(p % 2) for p in range(partitions))
 
 
 def test_first_placement_is_round_robin_over_ids_in_string_order():

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from reference.engine import EXECUTORS
 
 # Every kind of file in an incarnation's folder (the module docstring says what each means).
 EPOCH_KINDS = ("done", "evict", "crash", "fatal", "async", "committed", "zombies", "go", "result", "started",
@@ -62,9 +61,9 @@ class Coordination:
     def done(self, p: int, b: int) -> Path:
         return self._at("done", p, b)
 
-    def evict(self, p: int) -> Path:
-        """The eviction counter of the executor that partition ``p`` lives on."""
-        return self._at("evict", p % EXECUTORS)
+    def evict(self, executor: str) -> Path:
+        """The eviction counter of an executor (``TaskSpec.executor``: the placement's, per batch)."""
+        return self._at("evict", executor)
 
     def crash(self) -> Path:
         return self._at("crash")
@@ -105,10 +104,10 @@ class Coordination:
     def log(self) -> Path:
         return self._at("log")
 
-    def eviction_generation(self, p: int) -> int:
-        """How many times the executor of partition ``p`` was lost in this incarnation."""
+    def eviction_generation(self, executor: str) -> int:
+        """How many times ``executor`` was lost in this incarnation."""
         try:
-            return int(self.evict(p).read_text() or "0")
+            return int(self.evict(executor).read_text() or "0")
         except (FileNotFoundError, ValueError):
             return 0
 

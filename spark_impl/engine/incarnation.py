@@ -216,7 +216,8 @@ class SparkIncarnation(Incarnation):
                         self.shape.is_maintenance_batch(b), faults, self.background_task_steps(b), os.getpid(),
                         self.engine.kill_driver, self.engine.straggler, self.engine.storage_latency,
                         tuple(self.ledgers(b).items()),
-                        frozenset(m.partition for m in self.placement.moves_at(b)))
+                        frozenset(m.partition for m in self.placement.moves_at(b)),
+                        tuple(self.executor_of(b, p) for p in range(self.parts)))
 
     def background_task_steps(self, b: int) -> frozenset[str]:
         """The task steps of batch ``b`` that the graph runs in the background (async state commits)."""

@@ -39,7 +39,7 @@ def stores_for(spec: TaskSpec, storage: Storage, p: int) -> tuple[dict[str, Any]
     """Version ``batch`` of every store of partition p; returns (stores, input lineage, cache hits)."""
     close_finished_epochs(spec)
     hits = 0
-    generation = spec.coordination.eviction_generation(p)
+    generation = spec.coordination.eviction_generation(spec.executor(p))
     stores, lineage = {}, {}
     for sid in spec.store_ids():
         uid = _input_lineage(spec, sid, p)

@@ -42,11 +42,19 @@ class TaskSpec:
     # partitions the placement moves to another executor at this batch (``reference.rebalancing``): their
     # tasks find no copy of the state where they now run, and load it from the checkpoint
     moved: frozenset[int] = frozenset()
+    # partition -> the executor the placement runs its task on in this batch (``reference.rebalancing``): an
+    # executor loss drops the stores cached by that executor, as the reference's does
+    executors: tuple[str, ...] = ()
 
     @property
     def query(self) -> Scenario:
         assert self.scenario is not None, f"the spec of batch {self.batch} was used before it got its scenario"
         return self.scenario
+
+    def executor(self, p: int) -> str:
+        """The executor that runs partition ``p``'s task of this batch and caches its state."""
+        assert len(self.executors) > p, f"the spec of batch {self.batch} names no executor for partition {p}"
+        return self.executors[p]
 
     @property
     def coordination(self) -> Coordination:
