@@ -406,10 +406,12 @@ def test_explore_prints_its_plan_and_says_when_it_stopped_incomplete(capsys: pyt
 
 
 def test_explore_interrupted_stops_every_worker_and_says_where_it_got_to(tmp_path: Path) -> None:
-    """SIGINT to the exploring process: exit 130, a line saying how far it got, and no worker left behind."""
+    """SIGINT to the exploring process: exit 130, a line saying how far it got, and no worker left behind.
+    The exploration is minutes of work (about 12,700 schedules), so a process that waited for its workers to
+    finish their shares instead of stopping them would not end within the 30 s the test gives it."""
     import signal
     import time
-    path = scenario_file(tmp_path, scenario_dict("aggregate", batches=10, partitions=4))
+    path = scenario_file(tmp_path, scenario_dict("aggregate", batches=20, partitions=4))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "experiments.cli", "explore", str(path), "--workers", "2"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
