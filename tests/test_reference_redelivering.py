@@ -3,6 +3,7 @@ that gives deterministic offsets and persists what recovery needs (``reference/r
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -234,3 +235,20 @@ def test_the_simulators_volume_mode_refuses_a_redelivering_source_by_name():
     from sim.simulation import SimModeError, Simulation
     with pytest.raises(SimModeError, match="a redelivering source needs data mode"):
         Simulation(redelivering(), sim_profile("local_spark"), mode="volume")
+
+
+def test_each_batch_fetches_exactly_through_the_arrival_of_its_last_record():
+    """One message every 70 ms, no reordering, no redelivery, 60 ms cuts: each batch takes one message, so batch b
+    fetches through message b's delivery (b * 70 ms) and its persisted fetch state names offsets 0..b. Hand-derived;
+    the first batch holds a single record (a fetch skipped for it would leave offset 0 without a message)."""
+    d = scenario_dict("aggregate", source_kind="redelivering")
+    d["source"].update({"messages": 5, "interval_ms": 70, "reorder_ms": 0, "batch_ms": 60, "redelivery_rate": 0.0})
+    scenario = Scenario.from_dict(d)
+    finished = run_scenario(scenario)
+    outcome = finished.outcome()
+    assert outcome.error is None
+    assert [(b.id, b.start_offsets, b.end_offsets) for b in outcome.batches] == \
+        [(b, (b,), (b + 1,)) for b in range(5)]
+    for b in range(5):
+        state = json.loads(finished.storage.read(sources_path(0, b)))
+        assert (state["through_ms"], state["ledger"]) == (70 * b, list(range(b + 1))), b
