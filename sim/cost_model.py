@@ -99,6 +99,19 @@ class Profile:
         """Building a full snapshot of ``total_keys`` keys (the upload is charged by the storage)."""
         return self.snapshot_base_ms + total_keys * self.snapshot_per_key_us / 1000.0
 
+    @staticmethod
+    def snapshot_upload_keys(provider: str, total_keys: int, changed_since_snapshot: int) -> int:
+        """The keys a snapshot writes to the checkpoint store (and builds first).
+
+        The HDFS-backed provider (``delta``) writes its whole map (``HDFSBackedStateStoreProvider.doSnapshot``
+        writes every entry of the version). RocksDB (``changelog``) uploads only the SST files the checkpoint
+        store does not hold yet (``RocksDBFileManager.saveCheckpointToDfs`` copies the new files and reuses the
+        others): the keys changed since the last snapshot, flushed from the memtable. Compaction also rewrites
+        older files, which this leaves out, so the RocksDB figure is a lower bound."""
+        if provider == "changelog":
+            return min(total_keys, changed_since_snapshot)
+        return total_keys
+
     def state_replay_ms(self, keys: int) -> float:
         return keys * self.state_replay_per_key_us / 1000.0
 

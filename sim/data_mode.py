@@ -29,6 +29,8 @@ class DataIncarnation(TimedIncarnation):
 
     def __init__(self, *args: Any, latency_book: RecordLatency, **kwargs: Any):
         self.latency_book = latency_book
+        # (store, partition) -> the keys changed since its last snapshot (what a RocksDB snapshot uploads)
+        self.changed_since_snapshot: dict[tuple[str, int], set[str]] = {}
         super().__init__(*args, **kwargs)
 
     # ----------------------------------------------------------- batches
@@ -57,7 +59,9 @@ class DataIncarnation(TimedIncarnation):
                 keys = [len(s.snapshot or ()) for s in sealed]
             else:
                 keys = [len(s.changes) for s in sealed]
-            return svc.store_writes_ms([k * prof.bytes_per_state_key for k in keys], parallel)
+            for sid, s in self.tasks[(b, p)].sealed.items():
+                self.changed_since_snapshot.setdefault((sid, p), set()).update(key for key, _value in s.changes)
+            return svc.state_writes_ms([k * prof.bytes_per_state_key for k in keys], parallel)
         if step == "state_commit":
             return store_commits_ms([prof.state_commit_ms(len(sealed.changes), len(self.stores[(sid, p)].data))
                                      for sid, sealed in self.tasks[(b, p)].sealed.items()
@@ -94,9 +98,10 @@ class DataIncarnation(TimedIncarnation):
             store = self.stores.get((sid, p))
             pending = store.pending_snapshot if store is not None else None
             if pending is not None and pending.version in store.durable_versions:  # type: ignore[union-attr]
-                keys = len(pending.snapshot or ())
+                changed = self.changed_since_snapshot.pop((sid, p), set())
+                keys = self.profile.snapshot_upload_keys(self.cfg.provider, len(pending.snapshot or ()), len(changed))
                 total += self.profile.snapshot_ms(keys) + \
-                    self.service.atomic_write_ms(keys * self.profile.bytes_per_state_key)
+                    self.service.state_writes_ms([keys * self.profile.bytes_per_state_key], False)
         return total
 
     # ------------------------------------------------------- observations

@@ -250,7 +250,7 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "changelog_write":
             snapshot = self.cfg.provider == "snapshot"   # every commit writes the whole state
             sizes = [(s.total if snapshot else s.changed) * prof.bytes_per_state_key for s in counts.stores]
-            return svc.store_writes_ms(sizes, parallel, jitter)
+            return svc.state_writes_ms(sizes, parallel, jitter)
         if step == "state_load":
             if b == self.restart.first_batch and b > 0:
                 keys = self.restart_keys
@@ -260,8 +260,11 @@ class VolumeIncarnation(TimedIncarnation):
                 return prof.state_load_cached_ms * len(self.store_ids)
             return svc.read_ms(keys * prof.bytes_per_state_key, jitter) + prof.state_replay_ms(int(keys))
         assert step == "snapshot_upload", f"no cost for task step {step}"
-        keys = counts.total
-        return prof.snapshot_ms(int(keys)) + svc.atomic_write_ms(keys * prof.bytes_per_state_key, jitter)
+        every = self.shape.maintenance_every()
+        since = range(max(self.restart.first_batch, b - every + 1), b + 1)   # this incarnation's batches
+        changed = sum((self.volumes.get(x) or self.volume(x)).changed for x in since)
+        keys = prof.snapshot_upload_keys(self.cfg.provider, int(counts.total), int(changed))
+        return prof.snapshot_ms(keys) + svc.state_writes_ms([keys * prof.bytes_per_state_key], False, jitter)
 
     def progress_event(self, b: int) -> ProgressEvent:
         plan = self.plans[b]

@@ -15,8 +15,12 @@ cluster profile) measures:
 
 - commit latency: ``changelog_write`` + ``state_commit`` of each task, the
   part of the commit on the critical path (p50 and p99);
-- bytes written to the checkpoint store, and the state bytes it holds at
-  the end;
+- state bytes written to the checkpoint store (the bytes the costs were
+  charged for: ``STATE_KEYS`` keys, not the run's small files), and the state
+  it holds at the end (``kept_state_keys``: RocksDB's snapshots share their
+  SST files, an HDFS snapshot is a whole copy); a RocksDB snapshot uploads
+  only the keys changed since the last one, an HDFS one the whole map
+  (``sim.cost_model.Profile.snapshot_upload_keys``);
 - recovery: the query is crashed before the planning of one of its last
   batches; the restarted query's state load (snapshot plus changelog
   replay), the slowest partition, averaged over the crash points.
@@ -50,12 +54,37 @@ from experiments.figures import LABEL_PT, WIDE, figure_context, grouped_bars, sa
 from experiments.measure import simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, over_seeds, percentile
+from reference.changelog import decode_state_file
+from reference.layout import parse_state_file
 
 KEYS = 4_000                    # distinct keys of the data-mode run
 STATE_KEYS = 10_000_000         # the state size those keys stand for
 PARTITIONS = 8
 INTERVALS = {"quick": (2, 8), "full": (1, 2, 5, 10, 20, 50)}
 FLINK = {"checkpoint_p50_ms": (311.0, 5000.0), "storage_overhead": 0.30, "recovery_slowdown": (0.66, 2.25)}
+
+
+def kept_state_keys(files: dict[str, bytes], provider: str) -> int:
+    """The state entries the checkpoint store holds at the end, by provider, for a size at ``STATE_KEYS`` scale
+    (the run's own files hold ``KEYS`` keys). Every changelog or delta file counts its entries. A snapshot of
+    the HDFS-backed provider (``delta``) or a full-state commit (``snapshot``) is a copy of the whole map, so
+    each counts. RocksDB's retained snapshots share their SST files (``RocksDBFileManager`` uploads a file once
+    and later versions reuse it), so per store partition only the newest snapshot counts whole; the keys older
+    snapshots hold apart from it, which compaction has since rewritten, are left out."""
+    newest: dict[str, tuple[int, int]] = {}   # store folder -> (version, entries) of its newest snapshot
+    total = 0
+    for path, data in files.items():
+        name = parse_state_file(path) if path.startswith("state/") else None
+        if name is None:
+            continue
+        entries = len(decode_state_file(data, path)[1])
+        folder = path.rsplit("/", 1)[0]
+        if provider == "changelog" and name.kind == "snapshot":
+            if name.version >= newest.get(folder, (-1, 0))[0]:
+                newest[folder] = (name.version, entries)
+            continue
+        total += entries
+    return total + sum(entries for _version, entries in newest.values())
 
 
 def _engine(provider: str, interval: int) -> dict[str, Any]:
@@ -107,14 +136,16 @@ class ChangelogCheckpointing(Experiment):
                 per_task[(b, p)] = per_task.get((b, p), 0.0) + ms
         commits = [ms for (b, _p), ms in per_task.items() if b > 0]   # batch 0 loads the whole key space
         files = sim.storage
-        state_bytes = sum(len(data) for path, data in files.files.items() if path.startswith("state/"))
+        per_key = float(point.profile["bytes_per_state_key"])   # per key of the run: a block of keys
         snapshots = [ms for _b, _p, _s, ms in steps["snapshot_upload"] if ms > MIN_STEP_MS]
         loads = [self._recovery_load(point, b) for b in point.extra.get("crash_batches", [])]
         return {"commit_ms_p50": percentile(commits, 50), "commit_ms_p99": percentile(commits, 99),
                 "commit_ms_mean": statistics.fmean(commits) if commits else None,
                 "snapshot_uploads": len(snapshots),
                 "snapshot_ms_mean": statistics.fmean(snapshots) if snapshots else None,
-                "bytes_written": files.bytes_written, "state_bytes_retained": state_bytes,
+                "bytes_written": sim.service.state_bytes_charged,
+                "state_bytes_retained": kept_state_keys(files.files, point.config) * per_key,
+                "file_bytes_written": files.bytes_written,
                 "checkpoint_bytes_retained": sum(len(d) for d in files.files.values()),
                 "recovery_load_ms_mean": statistics.fmean(loads) if loads else None,
                 "recovery_load_ms_max": max(loads) if loads else None, "end_ms": sim.end_ms}
@@ -169,6 +200,14 @@ class ChangelogCheckpointing(Experiment):
             out.append(Check(f"changelog writes fewer bytes than full snapshots ({key})",
                              None if w is None or x is None else w < x,
                              "not measured" if w is None or x is None else f"{w:,.0f} against {x:,.0f} bytes"))
+        for key, row in rows.items():
+            hdfs = rows.get(f"delta/{row['min_deltas']}")
+            if row["provider"] != "changelog" or hdfs is None:
+                continue
+            w, x = _m(row, "bytes_written"), _m(hdfs, "bytes_written")
+            out.append(Check(f"RocksDB snapshots write no more than HDFS snapshots ({key})",
+                             None if w is None or x is None else w <= x,
+                             "not measured" if w is None or x is None else f"{w:,.0f} against {x:,.0f} bytes"))
         changelogs = sorted((r for r in rows.values() if r["provider"] == "changelog"), key=lambda r: r["min_deltas"])
         if len(changelogs) >= 2:
             lo, hi = changelogs[0], changelogs[-1]
@@ -204,9 +243,9 @@ class ChangelogCheckpointing(Experiment):
                                            "p99": [_m(rows[k], "commit_ms_p99") for k in keys]}, unit="ms")
             axes[0].set_title("Commit latency (critical path)")
             grouped_bars(axes[1], labels, {
-                "written": [_mb(_m(rows[k], "bytes_written")) for k in keys],
-                "state kept at the end": [_mb(_m(rows[k], "state_bytes_retained")) for k in keys]},
-                unit="MB (data-mode run)", value_format="{:.2f}")
+                "written": [_gb(_m(rows[k], "bytes_written")) for k in keys],
+                "state kept at the end": [_gb(_m(rows[k], "state_bytes_retained")) for k in keys]},
+                unit=f"GB (modelled, {summary['state_keys']:,} keys)", value_format="{:.1f}")
             axes[1].set_title("Checkpoint store bytes")
             grouped_bars(axes[2], labels, {"state load after a restart": [_m(rows[k], "recovery_load_ms_mean")
                                                                          for k in keys]}, unit="ms")
@@ -237,8 +276,8 @@ def _int(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _mb(value: float | None) -> float | None:
-    return value / 1e6 if value is not None else None
+def _gb(value: float | None) -> float | None:
+    return value / 1e9 if value is not None else None
 
 
 EXPERIMENT = ChangelogCheckpointing()
