@@ -444,3 +444,21 @@ def test_a_late_async_state_commit_makes_its_version_durable_though_the_store_ha
     inc.step_state_commit(0, 0)
     inc.lose_executor(0, (1, 0))   # no QueryFailure: nothing pending on executor 0 but the failing task's own
     assert inc.tasks[(0, 0)].attempt == 0
+
+
+def test_an_executor_loss_drops_the_stores_on_the_executor_the_failing_task_runs_on_in_its_batch():
+    """State rebalancing (``test_reference_rebalancing.counts``): executors a and b hold partitions 0, 2 and 1, 3;
+    c joins before batch 2 (partition 3 moves to c), a leaves before batch 4 (0 moves to b, 2 to c). A loss
+    failing task (4, 0) is a loss of b, partition 0's executor in batch 4 (in batch 0 it was a): the stores of
+    partitions 0 and 1 go, those of 2 and 3 (on c) stay."""
+    from test_reference_rebalancing import counts
+    scenario = Scenario.from_dict(counts())
+    data = SourceData.of(scenario)
+    storage = DurableStorage()
+    inc = Incarnation(scenario, data, storage, plan_restart(storage, "sync", len(data.partitions)), 0, Observer())
+    for b in range(4):
+        run_batch(inc, b)
+    run_batch(inc, 4, upto="state_load")
+    assert sorted(p for _sid, p in inc.stores) == [0, 1, 2, 3]
+    inc.lose_executor(0, failing=(4, 0))
+    assert sorted(p for _sid, p in inc.stores) == [2, 3]

@@ -135,3 +135,35 @@ def test_a_round_is_a_value_that_nobody_can_change_after_it_was_decided() -> Non
     assert rnd is not None
     with pytest.raises(dataclasses.FrozenInstanceError):
         rnd.threshold = 9  # type: ignore[misc]
+
+
+class PurgeRounds(Incarnation):
+    """Records the round each purge step runs, and what the incarnation knows of its logs at its end."""
+
+    rounds: list[tuple[int, PurgeRound | None]] = []
+    known_at_end: dict[str, list[int]] = {}
+
+    def purge_round_of(self, b: int) -> PurgeRound | None:
+        rnd = super().purge_round_of(b)
+        PurgeRounds.rounds.append((b, rnd))
+        return rnd
+
+    def step_commit_log_write(self, b: int) -> None:
+        super().step_commit_log_write(b)
+        PurgeRounds.known_at_end = self.known_logs()
+
+
+def test_each_round_is_due_exactly_from_the_previous_threshold_and_the_incarnation_forgets_what_it_deleted() -> None:
+    # The steady-state scenario above (sync progress, inline purge, retention 1): round b's threshold is b - 1.
+    # A new incarnation has purged nothing (lastPurgedBatchId = -1), so round 2 is due from id 0; each later
+    # round is due from the previous threshold: one id each, deleted by name.
+    scenario = _eight_stateless_batches({"progress": {"mode": "sync"},
+                                         "log_purge": {"mode": "inline", "min_batches_to_retain": 1}})
+    PurgeRounds.rounds = []
+    storage = DurableStorage()
+    run_scenario(scenario, incarnation_class=PurgeRounds, storage=storage)
+    assert PurgeRounds.rounds == [(0, None), (1, None)] + [(b, PurgeRound(b - 1, range(b - 2, b - 1)))
+                                                           for b in range(2, 8)]
+    # what it knows of its logs is what they hold: the ids it deleted are forgotten
+    assert PurgeRounds.known_at_end == {layout.OFFSETS: [6, 7], layout.COMMITS: [6, 7]}
+    assert _logs(storage) == ["commits/6", "commits/7", "offsets/6", "offsets/7"]
