@@ -60,7 +60,8 @@ PYTEST_ARGS = "-x -q -p no:cacheprovider -m 'not spark' -o addopts='' --benchmar
 # Module under test -> the tests that judge it (fast, non-Spark). The order is the order they run in.
 MODULES: dict[str, list[str]] = {
     "oracles": ["tests/test_judge_each_oracle.py", "tests/test_judge_oracle_details.py",
-                "tests/test_judge_outcome_ties.py", "tests/test_reference_check_cli.py"],
+                "tests/test_judge_outcome_ties.py", "tests/test_reference_check_cli.py",
+                "tests/test_reference_rebalancing.py"],
     "checkpoint_rules": ["tests/test_judge_checkpoint_rules.py", "tests/test_judge_each_oracle.py",
                          "tests/test_judge_outcome_ties.py"],
     "logs": ["tests/test_judge_logs.py", "tests/test_judge_purge_one_threshold.py", "tests/test_purge_rounds.py",
