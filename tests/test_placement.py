@@ -292,3 +292,53 @@ def test_the_module_imports_only_the_standard_library():
                  if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module}
     assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
     assert not any(isinstance(node, ast.ImportFrom) and node.level > 0 for node in ast.walk(tree))
+
+
+# ---------------------------------------------------------------- who gets the extra slots (hand-derived)
+
+def test_an_executor_at_its_floor_does_not_take_an_extra_slot_from_one_whose_home_partitions_wait():
+    """3 partitions over a, c (homes a, c, a); c already holds 1, nothing holds 0 or 2. Floor 1, one extra slot.
+    c is at its floor; a holds nothing and both waiting partitions are at home on a: a takes the extra slot and
+    every partition is at home."""
+    assert place(3, ["a", "c"], {1: "c"}).assignment == ("a", "c", "a")
+
+
+def test_a_waiting_partition_goes_home_when_the_extra_slots_are_handed_out():
+    """2 partitions over a, c, d, f (homes a, c); f holds 0. Floor 0, two extra slots: f keeps the one it holds
+    (it is above its floor), and the other goes to c, the home of the waiting partition 1."""
+    assert place(2, ["a", "c", "d", "f"], {0: "f"}).assignment == ("f", "c")
+
+
+def test_demand_beyond_one_extra_does_not_outrank_a_lower_id():
+    """5 partitions over a, d, e, f (homes a, d, e, f, a); d holds 0 and 4, e holds 1 and 3, 2 waits (home e).
+    Floor 1, one extra slot: d and e both hold two, and neither can hold more than two, so e's waiting home
+    partition does not put it ahead: the lower id, d, keeps two. e keeps 1 (the lower of its two), 3 goes home
+    to f, 2 to the lowest executor with room, a."""
+    assert place(5, ["a", "d", "e", "f"], {0: "d", 1: "e", 3: "e", 4: "d"}).assignment == ("d", "e", "a", "f", "d")
+
+
+def test_placements_and_moves_are_values():
+    placement = place(2, ["a", "b"], {0: "b"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        placement.assignment = ("a", "a")  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        placement.moves[0].target = "b"  # type: ignore[misc]
+
+
+def test_a_partition_outside_the_placement_is_refused_by_name():
+    placement = place(2, ["a", "b"])
+    for bad in (-1, 2):
+        with pytest.raises(PlacementError, match=rf"partition {bad} is outside 0\.\.1"):
+            placement.executor_of(bad)
+
+
+def test_the_first_duplicated_id_is_the_one_named():
+    with pytest.raises(PlacementError, match="executor id 'a' appears more than once"):
+        place(2, ["b", "a", "b", "a"])
+
+
+def test_an_unbalanced_placement_cannot_be_built():
+    with pytest.raises(AssertionError, match="unbalanced placement"):
+        Placement(3, ("a", "b"), ("a", "a", "a"), ())
+    with pytest.raises(AssertionError, match="unbalanced placement"):
+        Placement(4, ("a", "b"), ("a", "a", "a", "b"), ())

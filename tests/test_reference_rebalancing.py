@@ -21,6 +21,7 @@ from reference.explorer import explore
 from reference.graph import GraphShape
 from reference.oracles import check_outcome, failures
 from reference.outcome import Outcome, OutcomeError, StateMove
+from reference.rebalancing import PlacementTimeline
 from reference.run import run_scenario
 from reference.scenario import Scenario, ScenarioError
 from reference.state_store import StateStore
@@ -249,3 +250,29 @@ def test_the_default_executors_keep_the_engines_partition_rule():
     from reference.rebalancing import PlacementTimeline
     timeline = PlacementTimeline(Scenario.from_dict(scenario_dict("aggregate")))
     assert [timeline.executor_at(7, p) for p in range(2)] == ["0", "1"]
+
+
+def test_moves_at_a_batch_are_against_the_placement_of_the_batch_before_it():
+    """Events before batches 2 and 3 in a row: c joins (partition 3 moves b -> c), then d joins: a holds 0 (at
+    home) and 2 (home c, which is full), so 2 moves a -> d, the only executor with room. Batch 3's moves are
+    against batch 2's placement, so partition 3's earlier move is not repeated."""
+    events = [{"kind": "executor_join", "executor": "c", "before_batch": 2},
+              {"kind": "executor_join", "executor": "d", "before_batch": 3}]
+    timeline = PlacementTimeline(Scenario.from_dict(counts(events=events)))
+    assert [(m.batch, m.partition, m.source, m.target) for m in timeline.moves()] == \
+        [(2, 3, "b", "c"), (3, 2, "a", "d")]
+
+
+@pytest.mark.parametrize("executors, events, named", [
+    (None, [], False),                    # the default executors, no events: a backend keeps its own placement
+    (["0", "1"], [], False),              # the default, spelled out
+    (["a", "b"], [], True),               # executors of its own
+    (["0", "1"], [{"kind": "executor_join", "executor": "2", "before_batch": 2}], True),   # events
+])
+def test_a_scenario_names_its_executors_when_it_lists_others_or_has_events(executors, events, named):
+    d = counts(events=events)
+    if executors is None:
+        del d["executors"]
+    else:
+        d["executors"] = executors
+    assert PlacementTimeline(Scenario.from_dict(d)).named is named

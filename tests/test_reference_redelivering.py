@@ -252,3 +252,57 @@ def test_each_batch_fetches_exactly_through_the_arrival_of_its_last_record():
     for b in range(5):
         state = json.loads(finished.storage.read(sources_path(0, b)))
         assert (state["through_ms"], state["ledger"]) == (70 * b, list(range(b + 1))), b
+
+
+def test_the_broker_has_two_subscribers_and_message_values_one_to_nine():
+    """600 messages, each redelivered: both subscribers, and only they, get deliveries, and the values drawn
+    cover 1..9 and nothing else."""
+    import dataclasses
+    side, src = next(iter(redelivering().sources.items()))
+    big = dataclasses.replace(src.broker, messages=600, redelivery_rate=1.0)
+    messages, deliveries = broker_timeline(big, keys=4, seed=3, side=side)
+    assert {d.subscriber for d in deliveries} == {0, 1}
+    assert {m.value for m in messages} == set(range(1, 10))
+
+
+def test_messages_and_deliveries_are_values():
+    import dataclasses
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        HAND[0].ms = 1  # type: ignore[misc]
+    scenario = Scenario.from_dict(scenario_dict(source_kind="redelivering"))
+    src = next(iter(scenario.sources.values()))
+    messages, _ = broker_timeline(src.broker, keys=4, seed=1, side="events")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        messages[0].value = 0  # type: ignore[misc]
+
+
+def test_the_fetch_state_file_is_canonical_json_of_format_version_one():
+    storage = DurableStorage()
+    layer = FetchLayer(0, HAND)
+    layer.fetch(10)
+    layer.persist(storage, 0)
+    assert storage.read(sources_path(0, 0)) == b'{"batch": 0, "ledger": [2, 0, 1], "through_ms": 10, "version": 1}'
+    storage.write(sources_path(0, 1), b'{"version": 1, "batch": 1, "through_ms": 12, "ledger": [2]}')
+    again = FetchLayer(0, HAND)
+    again.restore(storage, 1)
+    assert (again.state.through_ms, again.state.ledger) == (12, (2,))
+    storage.write(sources_path(0, 2), b'{"version": 2, "batch": 2, "through_ms": 12, "ledger": [2]}')
+    with pytest.raises(CheckpointFormatError, match="sources/0/2: fetch state version 2, expected 1"):
+        FetchLayer(0, HAND).restore(storage, 2)
+
+
+@pytest.mark.parametrize("raw", [b"not json", b'{"version": 1, "batch": 0}',
+                                 b'{"version": 1, "batch": 0, "through_ms": 5, "ledger": 5}',
+                                 b'{"version": 1, "batch": 0, "through_ms": "soon", "ledger": []}'])
+def test_a_damaged_fetch_state_is_refused_naming_the_file(raw):
+    storage = DurableStorage()
+    storage.write(sources_path(0, 3), raw)
+    with pytest.raises(CheckpointFormatError, match=r"sources/0/3: unreadable fetch state"):
+        FetchLayer(0, HAND).restore(storage, 3)
+
+
+def test_offsets_before_zero_are_refused():
+    layer = FetchLayer(0, HAND)
+    layer.fetch(10)
+    with pytest.raises(CheckpointFormatError, match=r"offsets \[-1, 2\) are not all assigned"):
+        layer.ids(-1, 2)

@@ -35,6 +35,10 @@ def test_a_positive_interval_plans_at_the_next_multiple_or_at_once_after_an_over
     assert trigger_plan_ms(100, 0, 30, 420) == 500
     # a record arriving exactly on a tick is taken at that tick (arrival_ms <= now is in)
     assert trigger_plan_ms(100, 0, 30, 400) == 400
+    # an overrun, and the record arrives exactly when the batch is ready: it plans then, not at the next tick
+    assert trigger_plan_ms(100, 0, 250, 250) == 250
+    # a 1 ms interval is a positive interval too: the next tick after a trigger at 10 is 11
+    assert trigger_plan_ms(1, 10, 10, 5) == 11
     # an incarnation's first batch: the trigger fires when the query starts
     assert trigger_plan_ms(100, None, 30, 10) == 30
     assert trigger_plan_ms(100, None, 30, 170) == 200
