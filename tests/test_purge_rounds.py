@@ -167,3 +167,20 @@ def test_each_round_is_due_exactly_from_the_previous_threshold_and_the_incarnati
     # what it knows of its logs is what they hold: the ids it deleted are forgotten
     assert PurgeRounds.known_at_end == {layout.OFFSETS: [6, 7], layout.COMMITS: [6, 7]}
     assert _logs(storage) == ["commits/6", "commits/7", "offsets/6", "offsets/7"]
+
+
+def test_a_restart_right_after_a_purge_finds_one_commit_entry_and_purges_against_it() -> None:
+    # Three stateless batches, retention 1, the driver crashes right after batch 2's purge (threshold 1: offsets/0
+    # and commits/0 deleted): the checkpoint holds offsets 1, 2 and commits 1 only. The restart re-runs batch 2;
+    # its first round (threshold 1, due from id 0) is bounded by the one commit it knows, commits/1, and deletes
+    # nothing more. At the end: offsets and commits 1 and 2.
+    d = _eight_stateless_batches({"progress": {"mode": "sync"},
+                                  "log_purge": {"mode": "inline", "min_batches_to_retain": 1}}).to_dict()
+    d["source"]["batches"] = 3
+    d["faults"] = [{"at": {"step": "purge", "batch": 2, "when": "after"}, "kind": "driver_crash"}]
+    scenario = Scenario.from_dict(d)
+    storage = DurableStorage()
+    outcome = run_scenario(scenario, storage=storage).outcome()
+    assert outcome.error is None
+    assert [(r.resumed_at, r.rerun_batches) for r in outcome.recoveries] == [(2, (2,))]
+    assert _logs(storage) == ["commits/1", "commits/2", "offsets/1", "offsets/2"]
