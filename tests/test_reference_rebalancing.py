@@ -276,3 +276,27 @@ def test_a_scenario_names_its_executors_when_it_lists_others_or_has_events(execu
     else:
         d["executors"] = executors
     assert PlacementTimeline(Scenario.from_dict(d)).named is named
+
+
+def test_the_rebalancing_oracle_convicts_an_extra_move_and_names_it():
+    scenario = Scenario.from_dict(counts())
+    outcome = run_scenario(scenario).outcome()
+    extra = dataclasses.replace(outcome, moves=outcome.moves + (StateMove(5, 1, "b", "c"),))
+    bad = {v.check: v for v in failures(check_outcome(scenario, extra))}
+    assert list(bad) == ["rebalancing"]
+    verdict = bad["rebalancing"]
+    assert "move 3 differs" in verdict.message and "(3 expected, 4 recorded)" in verdict.message
+    assert (verdict.batch, verdict.partition, verdict.expected) == (5, 1, None)
+    assert verdict.actual == {"batch": 5, "partition": 1, "from": "b", "to": "c"}
+
+
+def test_an_outcome_that_ran_no_batch_owes_no_move():
+    """c joins before batch 1; a query that stopped before its first batch recorded no batch and no move, and
+    the rebalancing check asks for none (the moves of batches it never planned are not owed)."""
+    events = [{"kind": "executor_join", "executor": "c", "before_batch": 1}]
+    scenario = Scenario.from_dict(counts(events=events))
+    outcome = run_scenario(scenario).outcome()
+    assert outcome.moves   # a full run moves partitions at batch 1
+    stopped = dataclasses.replace(outcome, batches=(), moves=())
+    verdicts = {v.check: v for v in check_outcome(scenario, stopped)}
+    assert verdicts["rebalancing"].status == "pass", verdicts["rebalancing"].describe()
