@@ -1140,7 +1140,8 @@ def section_mutation_and_zoo(p: Paper) -> None:
         modules = v.add("mut_modules", [(file, ["scope"])], "int", "len")
         p.text("mutation_scope", ", ".join(code(s) for s in doc.get("scope", [])))
         p.text("mutation", f"{esc(str(doc.get('tool')))} ({esc(str(doc.get('date')))}) made {total} mutants of "
-               f"{modules} modules of " + code("reference/") + f": {killed} killed, {survived} survived, "
+               f"{modules} modules (of " + code("reference/") + " and " + code("sim/") +
+               f"): {killed} killed, {survived} survived, "
                f"{equivalent} judged equivalent; a mutation score of "
                f"{score}% (" + code(file) + ").")
     found = p.results.optional("zoo.json")
