@@ -1,5 +1,5 @@
 # Mutation testing of the judge (included from the Makefile; not part of `make test`).
-#   make mutation                          every module of tests/mutation/run.py's MODULES (about an hour)
+#   make mutation                          every module of tests/mutation/run.py's MODULES (about two hours on two cores)
 #   make mutation MODULES=oracles,logs     only those modules (of reference/; sim/latency names a sim module)
 #   make mutation-report                   re-read the last sessions (.mutation/) and rewrite the result
 # Writes paper/results/mutation.json; equivalent mutants are listed in tests/mutation/equivalent.json.
