@@ -136,6 +136,7 @@ class ChangelogCheckpointing(Experiment):
                 per_task[(b, p)] = per_task.get((b, p), 0.0) + ms
         commits = [ms for (b, _p), ms in per_task.items() if b > 0]   # batch 0 loads the whole key space
         files = sim.storage
+        assert point.profile is not None, f"{point.id}: a changelog point carries its blocked profile"
         per_key = float(point.profile["bytes_per_state_key"])   # per key of the run: a block of keys
         snapshots = [ms for _b, _p, _s, ms in steps["snapshot_upload"] if ms > MIN_STEP_MS]
         loads = [self._recovery_load(point, b) for b in point.extra.get("crash_batches", [])]
