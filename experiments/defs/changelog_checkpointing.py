@@ -221,7 +221,8 @@ class ChangelogCheckpointing(Experiment):
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
         lines = [f"{'provider':<14} {'commit p50':>10} {'commit p99':>10} {'snapshots':>9} {'bytes written':>14} "
                  f"{'state bytes kept':>16} {'recovery load':>13}"]
-        for key, row in summary["rows"].items():
+        for key in _in_order(summary["rows"]):
+            row = summary["rows"][key]
             lines.append(f"{key:<14} {fmt_ms(_m(row, 'commit_ms_p50')):>10} {fmt_ms(_m(row, 'commit_ms_p99')):>10} "
                          f"{_int(_m(row, 'snapshot_uploads')):>9} {_int(_m(row, 'bytes_written')):>14} "
                          f"{_int(_m(row, 'state_bytes_retained')):>16} {fmt_ms(_m(row, 'recovery_load_ms_mean')):>13}")
@@ -236,10 +237,13 @@ class ChangelogCheckpointing(Experiment):
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
         rows = summary["rows"]
-        keys = list(rows)
+        keys = _in_order(rows)
         labels = [k.replace("/", " ") for k in keys]
+        # the full run's thirteen configurations do not fit three panels side by side: one panel per row
+        many = len(keys) > 6
         with figure_context():
-            fig, axes = plt.subplots(1, 3, figsize=(WIDE, 4.0), layout="constrained")
+            fig, axes = plt.subplots(3 if many else 1, 1 if many else 3, figsize=(WIDE, 9.0 if many else 4.0),
+                                     layout="constrained")
             grouped_bars(axes[0], labels, {"p50": [_m(rows[k], "commit_ms_p50") for k in keys],
                                            "p99": [_m(rows[k], "commit_ms_p99") for k in keys]}, unit="ms")
             axes[0].set_title("Commit latency (critical path)")
@@ -254,11 +258,18 @@ class ChangelogCheckpointing(Experiment):
             for ax in axes:
                 # one line per label, slanted: four fit under a panel a third of the page wide
                 ax.tick_params(axis="x", labelsize=9)
-                plt.setp(ax.get_xticklabels(), rotation=35, ha="right", rotation_mode="anchor")
+                plt.setp(ax.get_xticklabels(), rotation=30 if many else 35, ha="right", rotation_mode="anchor")
             # one axis label under the three panels: it is the same for each
             fig.supxlabel("state store provider / min_deltas_for_snapshot", fontsize=9)
             fig.suptitle(f"State checkpoints ({ctx.backend}), {summary['state_keys']:,} keys")
             return save_figure(fig, out_dir, "changelog_checkpointing")
+
+
+def _in_order(rows: dict[str, Any]) -> list[str]:
+    """Changelog, then delta, by snapshot interval, then full snapshots (a stored summary's keys are sorted as
+    text: "changelog/10" before "changelog/2")."""
+    rank = {"changelog": 0, "delta": 1, "snapshot": 2}
+    return sorted(rows, key=lambda k: (rank.get(rows[k]["provider"], 3), rows[k]["min_deltas"]))
 
 
 def _m(row: dict[str, Any], metric: str) -> float | None:
