@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-from spark_impl.engine.coordination import atomic_write
 from spark_impl.engine.task_spec import TaskSpec
 
 
@@ -23,9 +22,8 @@ def spec(tmp_path, executors: tuple[str, ...]) -> TaskSpec:
 
 
 def lose(s: TaskSpec, p: int) -> None:
-    """What ``TaskFaults.lose_executor`` records before the worker exits."""
-    where, executor = s.coordination, s.executor(p)
-    atomic_write(where.evict(executor), str(where.eviction_generation(executor) + 1))
+    """What ``TaskFaults.lose_executor`` records before the worker exits (it then ends the process)."""
+    s.coordination.record_loss(s.executor(p))
 
 
 @pytest.mark.parametrize("executors, dropped", [(("0", "1"), [False, True]), (("0", "0"), [True, True]),

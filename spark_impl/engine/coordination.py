@@ -104,6 +104,10 @@ class Coordination:
     def log(self) -> Path:
         return self._at("log")
 
+    def record_loss(self, executor: str) -> None:
+        """``executor`` was lost: every store cached under an older count is gone (``store_cache``)."""
+        atomic_write(self.evict(executor), str(self.eviction_generation(executor) + 1))
+
     def eviction_generation(self, executor: str) -> int:
         """How many times ``executor`` was lost in this incarnation."""
         try:

@@ -81,8 +81,7 @@ class TaskFaults:
     def lose_executor(self, node: NodeId) -> None:
         """The executor's Python worker dies with everything it cached (on a cluster, its executor JVM too)."""
         where = self.spec.coordination
-        executor = self.spec.executor(self.p)
-        atomic_write(where.evict(executor), str(where.eviction_generation(executor) + 1))
+        where.record_loss(self.spec.executor(self.p))
         atomic_write(where.failed(self.p, self.spec.batch), "failed: executor_loss")
         jvm = executor_jvm()
         if jvm is not None:
