@@ -516,6 +516,17 @@ def test_calibration_fit_recovers_a_perturbed_profile(monkeypatch: pytest.Monkey
     assert set(factors) == set(calibration.GROUPS)
 
 
+def test_calibration_measures_the_cuts_its_prediction_makes() -> None:
+    """The simulator's volume mode, which predicts, cuts by the trigger; so must every measured run. With fixed
+    cuts the engine's latency carries the wait for the cut (half a cut interval) and the fit books it to the
+    driver (an earlier quick fit scaled the driver's costs by 19 to do so)."""
+    from experiments.defs import calibration
+    from reference.scenario import Scenario
+    points = calibration.EXPERIMENT.points(RunContext(backend="spark", quick=False, executor="inline", quiet=True))
+    assert {p.task for p in points} == {"warmup", "measure"}
+    assert {Scenario.from_dict(p.scenario).engine.batch_cuts for p in points} == {"trigger"}
+
+
 def test_a_missing_spark_backend_is_reported_not_faked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def missing(backend: str) -> None:
         raise BackendUnavailable(backend, "Java is not installed")

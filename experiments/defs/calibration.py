@@ -1,7 +1,9 @@
 """calibration: fit the simulator's local-Spark cost profile on one workload measured on Spark, validate on others.
 
-The Spark engine runs a few workloads on this machine at rates it sustains;
-each run's p50 end-to-end latency is the measurement. The simulator's
+The Spark engine runs a few workloads on this machine at rates it sustains,
+its batches cut by Spark's default trigger (as the simulator's volume mode,
+which predicts, cuts them); each run's p50 end-to-end latency is the
+measurement. The simulator's
 ``local_spark`` profile is then fitted on the first workload only (the
 stateless query under the four offset-management configurations; two in
 quick mode): five groups of cost parameters (driver overheads, file writes,
@@ -38,9 +40,11 @@ from reference.backend import RunOptions
 from reference.scenario import Scenario
 
 BASE_PROFILE = "local_spark"
-# The simulator cuts at fixed boundaries (one batch per ``batch_ms`` of arrivals); the engine cuts by Spark's
-# trigger unless asked otherwise. A profile fitted to the engine's latency must see the same cuts.
-FIXED = "fixed"
+# Both sides cut batches by Spark's default trigger (plan as soon as the previous batch allows, taking whatever
+# has arrived): the simulator's volume mode, which predicts, always does, and the engine does by default. Fixed
+# cuts on the engine alone would put the wait for the cut (half a cut interval) into the measurement but not the
+# prediction, and the fit would book that wait to the driver's costs.
+CUTS = "trigger"
 # parameter groups the fit scales, each by one factor
 GROUPS: dict[str, tuple[str, ...]] = {
     "driver": ("planning_ms", "latest_offset_ms", "source_commit_ms"),
@@ -86,7 +90,7 @@ class Calibration(Experiment):
     def points(self, ctx: RunContext) -> list[Point]:
         # the first run of a process pays for the JVM, Python workers and code paths warming up; it is not used
         warmup = rate_scenario("calibration-warmup", self.base_seed, rate=1_000, duration_s=3, operator={"kind": "map"},
-                               keys=1_000, partitions=2, state_partitions=2, engine={"batch_cuts": FIXED})
+                               keys=1_000, partitions=2, state_partitions=2, engine={"batch_cuts": CUTS})
         out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend, warmup)]
         for workload, (operator, sink, configs) in WORKLOADS.items():
             for config, engine in configs.items():
@@ -96,7 +100,7 @@ class Calibration(Experiment):
                     scenario = rate_scenario(f"calibration-{workload}-{config}", seed,
                                              rate=1_000 if ctx.quick else 2_000, duration_s=6 if ctx.quick else 60,
                                              operator=operator, keys=1_000, partitions=2, state_partitions=2,
-                                             sink=sink, engine={**engine, "batch_cuts": FIXED})
+                                             sink=sink, engine={**engine, "batch_cuts": CUTS})
                     out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend,
                                      scenario))
         return out
