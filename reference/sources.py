@@ -107,15 +107,19 @@ class Redelivering:
 class SourceData:
     """All input records of a scenario, by global source partition (treat as read-only)."""
 
+    # Only the latest sources are kept. A process runs one query at a time, and every use of a scenario's
+    # records (its tasks, the driver's plans, the judge; any faults, which are not part of the key) finds them
+    # here. Keeping more made a long-lived Spark worker hold every earlier point's records (millions of objects
+    # after a few runs at 10,000 rows/s), and each later point's tasks ran slower: in one process the same point
+    # measured a p50 of 232 ms, then 407 ms after two others; with one entry, 219 ms and 180 ms.
     _cache: dict[str, "SourceData"] = {}
 
     @classmethod
     def of(cls, scenario: Scenario) -> "SourceData":
-        """The records of a scenario, generated once per distinct sources and seed."""
+        """The records of a scenario, generated once while its sources and seed are the latest asked for."""
         key = json.dumps([scenario.seed, {k: v.to_dict() for k, v in scenario.sources.items()}], sort_keys=True)
         if key not in cls._cache:
-            if len(cls._cache) > 64:
-                cls._cache.clear()
+            cls._cache.clear()
             cls._cache[key] = cls(scenario)
         return cls._cache[key]
 

@@ -575,3 +575,24 @@ def test_every_timed_point_records_how_many_records_its_latency_summarises(quick
 def run_options_of(record: dict[str, Any]) -> Any:
     from experiments.measure import point_options
     return point_options(Point.from_dict(record["point"]))
+
+
+def test_timed_points_alternate_their_configurations():
+    """No configuration always runs after the others in a long-lived process: each seed's configurations come
+    in a rotated order, so every configuration runs first for some seed (experiments/defs interleaved)."""
+    from experiments.defs import interleaved
+    assert interleaved([1, 2, 3], ["a", "b"]) == [(1, "a"), (1, "b"), (2, "b"), (2, "a"), (3, "a"), (3, "b")]
+    for name, key in (("offset-management", lambda p: p.params["rate"]), ("calibration", lambda p: None)):
+        points = [p for p in get_experiment(name).points(RunContext(backend="spark", quick=False, executor="inline",
+                                                                    quiet=True)) if p.task != "warmup"]
+        groups: dict[Any, list[Point]] = {}
+        for p in points:
+            groups.setdefault(key(p), []).append(p)
+        for group in groups.values():
+            configs = {(p.config, json.dumps(p.params, sort_keys=True)) for p in group}
+            firsts = set()
+            for seed in {p.seed for p in group}:
+                mine = [p for p in group if p.seed == seed]
+                assert len(mine) == len(configs), (name, seed)          # every configuration once per seed
+                firsts.add((mine[0].config, json.dumps(mine[0].params, sort_keys=True)))
+            assert len(firsts) == min(len(configs), len({p.seed for p in group})), (name, firsts)

@@ -59,3 +59,18 @@ def test_key_routing_does_not_depend_on_the_interpreters_hash_seed():
                              env={"PYTHONHASHSEED": seed, "PATH": ""})
         assert out.stdout.strip() == str(here)
     assert len(set(here)) == 7
+
+
+def test_a_process_keeps_the_records_of_the_latest_sources_only():
+    """A long-lived Spark worker runs point after point; holding every earlier scenario's records made each later
+    point's tasks slower (reference/sources.py). The latest sources stay cached, whatever their faults."""
+    scenario = explicit_scenario()
+    other = Scenario.from_dict({**scenario.to_dict(), "seed": 1})
+    refaulted = Scenario.from_dict({**scenario.to_dict(), "faults": []})
+    first = SourceData.of(scenario)
+    assert SourceData.of(refaulted) is first            # faults are not part of the records
+    second = SourceData.of(other)
+    assert second is not first and SourceData.of(other) is second
+    assert list(SourceData._cache.values()) == [second]
+    assert SourceData.of(scenario) is not first         # generated again, equal records
+    assert SourceData.of(scenario).partitions == first.partitions

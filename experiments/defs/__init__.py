@@ -61,6 +61,16 @@ def with_faults(scenario: dict[str, Any], faults: list[dict[str, Any]], suffix: 
     return out
 
 
+def interleaved(seeds: Sequence[int], configs: Sequence[Any]) -> list[tuple[int, Any]]:
+    """Every (seed, configuration) pair in the order a timed backend should run them: seed by seed, each seed's
+    configurations rotated by one more place than the last seed's. Points run one after another in long-lived
+    processes, so a configuration that always ran last would carry whatever the process had accumulated by then
+    (an earlier engine slowed down point by point, and all four configurations of one rate then measured the
+    order, not the protocol)."""
+    configs = list(configs)
+    return [(seed, configs[(k + i) % len(configs)]) for k, seed in enumerate(seeds) for i in range(len(configs))]
+
+
 def crash_at(time_ms: float) -> dict[str, Any]:
     return {"at": {"time_ms": int(time_ms)}, "kind": "driver_crash"}
 

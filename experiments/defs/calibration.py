@@ -29,7 +29,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from experiments.defs import batch_metrics, check_outcome_ok, latency_metrics, rate_scenario
+from experiments.defs import batch_metrics, check_outcome_ok, interleaved, latency_metrics, rate_scenario
 from experiments.backends import run_backend
 from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import figure_context, grouped_bars, save_figure
@@ -92,17 +92,16 @@ class Calibration(Experiment):
         warmup = rate_scenario("calibration-warmup", self.base_seed, rate=1_000, duration_s=3, operator={"kind": "map"},
                                keys=1_000, partitions=2, state_partitions=2, engine={"batch_cuts": CUTS})
         out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend, warmup)]
-        for workload, (operator, sink, configs) in WORKLOADS.items():
-            for config, engine in configs.items():
-                if ctx.quick and config not in QUICK[workload]:
-                    continue
-                for seed in self.seed_list(ctx):
-                    scenario = rate_scenario(f"calibration-{workload}-{config}", seed,
-                                             rate=1_000 if ctx.quick else 2_000, duration_s=6 if ctx.quick else 60,
-                                             operator=operator, keys=1_000, partitions=2, state_partitions=2,
-                                             sink=sink, engine={**engine, "batch_cuts": CUTS})
-                    out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend,
-                                     scenario))
+        pairs = [(workload, config) for workload, (_op, _sink, configs) in WORKLOADS.items() for config in configs
+                 if not ctx.quick or config in QUICK[workload]]
+        # the fit's workload and the validation ones alternate, so neither ran later in a long-lived process
+        for seed, (workload, config) in interleaved(self.seed_list(ctx), pairs):
+            operator, sink, configs = WORKLOADS[workload]
+            scenario = rate_scenario(f"calibration-{workload}-{config}", seed,
+                                     rate=1_000 if ctx.quick else 2_000, duration_s=6 if ctx.quick else 60,
+                                     operator=operator, keys=1_000, partitions=2, state_partitions=2,
+                                     sink=sink, engine={**configs[config], "batch_cuts": CUTS})
+            out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend, scenario))
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:

@@ -25,8 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from experiments.defs import (BREAKDOWN_PARTS, batch_metrics, check_outcome_ok, duration_breakdown, latency_metrics,
-                              log_write_ms, rate_scenario)
+from experiments.defs import (BREAKDOWN_PARTS, batch_metrics, check_outcome_ok, duration_breakdown, interleaved,
+                              latency_metrics, log_write_ms, rate_scenario)
 from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import LABEL_PT, WIDE, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
@@ -96,14 +96,13 @@ class OffsetManagement(Experiment):
         duration = (10 if ctx.quick else 120) if sim else (10 if ctx.quick else 60)
         out = []
         for rate in self.rates(ctx):
-            for config, engine in CONFIGS.items():
-                for seed in self.seed_list(ctx):
-                    scenario = rate_scenario(
-                        f"offset-management-{config}-{rate}", seed, rate=rate, duration_s=duration,
-                        operator={"kind": "map"}, partitions=8 if sim else 2,
-                        state_partitions=28 if sim else 2, engine=engine)
-                    out.append(Point(self.name, "latency", config, {"rate": rate, **(params or {})}, seed,
-                                     ctx.backend, scenario, profile, "volume"))
+            for seed, config in interleaved(self.seed_list(ctx), list(CONFIGS)):
+                scenario = rate_scenario(
+                    f"offset-management-{config}-{rate}", seed, rate=rate, duration_s=duration,
+                    operator={"kind": "map"}, partitions=8 if sim else 2,
+                    state_partitions=28 if sim else 2, engine=CONFIGS[config])
+                out.append(Point(self.name, "latency", config, {"rate": rate, **(params or {})}, seed,
+                                 ctx.backend, scenario, profile, "volume"))
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
