@@ -83,7 +83,7 @@ FIGURE_STEMS = {
                           ("offset_management_latency_fitted", "100%")),
     "pipelining": (("pipelining", "82%"),),
     "async-state-checkpoint": (("async_state_checkpoint", "100%"),),
-    "changelog-checkpointing": (("changelog_checkpointing", "85%"),),
+    "changelog-checkpointing": (("changelog_checkpointing", "75%"),),
     "checkpoint-interval": (("checkpoint_interval", "85%"),),
     "calibration": (("calibration", "70%"),),
     "fault-matrix": (("fault_matrix", "100%"),),
@@ -593,7 +593,9 @@ def backlog_summary(p: Paper) -> None:
 # -- 6.1 offset management
 
 OM_CONFIGS = ("baseline", "async-purge", "async-progress", "both")
-OM_ENGINE_PARTS = ("baseline_p50", "purge_cut", "progress_cut", "both_cut", "both_p50", "storage")
+OM_ENGINE_PARTS = ("baseline_p50", "purge_cut", "progress_cut", "both_cut", "both_p50", "storage",
+                   # at the highest rate: how many batches each run planned, and the tasks' share of a batch
+                   "hi_rate", "hi_batches_min", "hi_batches_max", "hi_addbatch_baseline", "hi_addbatch_both")
 # the values of the fitted cloud profile's run (absent when the results hold none)
 OM_FIT_VALUES = tuple(f"om_fit_{c}_cut_{a}" for c in ("purge", "progress", "both") for a in ("min", "max")) + \
     tuple(f"om_fit_{c}_p50_{a}" for c in ("base", "both") for a in ("min", "max")) + \
@@ -624,6 +626,16 @@ def section_offset_management(p: Paper) -> None:
                                      ("both_p50", ["both", "p50", "median"], "ms")):
                 v.of(run, f"om_engine_{part}", base + path, spec)
             v.of(run, "om_engine_storage", ["storage_profile"], "str")
+            hi = max(run.doc["summary"]["rates"], key=float)
+            at_hi = [i for i, r in enumerate(run.doc["points"]) if str(r["point"]["params"].get("rate")) == hi
+                     and r["point"]["task"] == "latency" and (r.get("metrics") or {}).get("batches")]
+            v.of(run, "om_engine_hi_rate", ["points", at_hi[0], "point", "params", "rate"], "rate")
+            for agg in ("min", "max"):
+                v.add(f"om_engine_hi_batches_{agg}", [(run.file, ["points", i, "metrics", "batches"]) for i in at_hi],
+                      "int", agg)
+            for config in ("baseline", "both"):
+                v.of(run, f"om_engine_hi_addbatch_{config}",
+                     ["summary", "rates", hi, config, "breakdown_ms", "addBatch"], "ms")
         for rate in sorted(run.doc["summary"]["rates"], key=float):
             base = ["summary", "rates", rate]
             n = f"om_{key(backend)}_{rate}"
@@ -1453,7 +1465,7 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
     copies: dict[str, Path] = {}
     manifest = {}
     for name in sorted(p.figures):
-        # figs_NAME(caption, name): one floating figure per backend; the first carries the label
+        # figs_NAME(caption, name, only:): one floating figure per backend (or per group of FIGURE_GROUPS)
         figures = []
         for i, (suffix, rows) in enumerate(p.figures[name]):
             lines = []
@@ -1471,12 +1483,18 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
                     columns = ", ".join(f"{w}%" for _, w in cells)
                     lines.append(f"grid(columns: ({columns}), column-gutter: 2%, {', '.join(c for c, _ in cells)})")
             body = f"stack(spacing: 6pt, {', '.join(lines)})"
-            figure = f"figure({body}, placement: auto, caption: [#pick(caption, {i}) {suffix}])"
-            figures.append(f"  [#{figure} #label(name)]" if i == 0 else f"  {figure}")
+            figures.append(f"    figure({body}, placement: placement, caption: [#pick(caption, {i}) {suffix}]),")
         if not figures:
-            figures.append("  [#figure(block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: no results of this "
-                           "experiment are in this build._], caption: caption) #label(name)]")
-        figures_typ.append(f"#let figs_{name}(caption, name) = {{\n" + "\n".join(figures) + "\n}\n")
+            figures.append("    figure(block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: no results of this "
+                           "experiment are in this build._], caption: pick(caption, 0)),")
+        # ``only``: the indices of the figures to place here (default all), so that the prose can put some of an
+        # experiment's figures in the appendix; the first figure placed carries the label. ``placement``: auto
+        # floats them (the body), none keeps them where they are called (the appendix)
+        figures_typ.append(f"#let figs_{name}(caption, name, only: none, placement: auto) = {{\n  let figs = (\n" + "\n".join(figures)
+                           + "\n  )\n  let shown = if only == none { range(figs.len()) } else "
+                           "{ only.filter(i => i < figs.len()) }\n"
+                           "  for (k, i) in shown.enumerate() { if k == 0 [#figs.at(i) #label(name)] "
+                           "else { figs.at(i) } }\n}\n")
     provenance = {name: p.v.entries[name] for name in sorted(p.v.entries)}
     files = {
         "numbers.typ": "\n".join(numbers),

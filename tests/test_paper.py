@@ -62,6 +62,7 @@ ALLOWED = (
     (r'paper: "a4"', "the paper size"),
     (r"\(heading\)\.update\(0\)", "restarting the heading numbers for the appendix"),
     (r"heading\.where\(level: \d\)", "a heading level (section structure)"),
+    (r"only: \((\d+, ?)+\)", "which of an experiment's figures a call places (layout: body or appendix)"),
 )
 
 
@@ -287,6 +288,17 @@ def test_no_value_swallows_the_punctuation_after_it():
     for path in PROSE:
         found = re.findall(r"#[vt]\.[A-Za-z0-9_]+;", path.read_text())
         assert not found, f"{path.name}: {found} (write #\";\" after the value)"
+
+
+def test_no_wrapped_line_starts_a_heading():
+    """In Typst markup a line that starts with ``=`` is a heading wherever it stands, so prose wrapped right
+    before an equals sign (``cost $C$`` / ``= 804 ms``) opens a new section and renumbers the rest of the paper.
+    A heading here always follows a blank line; a line starting with ``=`` after prose is such a wrap."""
+    for path in PROSE:
+        lines = _strip_comments(path.read_text()).splitlines()
+        wrapped = [f"line {i + 1}: {line.strip()[:60]}" for i, line in enumerate(lines)
+                   if i and re.match(r"\s*=+\s", line) and lines[i - 1].strip()]
+        assert not wrapped, f"{path.name}: a wrapped line starts a heading: {wrapped}"
 
 
 def test_the_backlog_rule_quoted_is_the_one_the_backends_apply():

@@ -297,49 +297,55 @@ class FaultMatrix(Experiment):
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
         from matplotlib.colors import ListedColormap
-        colours = {"pass": "#00a972", "loud": "#ffab00", "fail": "#ff3621", "unsupported": "#d9d9d9",
-                   "unavailable": "#ffffff"}
+        # one panel per backend, side by side: fault kinds as rows, modes as columns; a cell sums up the
+        # operators of that fault and mode (one cell per operator made a full matrix 54 inches wide): its
+        # colour is the worst verdict among them, its text how many passed, then how many were loud (L) or
+        # failed (X); a dash where Spark forbids the mode for every operator
+        colours = {"pass": "#00a972", "loud": "#ffab00", "fail": "#ff3621", "unavailable": "#ffffff",
+                   "unsupported": "#d9d9d9"}
+        worst = ("fail", "unavailable", "loud", "pass", "unsupported")
         order = list(colours)
         backends = [b for b in summary["backends"] if b in summary["counts"]]
         ops, modes, faults = summary["operators"], summary["modes"], summary["faults"]
-        # one panel per backend: fault kinds as rows, columns grouped by mode (labelled above) with one column
-        # per operator (labelled below); a letter in each cell that is not a pass, so it reads without colour
-        columns = [(m, op) for m in modes for op in ops]
-        letter = {"loud": "L", "fail": "X", "unsupported": "\u2013", "unavailable": "?"}
-        cell = 0.24
-        with figure_context({"axes.grid": False, "font.size": 10}):
+        cell = 0.3
+        with figure_context({"axes.grid": False, "font.size": 9}):
             fig, axes = plt.subplots(1, len(backends), squeeze=False,
-                                     figsize=(1.5 + (cell * len(columns) + 0.25) * len(backends),
-                                              cell * len(faults) + 2.3))
+                                     figsize=(1.9 + (cell * len(modes) + 0.2) * len(backends),
+                                              cell * len(faults) + 2.2))
             for ax, backend in zip(axes[0], backends):
-                statuses = [[summary["cells"].get(f"{backend}|{op}|{m}|{k}", {}).get("status", "unavailable")
-                             for m, op in columns] for k in faults]
-                ax.imshow([[order.index(s) for s in row] for row in statuses],
-                          cmap=ListedColormap([colours[s] for s in order]), vmin=0, vmax=len(order) - 1,
+                shade, text = [], []
+                for k in faults:
+                    shade.append([])
+                    text.append([])
+                    for m in modes:
+                        got = [summary["cells"].get(f"{backend}|{op}|{m}|{k}", {}).get("status", "unavailable")
+                               for op in ops]
+                        status = next(w for w in worst if w in got)
+                        shade[-1].append(order.index(status))
+                        parts = [str(got.count("pass"))] if got.count("pass") else []
+                        parts += [f"{got.count(s)}{mark}" for s, mark in (("loud", "L"), ("fail", "X"),
+                                                                           ("unavailable", "?")) if got.count(s)]
+                        text[-1].append("+".join(parts) or "\u2013")
+                ax.imshow(shade, cmap=ListedColormap([colours[s] for s in order]), vmin=0, vmax=len(order) - 1,
                           aspect="equal", interpolation="nearest")
-                for y, row in enumerate(statuses):
-                    for x, status in enumerate(row):
-                        if status in letter:
-                            ax.text(x, y, letter[status], ha="center", va="center", fontsize=8, color="#1b3139")
-                ax.set_xticks(range(len(columns)))
-                ax.set_xticklabels([op.replace("_", " ") for _, op in columns], rotation=90, fontsize=9)
+                for y, row in enumerate(text):
+                    for x, label in enumerate(row):
+                        ax.text(x, y, label, ha="center", va="center", fontsize=6.5 if len(label) > 2 else 8,
+                                color="#1b3139")
+                ax.set_xticks(range(len(modes)))
+                ax.set_xticklabels([m.replace("_", " ") for m in modes], rotation=90, fontsize=8)
                 ax.set_yticks(range(len(faults)))
-                ax.set_yticklabels([k.replace("_", " ") for k in faults] if ax is axes[0][0] else [], fontsize=10)
+                ax.set_yticklabels([k.replace("_", " ") for k in faults] if ax is axes[0][0] else [], fontsize=8)
                 ax.tick_params(length=0)
-                top = ax.secondary_xaxis("top")
-                top.set_xticks([(i + 0.5) * len(ops) - 0.5 for i in range(len(modes))])
-                top.set_xticklabels([m.replace("_", "\n") for m in modes], fontsize=9)
-                top.tick_params(length=0)
-                for i in range(1, len(modes)):
-                    ax.axvline(i * len(ops) - 0.5, color="white", linewidth=3)
-                for spine in list(ax.spines.values()) + list(top.spines.values()):
+                for spine in ax.spines.values():
                     spine.set_visible(False)
-                ax.set_title(backend, fontsize=11, pad=30)
+                ax.set_title(backend, fontsize=10)
             handles = [plt.Rectangle((0, 0), 1, 1, color=colours[s], ec="#999999") for s in order]
-            fig.legend(handles, [f"{s} ({letter[s]})" if s in letter else s for s in order], loc="upper center",
-                       bbox_to_anchor=(0.5, 0.0), ncol=len(order), fontsize=9, frameon=False)
-            fig.suptitle("Oracle verdicts: fault kind (rows) x mode and operator (columns)", fontsize=11)
-            fig.tight_layout()
+            fig.legend(handles, order,
+                       loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=len(order), fontsize=8, frameon=False)
+            fig.suptitle(f"Oracle verdicts per fault kind and mode, over {len(ops)} operators "
+                         f"(cell: operators passed, +L loud, +X failed; the rest unsupported)", fontsize=9)
+            fig.tight_layout(rect=(0.0, 0.06, 1.0, 1.0))
             return save_figure(fig, out_dir, "fault_matrix")
 
 
