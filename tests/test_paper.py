@@ -329,3 +329,13 @@ def test_the_summary_verdicts_follow_the_experiments_rule():
     assert build.verdict([0.36], 0.25, 0.25, up_to=True, tolerance=0.10) == "direction only; larger than published"
     assert build.verdict([0.12], 0.25, 0.25, up_to=True, tolerance=0.10) == "reproduced"
     assert build.verdict([None], 0.5, 0.5) == "not measured"
+
+
+def test_a_span_reads_as_one_value_when_its_ends_agree():
+    """``X_span`` replaces the prose's "X_min to X_max", which read "49% to 49%" when a result did not vary."""
+    assert build.fmt("span:pct", build.DERIVATIONS["span"]([0.491, 0.488, None])) == "49%"
+    assert build.fmt("span:pct", build.DERIVATIONS["span"]([0.62, 0.70])) == "62% to 70%"
+    assert build.DERIVATIONS["span"]([None, "n/a"]) is None
+    generated = (PAPER / "generated" / "numbers.typ").read_text()
+    for name in re.findall(r"#v\.(\w+)_min\s+to\s+#v\.(\w+)_max", PROSE[0].read_text()):
+        assert f"  {name[0]}_span:" not in generated or name[0] != name[1], f"write #v.{name[0]}_span"
