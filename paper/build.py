@@ -83,7 +83,7 @@ FIGURE_STEMS = {
                           ("offset_management_latency_fitted", "100%")),
     "pipelining": (("pipelining", "82%"),),
     "async-state-checkpoint": (("async_state_checkpoint", "100%"),),
-    "changelog-checkpointing": (("changelog_checkpointing", "75%"),),
+    "changelog-checkpointing": (("changelog_checkpointing", "85%"),),
     "checkpoint-interval": (("checkpoint_interval", "85%"),),
     "calibration": (("calibration", "70%"),),
     "fault-matrix": (("fault_matrix", "100%"),),
@@ -761,6 +761,9 @@ def _om_breakdown(p: Paper) -> None:
         run = p.run(exp, backend)
         if run is None:
             rows.append([f"{esc(BACKEND_NAME[backend])}: " + _absent_cell(exp, backend)] + [""] * 7)
+            for config in OM_CONFIGS:     # the prose quotes these; without the run they read n/a
+                for part in OM_BREAKDOWN_PARTS + ("total",):
+                    v.absent(f"ombd_{key(backend)}_{key(config)}_{key(part)}")
             continue
         for label, summary in (("", ["summary"]), (", fitted", ["summary", "fitted"])):
             rates = lookup(run.doc, summary + ["rates"]) if label == "" else \
@@ -1321,6 +1324,11 @@ def section_summary(p: Paper) -> None:
         hi = v.add(f"{name}_max", [(run.file, k) for k in keys], spec, "max")
         return (lo if lo == hi else f"{lo} to {hi}"), [_num(r) for r in raws]
 
+    def absent(name: str) -> None:
+        """A backend without results: the prose's quotes of its range read n/a (the table says why)."""
+        for end in ("min", "max"):
+            v.absent(f"{name}_{end}")
+
     rows = []
 
     def missing(experiment: str, backend: str) -> str:
@@ -1347,6 +1355,8 @@ def section_summary(p: Paper) -> None:
             if run is not None:
                 keys = [["summary", "rates", r, config, "cut_p50"] for r in run.doc["summary"]["rates"]]
                 out[backend] = span(f"sum_om_{key(config)}_{key(backend)}", run, keys, "pct")
+            else:
+                absent(f"sum_om_{key(config)}_{key(backend)}")
         return out
 
     row("async log purge: p50 cut", v.entries["pub_om_cut_purge"]["text"], "om_cut_purge", om("async-purge"),
@@ -1363,6 +1373,8 @@ def section_summary(p: Paper) -> None:
             if run is not None:
                 keys = [["summary", "rows", k, field] for k in run.doc["summary"]["rows"]]
                 out[backend] = span(f"sum_pipe_{field}_{key(backend)}", run, keys, "x")
+            else:
+                absent(f"sum_pipe_{field}_{key(backend)}")
         return out
 
     row("pipelining: throughput, default depth", v.entries["pub_pipe_speedup"]["text"], "pipe_speedup",
@@ -1380,6 +1392,8 @@ def section_summary(p: Paper) -> None:
                 else:
                     keys = [["summary", "sizes", k, field] for k in run.doc["summary"]["sizes"]]
                 out[backend] = span(f"sum_asc_{field}_{key(backend)}", run, keys, spec)
+            else:
+                absent(f"sum_asc_{field}_{key(backend)}")
         return out
 
     row("async state checkpointing: mean batch cut", "up to " + v.entries["pub_asc_mean_cut"]["text"],
@@ -1448,6 +1462,9 @@ def spans(v: Values) -> None:
     X_max" without the "47% to 47%" it reads when the two are equal."""
     for name in [n for n in v.entries if n.endswith("_min")]:
         low, high = v.entries[name], v.entries.get(name[:-len("_min")] + "_max")
+        if high is not None and low["derivation"] == high["derivation"] == "absent":
+            v.absent(name[:-len("_min")] + "_span")   # the run is not in this build: n/a, as the pair reads
+            continue
         if high is None or low["derivation"] != "min" or high["derivation"] != "max" or \
                 low["format"] != high["format"] or low["sources"] != high["sources"]:
             continue
@@ -1522,6 +1539,9 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
         figures_typ.append(f"#let figs_{name}(caption, name, only: none, placement: auto) = {{\n  let figs = (\n" + "\n".join(figures)
                            + "\n  )\n  let shown = if only == none { range(figs.len()) } else "
                            "{ only.filter(i => i < figs.len()) }\n"
+                           "  if shown.len() == 0 [#figure(block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: no "
+                           "results of this backend are in this build._], placement: placement, "
+                           "caption: pick(caption, only.first())) #label(name)]\n"
                            "  for (k, i) in shown.enumerate() { if k == 0 [#figs.at(i) #label(name)] "
                            "else { figs.at(i) } }\n}\n")
     provenance = {name: p.v.entries[name] for name in sorted(p.v.entries)}
