@@ -604,7 +604,7 @@ OM_ENGINE_PARTS = ("baseline_p50", "purge_cut", "progress_cut", "both_cut", "bot
                    # at the highest rate: how many batches the baseline and both features planned, and their tasks
                    "hi_rate", "hi_batches_baseline_min", "hi_batches_baseline_max", "hi_batches_both_min",
                    "hi_batches_both_max", "hi_addbatch_baseline", "hi_addbatch_both", "hi_purge_cut",
-                   "hi_progress_cut", "hi_both_cut", "hi_both_p50")
+                   "hi_progress_cut", "hi_both_cut", "hi_both_p50", "judged", "backlogged")
 # the values of the fitted cloud profile's run (absent when the results hold none)
 OM_FIT_VALUES = tuple(f"om_fit_{c}_cut_{a}" for c in ("purge", "progress", "both") for a in ("min", "max")) + \
     tuple(f"om_fit_{c}_p50_{a}" for c in ("base", "both") for a in ("min", "max")) + \
@@ -635,6 +635,8 @@ def section_offset_management(p: Paper) -> None:
                                      ("both_p50", ["both", "p50", "median"], "ms")):
                 v.of(run, f"om_engine_{part}", base + path, spec)
             v.of(run, "om_engine_storage", ["storage_profile"], "str")
+            v.of(run, "om_engine_judged", ["points"], "int", "judged")          # the backlog rule of section 5
+            v.of(run, "om_engine_backlogged", ["points"], "int", "backlogged")
             hi = max(run.doc["summary"]["rates"], key=float)
             at_hi = [i for i, r in enumerate(run.doc["points"]) if str(r["point"]["params"].get("rate")) == hi
                      and r["point"]["task"] == "latency" and (r.get("metrics") or {}).get("batches")]
