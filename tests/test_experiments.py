@@ -582,7 +582,8 @@ def test_timed_points_alternate_their_configurations():
     in a rotated order, so every configuration runs first for some seed (experiments/defs interleaved)."""
     from experiments.defs import interleaved
     assert interleaved([1, 2, 3], ["a", "b"]) == [(1, "a"), (1, "b"), (2, "b"), (2, "a"), (3, "a"), (3, "b")]
-    for name, key in (("offset-management", lambda p: p.params["rate"]), ("calibration", lambda p: None)):
+    for name, key in (("offset-management", lambda p: p.params["rate"]), ("calibration", lambda p: None),
+                      ("pipelining", lambda p: (p.task, p.params["stragglers"], p.params["operator"]))):
         points = [p for p in get_experiment(name).points(RunContext(backend="spark", quick=False, executor="inline",
                                                                     quiet=True)) if p.task != "warmup"]
         groups: dict[Any, list[Point]] = {}

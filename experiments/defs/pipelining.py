@@ -36,7 +36,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from experiments.defs import batch_metrics, check_outcome_ok, generated_scenario, latency_metrics, rate_scenario
+from experiments.defs import (batch_metrics, check_outcome_ok, generated_scenario, interleaved, latency_metrics,
+                              rate_scenario)
 from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import LABEL_PT, WIDE, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
@@ -129,23 +130,22 @@ class Pipelining(Experiment):
             probability, extra_ms = SPARK_STRAGGLERS[straggler]
             for operator in operators:
                 op = dict(OPERATORS[operator])
-                for mode, settings in MODES.items():
-                    for seed in self.seed_list(ctx):
-                        params = {"stragglers": straggler, "operator": operator}
-                        engine = dict(settings, log_purge={"mode": "async", "min_batches_to_retain": 10})
-                        slow = [probability, extra_ms, seed] if probability else None
-                        backlog = generated_scenario(
-                            f"pipelining-backlog-{mode}", seed, operator=op, batches=batches, keys=1000,
-                            records_per_partition=SPARK_BATCH_ROWS // SPARK_PARTITIONS, partitions=SPARK_PARTITIONS,
-                            state_partitions=SPARK_PARTITIONS, sink="at_least_once", engine=engine)
-                        out.append(Point(self.name, "throughput", mode, params, seed, ctx.backend, backlog, None,
-                                         "data", {"straggler": slow, "group": SPARK_GROUP, "master": SPARK_MASTER}))
-                        paced = rate_scenario(
-                            f"pipelining-rate-{mode}", seed, rate=2_000, duration_s=10 if ctx.quick else 60,
-                            operator=op, keys=1000, partitions=SPARK_PARTITIONS, state_partitions=SPARK_PARTITIONS,
-                            engine=engine)
-                        out.append(Point(self.name, "latency", mode, params, seed, ctx.backend, paced, None,
-                                         "volume", {"straggler": slow, "group": 1, "master": SPARK_MASTER}))
+                for seed, mode in interleaved(self.seed_list(ctx), list(MODES)):
+                    params = {"stragglers": straggler, "operator": operator}
+                    engine = dict(MODES[mode], log_purge={"mode": "async", "min_batches_to_retain": 10})
+                    slow = [probability, extra_ms, seed] if probability else None
+                    backlog = generated_scenario(
+                        f"pipelining-backlog-{mode}", seed, operator=op, batches=batches, keys=1000,
+                        records_per_partition=SPARK_BATCH_ROWS // SPARK_PARTITIONS, partitions=SPARK_PARTITIONS,
+                        state_partitions=SPARK_PARTITIONS, sink="at_least_once", engine=engine)
+                    out.append(Point(self.name, "throughput", mode, params, seed, ctx.backend, backlog, None,
+                                     "data", {"straggler": slow, "group": SPARK_GROUP, "master": SPARK_MASTER}))
+                    paced = rate_scenario(
+                        f"pipelining-rate-{mode}", seed, rate=2_000, duration_s=10 if ctx.quick else 60,
+                        operator=op, keys=1000, partitions=SPARK_PARTITIONS, state_partitions=SPARK_PARTITIONS,
+                        engine=engine)
+                    out.append(Point(self.name, "latency", mode, params, seed, ctx.backend, paced, None,
+                                     "volume", {"straggler": slow, "group": 1, "master": SPARK_MASTER}))
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
