@@ -834,6 +834,19 @@ def section_pipelining(p: Paper) -> None:
                                     "Speedup", f"Speedup depth {deep}", "p50 ratio"], rows)
     p.text("pipe_availability", p.availability(exp))
     p.add_figures(exp)
+    # the engine's latency at a rate its sequential run sustains: the pipelined median over the sequential one,
+    # and how many of its latency runs fell behind (section 5's rule)
+    engine = p.run(exp, "spark")
+    if engine is None:
+        for name in ("pipe_engine_lat_ratio_min", "pipe_engine_lat_ratio_max", "pipe_engine_judged",
+                     "pipe_engine_backlogged"):
+            v.absent(name)
+    else:
+        ratios = [(engine.file, ["summary", "rows", k, "latency_ratio_p50"]) for k in engine.doc["summary"]["rows"]]
+        v.add("pipe_engine_lat_ratio_min", ratios, "num2", "min")
+        v.add("pipe_engine_lat_ratio_max", ratios, "num2", "max")
+        v.of(engine, "pipe_engine_judged", ["points"], "int", "judged")
+        v.of(engine, "pipe_engine_backlogged", ["points"], "int", "backlogged")
     run = p.run(exp, "sim")
     names = ("pipe_sim_speedup_min", "pipe_sim_speedup_max", "pipe_sim_deep_max", "pipe_sim_none_speedup",
              "pipe_sim_heavy_lat_ratio", "pipe_sim_heavy_prob", "pipe_sim_heavy_slow")
