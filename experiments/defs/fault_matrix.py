@@ -313,7 +313,8 @@ class FaultMatrix(Experiment):
                                      figsize=(1.9 + (cell * len(modes) + 0.2) * len(backends),
                                               cell * len(faults) + 2.2))
             for ax, backend in zip(axes[0], backends):
-                shade, text = [], []
+                shade: list[list[int]] = []
+                text: list[list[str]] = []
                 for k in faults:
                     shade.append([])
                     text.append([])
