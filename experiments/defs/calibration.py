@@ -32,7 +32,7 @@ from typing import Any, Sequence
 from experiments.defs import batch_metrics, check_outcome_ok, interleaved, latency_metrics, rate_scenario
 from experiments.backends import run_backend
 from experiments.experiment import Check, Experiment, Point, RunContext
-from experiments.figures import figure_context, grouped_bars, save_figure
+from experiments.figures import WIDE, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, median_or_none, over_seeds
@@ -175,16 +175,28 @@ class Calibration(Experiment):
         rows = summary.get("rows", {})
         if not rows:
             return []
-        keys = list(rows)
+        # in the order of WORKLOADS (a stored summary's keys come back sorted as text), the fit's workload first
+        order = [f"{w}/{c}" for w, (_op, _sink, configs) in WORKLOADS.items() for c in configs]
+        keys = sorted(rows, key=lambda k: order.index(k) if k in order else len(order))
         with figure_context():
-            fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(keys)), 3.6))
-            grouped_bars(ax, [k.replace("/", "\n") + ("\n(fit)" if rows[k]["role"] == "fit" else "") for k in keys], {
+            # as wide as the paper's text (WIDE), whatever the number of configurations, so its text keeps its size
+            fig, ax = plt.subplots(figsize=(WIDE, 3.6))
+            grouped_bars(ax, [_label(k) + ("\n(fit)" if rows[k]["role"] == "fit" else "") for k in keys], {
                 f"measured ({ctx.backend})": [rows[k]["measured_p50"] for k in keys],
                 "sim, shipped profile": [rows[k]["predicted_p50_shipped"] for k in keys],
                 "sim, fitted profile": [rows[k]["predicted_p50_fitted"] for k in keys]}, unit="p50 latency (ms)")
             ax.tick_params(axis="x", labelsize=7)
             ax.set_title("Calibration of the local-Spark cost profile")
             return save_figure(fig, out_dir, "calibration")
+
+
+SHORT = {"running-count": "count", "async-purge": "async\npurge", "async-progress": "async\nprogress",
+         "async-state": "async\nstate"}
+
+
+def _label(row: str) -> str:
+    """A bar group's label, short enough for eight groups across the page."""
+    return "\n".join(SHORT.get(part, part) for part in row.split("/"))
 
 
 def predict_p50(scenario: dict[str, Any], profile: dict[str, Any]) -> float | None:
