@@ -252,11 +252,12 @@ class CheckpointInterval(Experiment):
         import matplotlib.pyplot as plt
         with figure_context():
             fig, axes = plt.subplots(1, 2, figsize=(WIDE, 3.4), layout="constrained")
-            for ax, part, key, unit, young_key in (
-                    (axes[0], summary["progress"], "interval_ms", "async-progress checkpoint interval (ms)",
-                     "young_ms"),
+            # the progress intervals are labelled in seconds: in milliseconds the eight ticks ran into each other
+            for ax, part, key, unit, young_key, scale, suffix in (
+                    (axes[0], summary["progress"], "interval_ms", "async-progress checkpoint interval (s)",
+                     "young_ms", 1000.0, " s"),
                     (axes[1], summary["snapshot"], "min_deltas", "snapshot interval (min_deltas_for_snapshot)",
-                     "young_batches")):
+                     "young_batches", 1.0, "")):
                 curve = sorted(part["curve"], key=lambda r: r[key])
                 xs = [r[key] for r in curve]
                 if xs:
@@ -267,11 +268,11 @@ class CheckpointInterval(Experiment):
                             label="failures (restart + redo) / M")
                     ax.set_xscale("log")
                     ax.set_xticks(xs)
-                    ax.set_xticklabels([f"{x:g}" for x in xs], fontsize=LABEL_PT)
+                    ax.set_xticklabels([f"{x / scale:g}" for x in xs], fontsize=LABEL_PT)
                     ax.minorticks_off()
                 if part.get(young_key):
                     ax.axvline(part[young_key], color=PALETTE[1], linestyle=":",
-                               label=f"Young sqrt(2CM) = {part[young_key]:,.0f}")
+                               label=f"Young sqrt(2CM) = {part[young_key] / scale:,.{1 if scale > 1 else 0}f}{suffix}")
                 ax.set_xlabel(unit)
                 ax.set_ylabel("% of time")
                 ax.set_ylim(bottom=0)
