@@ -118,10 +118,12 @@ class SourceData:
     def of(cls, scenario: Scenario) -> "SourceData":
         """The records of a scenario, generated once while its sources and seed are the latest asked for."""
         key = json.dumps([scenario.seed, {k: v.to_dict() for k, v in scenario.sources.items()}], sort_keys=True)
-        if key not in cls._cache:
+        data = cls._cache.get(key)
+        if data is None:    # returned from here, not read back: another thread may replace the entry meanwhile
+            data = cls(scenario)
             cls._cache.clear()
-            cls._cache[key] = cls(scenario)
-        return cls._cache[key]
+            cls._cache[key] = data
+        return data
 
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
