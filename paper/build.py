@@ -251,6 +251,11 @@ def _plain_number(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
+def joined(low: str, high: str) -> str:
+    """A range's display text: one value when both ends read the same ("49%", not "49% to 49%")."""
+    return low if low == high else f"{low} to {high}"
+
+
 def fmt(spec: str, value: Any) -> str:
     """Display text of a value. ``spec`` names the unit and rounding."""
     if value is None:
@@ -270,8 +275,7 @@ def fmt(spec: str, value: Any) -> str:
         suffix = {"%": "%", "x": TIMES, "": ""}.get(unit, f" {unit}")
         return text + suffix
     if spec.startswith("span:"):
-        low, high = fmt(spec[len("span:"):], value[0]), fmt(spec[len("span:"):], value[1])
-        return low if low == high else f"{low} to {high}"
+        return joined(fmt(spec[len("span:"):], value[0]), fmt(spec[len("span:"):], value[1]))
     if spec.startswith("claimcut"):
         if isinstance(value, (list, tuple)):
             return f"{MINUS}{_plain_number(value[0])} to {MINUS}{_plain_number(value[1])}%"
@@ -1067,6 +1071,7 @@ def section_calibration(p: Paper) -> None:
             if backend == "spark":
                 for name in ("cal_spark_unseen_err_min", "cal_spark_unseen_err_max"):
                     v.absent(name)
+                p.text("cal_conclusion", "")
             continue
         s = run.doc["summary"]
         for k, row in s.get("rows", {}).items():
@@ -1080,11 +1085,7 @@ def section_calibration(p: Paper) -> None:
                          v.of(run, f"{n}_err_fitted", base + ["error_fitted"], "change")])
         v.of(run, f"cal_{key(backend)}_validation", ["summary", "validation_mean_abs_error"], "pct")
         if backend == "spark":
-            # the largest error of a configuration the fit did not see, either side (Doppio's ~10% is the scale)
-            unseen = [k for k, row in s.get("rows", {}).items() if row["role"] == "validation"]
-            for agg in ("min", "max"):
-                v.add(f"cal_spark_unseen_err_{agg}", [(run.file, ["summary", "rows", k, "error_fitted"])
-                                                      for k in unseen], "change", agg)
+            _cal_unseen(p, run)
     # rows the prose quotes by name: n/a when this build's run did not measure them
     for k in CAL_QUOTED_ROWS:
         for part in ("measured", "shipped", "err_shipped", "fitted", "err_fitted"):
@@ -1092,21 +1093,6 @@ def section_calibration(p: Paper) -> None:
                 v.absent(f"cal_spark_{key(k)}_{part}")
     p.tables["calibration"] = Table(["Source, workload/config", "Measured p50", "Sim, shipped", "Error",
                                      "Sim, fitted", "Error"], rows)
-    # the conclusion's sentence: the engine's prediction error on what the fit did not see, against Doppio's
-    run = p.run(exp, "spark")
-    unseen = [r["error_fitted"] for r in (run.doc["summary"].get("rows", {}) if run else {}).values()
-              if r["role"] == "validation" and r["error_fitted"] is not None]
-    if unseen:
-        # Doppio's published error is the scale the issue holds the calibration to (published.json, percent)
-        doppio = lookup(p.results.at(logical(p.results.root / "published.json")), ["claims", "doppio_error", "value"])
-        low, high = v.entries["cal_spark_unseen_err_min"]["text"], v.entries["cal_spark_unseen_err_max"]["text"]
-        within = "within" if max(abs(e) for e in unseen) * 100 <= doppio else "not within"
-        p.text("cal_conclusion", f"*Calibration:* fitted on one engine workload, the simulator predicted the "
-                                 f"engine's median latency on the configurations it had not seen with errors of "
-                                 f"{low if low == high else f'{low} to {high}'}, {within} the "
-                                 f"{v.entries['pub_doppio_error']['text']} Doppio reports.")
-    else:
-        p.text("cal_conclusion", "")
     measured = [b for b in ("spark", "spark-native") if p.run(exp, b) is not None]
     if measured:
         p.text("cal_status", "The calibration was measured on " + " and ".join(esc(THE[b]) for b in measured) + "; its validation error is in the table.")
@@ -1115,6 +1101,26 @@ def section_calibration(p: Paper) -> None:
                              "calibration results are under " + code("paper/results/calibration/") +
                              ". The simulator's profiles are therefore the shipped ones, not fitted ones, and "
                              "no prediction error can be reported.")
+
+
+def _cal_unseen(p: Paper, run: Run) -> None:
+    """The engine's prediction error on the configurations the fit did not see (its range, quoted by the
+    calibration section) and the conclusion's sentence, which holds it against Doppio's published error."""
+    v = p.v
+    rows = run.doc["summary"].get("rows", {})
+    unseen = [k for k, row in rows.items() if row["role"] == "validation"]
+    low, high = (v.add(f"cal_spark_unseen_err_{agg}", [(run.file, ["summary", "rows", k, "error_fitted"])
+                                                        for k in unseen], "change", agg) for agg in ("min", "max"))
+    errors = [rows[k]["error_fitted"] for k in unseen if rows[k]["error_fitted"] is not None]
+    if not errors:
+        p.text("cal_conclusion", "")
+        return
+    doppio = lookup(p.results.at(logical(p.results.root / "published.json")), ["claims", "doppio_error", "value"])
+    within = "within" if max(abs(e) for e in errors) * 100 <= doppio else "not within"
+    p.text("cal_conclusion", f"*Calibration:* fitted on one engine workload, the simulator predicted the engine's "
+                             f"median latency on the configurations it had not seen with errors of "
+                             f"{joined(low, high)}, {within} the {v.entries['pub_doppio_error']['text']} Doppio "
+                             f"reports.")
 
 
 def section_rebalancing(p: Paper) -> None:
@@ -1383,7 +1389,7 @@ def section_summary(p: Paper) -> None:
         raws = [lookup(run.doc, k) for k in keys]
         lo = v.add(f"{name}_min", [(run.file, k) for k in keys], spec, "min")
         hi = v.add(f"{name}_max", [(run.file, k) for k in keys], spec, "max")
-        return (lo if lo == hi else f"{lo} to {hi}"), [_num(r) for r in raws]
+        return joined(lo, hi), [_num(r) for r in raws]
 
     def absent(name: str) -> None:
         """A backend without results: the prose's quotes of its range read n/a (the table says why)."""
