@@ -354,6 +354,50 @@ def test_a_damaged_snapshot_stops_the_query_naming_it_instead_of_restarting(spar
     assert len(outcome.recoveries) == len(reference.recoveries)
 
 
+# ------------------------------------------------------------------ async state checkpointing
+
+
+def test_async_state_runs_the_next_batch_while_the_previous_commit_is_still_pending(spark, tmp_path):
+    """Batch 2's background commit of partition 0 is slowed by 3 s. The graph lets batch 3's tasks run
+    meanwhile (only batch 3's own commit waits for batch 2's), so batch 3's task of partition 1 starts and
+    ends well before batch 2's state is durable. The engine used to submit batch 3's job only once the driver
+    had seen every commit of batch 2: batch 3 came 3 s later and the feature overlapped nothing.
+
+    (Batch 3's task of partition 0 may wait as well: when Spark hands it to the other Python worker, which
+    does not hold the store, it loads version 3 from the checkpoint, which exists once the slow commit ends.)"""
+    slow = [{"kind": "storage_latency", "ms": 3000,
+             "at": {"step": "changelog_write", "batch": 2, "partition": 0, "when": "before"}}]
+    scenario = Scenario.from_dict(scenario_dict("aggregate", "async_state", faults=slow, batches=5))
+    result = _run(scenario, tmp_path)
+    _judge(scenario, result.outcome, result.checkpoint)
+    _agree(scenario, result.outcome)
+    spans = {(b, p): (start, end) for b, p, start, end in result.outcome.details["spark"]["task_spans"]}
+    durable_2_0 = spans[(2, 0)][1] + 3000.0   # the task returned, then its commit slept 3 s
+    assert spans[(3, 1)][1] < durable_2_0 - 1000.0, f"batch 3 partition 1 ended at {spans[(3, 1)][1]:.0f} ms, " \
+        f"batch 2 partition 0 was durable after {durable_2_0:.0f} ms"
+    # at most one batch pending: batch 4 may not load its state before batch 2 is durable
+    assert min(spans[(4, p)][1] for p in (0, 1)) > durable_2_0, spans
+
+
+def test_async_state_writes_a_partitions_versions_in_order_while_batches_overlap(spark, tmp_path):
+    """Every other background commit of partition 0 is slowed by 400 ms, so the next batch's task runs while
+    it is pending and has a fast commit of its own. The graph still orders the commits (``changelog_write``
+    of b after ``state_commit`` of b-1): each version's changelog is written after the one before it. When
+    the next task lands in the Python worker holding the store it commits from memory, and only the
+    engine's own wait keeps the order; over five slowed batches that happens with probability 31/32."""
+    slow = [{"kind": "storage_latency", "ms": 400,
+             "at": {"step": "changelog_write", "batch": b, "partition": 0, "when": "before"}} for b in (1, 3, 5, 7, 9)]
+    scenario = Scenario.from_dict(scenario_dict("aggregate", "async_state", faults=slow, batches=11, retain=20))
+    result = _run(scenario, tmp_path)
+    _judge(scenario, result.outcome, result.checkpoint)
+    root = Path(result.checkpoint.root)
+    written = sorted((int(f.name.split("_")[0]), f.stat().st_mtime_ns) for f in root.glob("state/*/0/*.changelog"))
+    versions = [v for v, _t in written]   # cleanup may have removed the oldest ones
+    assert len(versions) >= 8 and versions == list(range(versions[0], 12)), written
+    times = [t for _v, t in written]
+    assert times == sorted(times), f"partition 0's changelogs by version, written at {times}"
+
+
 # ------------------------------------------------------------------ state rebalancing
 
 

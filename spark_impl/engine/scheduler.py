@@ -22,6 +22,9 @@ where each node runs:
   (``group_scheduling.py``);
 - under async state checkpointing a task returns before its state commit;
   the driver watches for the commit's outcome (``async_state_watch.py``).
+  The next batch's job does not wait for that commit: its tasks run while it
+  goes on, and each task's own background commit waits on the executor for
+  the previous version's (the graph's ``changelog_write`` dependency).
 """
 
 from __future__ import annotations
@@ -215,10 +218,17 @@ class StepScheduler:
         """Whether a dependency of a task node no longer holds its job back."""
         if dep in self.done or (dep.step in TASK_STEPS and dep.batch == node_id.batch):
             return True
+        if dep.partition != node_id.partition or dep.batch not in self.submitted:
+            return False
+        if self.inc.nodes[dep].background:
+            # async state checkpointing: the changelog write of b waits for the background commit of b-1 on
+            # the executor (``task.commit_in_background``); the task of b itself may run while b-1 commits,
+            # as the graph allows. Holding the job back until the driver saw b-1 durable serialised what
+            # the feature overlaps: batch b started one commit (and one driver poll) after b-1's tasks.
+            return node_id.step == "changelog_write" and dep.step == "state_commit"
         # pipelining: the same partition's task of an earlier, already submitted batch is ordered on
         # the executor
-        return self.inc.cfg.pipelining and dep.step in PIPELINED_DEPS and dep.partition == node_id.partition \
-            and dep.batch in self.submitted and not self.inc.nodes[dep].background
+        return self.inc.cfg.pipelining and dep.step in PIPELINED_DEPS
 
     def _submit_job(self, b: int) -> None:
         faults = tuple((self.faults.index_of(f), f) for f in self.faults.take_task_faults(b, self.inc.number))

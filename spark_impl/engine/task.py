@@ -32,7 +32,7 @@ from reference.query import PartitionResult, StoreChanges, apply_partition, rout
 from reference.sources import SourceData
 from reference.storage import CheckpointFormatError, LocalStorage, Storage
 
-from .coordination import atomic_write, debug_log, wait_for
+from .coordination import TaskWaitFailed, atomic_write, debug_log, wait_for
 from .storage_latency import storage_latency_for, thread_storage_ms
 from .store_cache import stores_for
 from .task_faults import TaskFaults
@@ -40,6 +40,7 @@ from .task_spec import TaskSpec
 
 RELEASE_TIMEOUT_S = 600.0   # group scheduling: a batch may legitimately wait long for its input
 RELEASE_POLL_S = 0.002
+STATE_ORDER_TIMEOUT_S = 60.0   # as long as the driver waits for a background commit (async_state_watch)
 
 TaskResult = dict[str, Any]   # what a task attempt reports to the driver (through collect or a result file)
 PartitionFunction = Callable[[int, Iterable[Any]], Iterator[Any]]
@@ -225,9 +226,11 @@ def run_concurrently(steps: list[Callable[[], None]], name: str) -> None:
 def commit_in_background(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], sealed: dict[str, Any],
                          p: int) -> None:
     """Async state checkpointing: commit after the task returned; report the outcome to the driver."""
-    status = spec.coordination.async_status(p, spec.batch)
-    debug_log(spec.coordination, f"b{spec.batch} p{p} async commit starts")
+    where = spec.coordination
+    status = where.async_status(p, spec.batch)
     try:
+        _wait_for_previous_commit(spec, p)
+        debug_log(where, f"b{spec.batch} p{p} async commit starts")
         commit_state(spec, faults, stores, sealed)
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which fails the query
         atomic_write(status, f"failed: {exc}")
@@ -235,6 +238,19 @@ def commit_in_background(spec: TaskSpec, faults: TaskFaults, stores: dict[str, A
         return
     atomic_write(status, "ok")
     debug_log(spec.coordination, f"b{spec.batch} p{p} async commit ok")
+
+
+def _wait_for_previous_commit(spec: TaskSpec, p: int) -> None:
+    """The commit of version b+1 waits for that of version b (the graph's ``changelog_write`` of b depends on
+    ``state_commit`` of b-1): the driver submits batch b's job while b-1's background commit may still run, in
+    this worker or another. Batch b-1 of an earlier incarnation is durable already."""
+    if spec.batch <= spec.first_batch:
+        return
+    where, previous = spec.coordination, spec.batch - 1
+    text = wait_for(where.async_status(p, previous), f"the state commit of batch {previous} partition {p}",
+                    where.stop(), STATE_ORDER_TIMEOUT_S, poll_s=RELEASE_POLL_S).decode()
+    if text.startswith("failed"):
+        raise TaskWaitFailed(f"the state commit of batch {previous} partition {p} {text}")
 
 
 def run_attempt(spec: TaskSpec, p: int, attempt: int) -> TaskResult:
