@@ -80,6 +80,10 @@ class Profile:
     straggler_slowdown: float
     storage: StorageProfile
     sink_part_files: int = 1   # optional (OPTIONAL_PARAMETERS): 1 a file sink, 0 an in-memory (stat) sink
+    # optional: how often a task's process does not hold its partition's loaded store, and what opening one
+    # from the checkpoint costs beyond its reads and replay (see PARAMETER_DOCS)
+    state_cache_miss_probability: float = 0.0
+    state_open_ms: float = 0.0
 
     @property
     def slots(self) -> int:
@@ -112,6 +116,11 @@ class Profile:
             return min(total_keys, changed_since_snapshot)
         return total_keys
 
+    def state_cache_missed(self, uniform: float) -> bool:
+        """Whether a task whose version is cached on its executor still loads it (``state_cache_miss_probability``),
+        given a uniform variate on [0, 1)."""
+        return uniform < self.state_cache_miss_probability
+
     def state_replay_ms(self, keys: int) -> float:
         return keys * self.state_replay_per_key_us / 1000.0
 
@@ -142,7 +151,8 @@ STORAGE_PRESETS: dict[str, dict[str, float]] = {
 }
 
 # Parameters a profile may leave out, with the value that keeps the behaviour of profiles written before them.
-OPTIONAL_PARAMETERS: dict[str, float] = {"sink_part_files": 1}
+OPTIONAL_PARAMETERS: dict[str, float] = {"sink_part_files": 1, "state_cache_miss_probability": 0.0,
+                                         "state_open_ms": 0.0}
 
 PARAMETER_DOCS: dict[str, str] = {
     "executors": "number of executor processes (workers)",
@@ -169,6 +179,12 @@ PARAMETER_DOCS: dict[str, str] = {
     "straggler_slowdown": "a straggler's slowdown factor (>= 1)",
     "sink_part_files": "1: each sink task writes a part file to the checkpoint storage; 0: the sink keeps what it "
                        "is given in memory (the benchmark's stat sink) and writes nothing (optional, default 1)",
+    "state_cache_miss_probability": "chance that a task's process does not hold its partition's store although "
+                                    "the executor ran the partition last: 0 on a Spark executor, whose JVM keeps "
+                                    "its loaded stores for every task; on the engine each of an executor's Python "
+                                    "workers keeps its own, and a task lands on any of them (optional, default 0)",
+    "state_open_ms": "opening a store from the checkpoint (a new local database, the listing, the restore) "
+                     "beyond its file reads and replay, ms (optional, default 0)",
     "storage.small_write_ms": "creating a small file on the checkpoint storage, ms",
     "storage.rename_ms": "the rename that makes a write atomic, ms",
     "storage.list_ms": "one listing of a checkpoint directory, ms",
@@ -222,6 +238,8 @@ def profile_from_dict(raw: dict[str, Any]) -> Profile:
         if int(values[name]) != values[name] or values[name] < 1:
             raise ProfileError(name, f"expected a whole number >= 1, got {values[name]}")
         values[name] = int(values[name])
+    if values["state_cache_miss_probability"] > 1:
+        raise ProfileError("state_cache_miss_probability", "must be at most 1")
     if values["straggler_probability"] > 1:
         raise ProfileError("straggler_probability", "must be at most 1")
     if values["straggler_slowdown"] < 1:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from reference.outcome import ProgressEvent
 from reference.query import route
 from reference.state_store import plan_load
@@ -22,6 +24,8 @@ from .cost_model import store_commits_ms
 from .engine import TimedIncarnation
 from .graph import SimNode
 from .latency import RecordLatency
+
+MISS_STREAM = 7   # the seed component of a task's state-cache draw (``state_cache_miss_probability``)
 
 
 class DataIncarnation(TimedIncarnation):
@@ -76,9 +80,11 @@ class DataIncarnation(TimedIncarnation):
     def _state_load_ms(self, b: int, p: int) -> float:
         prof, svc = self.profile, self.service
         total = 0.0
+        missed = b > 0 and prof.state_cache_miss_probability > 0 and prof.state_cache_missed(
+            float(np.random.default_rng([self.sc.seed, self.number, b, p, MISS_STREAM]).random()))
         for sid in self.store_ids:
             uid = self.lineage.get((sid, p, b))
-            if b == 0 or self.cached_store(b, p, sid) is not None:
+            if b == 0 or (self.cached_store(b, p, sid) is not None and not missed):
                 total += prof.state_load_cached_ms
                 continue
             try:
@@ -88,7 +94,7 @@ class DataIncarnation(TimedIncarnation):
                 continue
             files = ([plan.base_file] if plan.base_file else []) + list(plan.replayed)
             size = sum(len(self.storage.read(f)) for f in files if self.storage.exists(f))
-            total += svc.list_ms() + sum(svc.read_ms(0) for _ in files) + svc.transfer_ms(size) \
+            total += prof.state_open_ms + svc.list_ms() + sum(svc.read_ms(0) for _ in files) + svc.transfer_ms(size) \
                 + prof.state_replay_ms(int(size / max(prof.bytes_per_state_key, 1.0)))
         return total
 

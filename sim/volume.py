@@ -60,6 +60,7 @@ class BatchVolume:
     total: float                      # sum over stores
     straggler: list[float]            # per partition: task_apply's slowdown
     jitter: dict[str, list[float]]    # per storage step, per partition: its jitter factor
+    missed: list[bool]                # per partition: its task's process lacks the loaded store (a cache miss)
 
     def records_of(self, p: int) -> int:
         return self.records + (1 if p < self.extra else 0)
@@ -163,8 +164,11 @@ class VolumeIncarnation(TimedIncarnation):
         draws = np.random.default_rng([self.sc.seed, self.number, b])
         straggler = [self.profile.straggler_factor_for(u) for u in draws.random(self.parts).tolist()]
         jitter = {step: self.service.jitter_factors(draws, self.parts) for step in JITTERED_TASK_STEPS}
+        # drawn last, and only when a miss can happen, so that the draws above never depend on it
+        missed = ([self.profile.state_cache_missed(u) for u in draws.random(self.parts).tolist()]
+                  if self.profile.state_cache_miss_probability > 0 else [False] * self.parts)
         found = BatchVolume(total // self.parts, total % self.parts, stores, n,
-                            sum(s.changed for s in stores), sum(s.total for s in stores), straggler, jitter)
+                            sum(s.changed for s in stores), sum(s.total for s in stores), straggler, jitter, missed)
         self.volumes[b] = found
         return found
 
@@ -254,11 +258,12 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "state_load":
             if b == self.restart.first_batch and b > 0:
                 keys = self.restart_keys
-            elif (b, p) in self.shape.moved and b > 0:   # a new executor: the state before batch b
+            elif ((b, p) in self.shape.moved or counts.missed[p]) and b > 0:   # the state before batch b, loaded
                 keys = (self.volumes.get(b - 1) or counts).total
             else:
                 return prof.state_load_cached_ms * len(self.store_ids)
-            return svc.read_ms(keys * prof.bytes_per_state_key, jitter) + prof.state_replay_ms(int(keys))
+            return prof.state_open_ms * len(self.store_ids) + svc.read_ms(keys * prof.bytes_per_state_key, jitter) \
+                + prof.state_replay_ms(int(keys))
         assert step == "snapshot_upload", f"no cost for task step {step}"
         every = self.shape.maintenance_every()
         since = range(max(self.restart.first_batch, b - every + 1), b + 1)   # this incarnation's batches
