@@ -1086,7 +1086,11 @@ def section_calibration(p: Paper) -> None:
         v.of(run, f"cal_{key(backend)}_validation", ["summary", "validation_mean_abs_error"], "pct")
         if backend == "spark":
             _cal_unseen(p, run)
+            _cal_parts(p, run)
     # rows the prose quotes by name: n/a when this build's run did not measure them
+    for name in CAL_PART_VALUES:
+        if name not in v.entries:
+            v.absent(name)
     for k in CAL_QUOTED_ROWS:
         for part in ("measured", "shipped", "err_shipped", "fitted", "err_fitted"):
             if f"cal_spark_{key(k)}_{part}" not in v.entries:
@@ -1101,6 +1105,33 @@ def section_calibration(p: Paper) -> None:
                              "calibration results are under " + code("paper/results/calibration/") +
                              ". The simulator's profiles are therefore the shipped ones, not fitted ones, and "
                              "no prediction error can be reported.")
+
+
+# where the engine's batch time goes, quoted by the calibration section: (value name, row, part) of the measured
+# and predicted batch parts, and the mean state_load of the engine's tasks over the seeds of a row
+CAL_PARTS = (("cal_spark_addbatch_measured", "stateless/baseline", "measured_targets", "addBatch"),
+             ("cal_spark_addbatch_fitted", "stateless/baseline", "predicted_targets_fitted", "addBatch"),
+             ("cal_spark_planning_measured", "stateless/baseline", "measured_targets", "planning"),
+             ("cal_spark_offset_write_measured", "stateless/baseline", "measured_targets", "offsetWrite"))
+CAL_LOADS = (("cal_spark_load_stateless_span", "stateless", "baseline"),
+             ("cal_spark_load_count_span", "running-count", "sync"))
+CAL_PART_VALUES = tuple(name for name, *_rest in CAL_PARTS) + tuple(name for name, *_rest in CAL_LOADS)
+
+
+def _cal_parts(p: Paper, run: Run) -> None:
+    """The batch parts and task state loads the calibration prose quotes (absent when the run lacks them: a
+    run made before the parts were recorded)."""
+    v, rows = p.v, run.doc["summary"].get("rows", {})
+    for name, row, side, part in CAL_PARTS:
+        if part in (rows.get(row, {}).get(side) or {}):
+            v.of(run, name, ["summary", "rows", row, side, part], "ms1" if part != "addBatch" else "ms")
+    for name, workload, config in CAL_LOADS:
+        found = [(run.file, ["points", i, "metrics", "task_step_ms_mean", "state_load"])
+                 for i, point in enumerate(run.doc["points"])
+                 if point["point"]["config"] == config and point["point"]["params"].get("workload") == workload
+                 and ((point.get("metrics") or {}).get("task_step_ms_mean") or {}).get("state_load") is not None]
+        if found:
+            v.add(name, found, "span:ms1", "span")
 
 
 def _cal_unseen(p: Paper, run: Run) -> None:
