@@ -895,6 +895,7 @@ def section_async_state(p: Paper) -> None:
                                      "Worst re-run (batches)"], rows)
     p.text("asc_availability", p.availability(exp))
     p.add_figures(exp)
+    _asc_engine_price(p, exp)
     run = p.run(exp, "sim")
     names = ("asc_sim_mean_cut_min", "asc_sim_mean_cut_max", "asc_sim_peak_cut_max", "asc_sim_sync_rerun",
              "asc_sim_async_rerun", "asc_sim_async_rerun_mean", "asc_sim_keys_max", "asc_sim_sync_lost",
@@ -932,6 +933,27 @@ def section_async_state(p: Paper) -> None:
                             f"{v.entries['asc_sim_async_rerun']['text']} on the simulator, as many as a synchronous "
                             f"one ({v.entries['asc_sim_sync_rerun']['text']}); the explorer, which cuts every such "
                             f"interleaving, finds every restart within the bound.")
+
+
+def _asc_engine_price(p: Paper, exp: str) -> None:
+    """The engine's crashes: what an asynchronous and a synchronous restart re-ran (a sentence that follows the
+    numbers; empty without an engine run)."""
+    v, run = p.v, p.run(exp, "spark")
+    price = ["summary", "price"]
+    names = {"async": "asc_spark_async_rerun", "mean": "asc_spark_async_rerun_mean", "sync": "asc_spark_sync_rerun"}
+    if run is None:
+        for name in names.values():
+            v.absent(name)
+        p.text("asc_engine_price", "")
+        return
+    worst = v.of(run, names["async"], price + ["async", "rerun_batches_max", "max"], "int")
+    mean = v.of(run, names["mean"], price + ["async", "rerun_batches_mean", "median"], "num1")
+    sync = v.of(run, names["sync"], price + ["sync", "rerun_batches_max", "max"], "int")
+    if not lookup(run.doc, price + ["async", "rerun_batches_max", "max"]):
+        p.text("asc_engine_price", "On the engine's crashes no restart re-ran a batch.")
+        return
+    p.text("asc_engine_price", f"On the engine's crashes an asynchronous restart re-ran up to {worst} "
+                               f"({mean} on average), a synchronous one up to {sync}.")
 
 
 # -- 6.4 changelog checkpointing
