@@ -62,8 +62,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "per_record": ("per_record_us",),
 }
 # The state store's costs (``state_*``, ``snapshot_*``) are not scaled: the stateless workload the fit sees
-# has no state, so nothing it measures could tell them. They keep the profile's values, measured on the
-# engine (sim/profiles/README.md), and the stateful workloads test them. A first version scaled the state
+# has no state, so nothing it measures could tell them. They keep the profile's values (its store cache misses
+# measured on the engine, sim/profiles/README.md), and the stateful workloads test them. A first version scaled the state
 # commit's base cost with the tasks' overheads (x2.18), predicting the synchronous stateful runs 16-21% slow.
 GRID = tuple(2.0 ** (k / 2.0) for k in range(-6, 7))      # a step of 1/8 .. 8, in half powers of two
 # then finer steps (about 4.4% each, up to 1.41x either way): the coarse grid alone cannot land within
