@@ -1096,7 +1096,7 @@ def section_calibration(p: Paper) -> None:
                 p.text("cal_conclusion", "")
             continue
         s = run.doc["summary"]
-        for k, row in s.get("rows", {}).items():
+        for k, row in sorted(s.get("rows", {}).items(), key=lambda item: _cal_order(run, item[0])):
             base = ["summary", "rows", k]
             n = f"cal_{key(backend)}_{key(k)}"
             rows.append([f"{esc(BACKEND_NAME[backend])}, {esc(k)} ({esc(row['role'])})",
@@ -1154,6 +1154,15 @@ def _cal_parts(p: Paper, run: Run) -> None:
                  and ((point.get("metrics") or {}).get("task_step_ms_mean") or {}).get("state_load") is not None]
         if found:
             v.add(name, found, "span:ms1", "span")
+
+
+def _cal_order(run: Run, row: str) -> int:
+    """A calibration row's place in the experiment's own order (the fit's workload first): where the first seed
+    ran it (the stored summary's rows come back sorted by name)."""
+    measured = [pt["point"] for pt in run.doc["points"] if pt["point"]["task"] == "measure"]
+    first = min((pt["seed"] for pt in measured), default=None)
+    order = [f"{pt['params']['workload']}/{pt['config']}" for pt in measured if pt["seed"] == first]
+    return order.index(row) if row in order else len(order)
 
 
 def _cal_unseen(p: Paper, run: Run) -> None:
