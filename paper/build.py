@@ -1096,7 +1096,8 @@ def section_calibration(p: Paper) -> None:
                 p.text("cal_conclusion", "")
             continue
         s = run.doc["summary"]
-        for k, row in sorted(s.get("rows", {}).items(), key=lambda item: _cal_order(run, item[0])):
+        order = _cal_order(run)
+        for k, row in sorted(s.get("rows", {}).items(), key=lambda item: order.get(item[0], len(order))):
             base = ["summary", "rows", k]
             n = f"cal_{key(backend)}_{key(k)}"
             rows.append([f"{esc(BACKEND_NAME[backend])}, {esc(k)} ({esc(row['role'])})",
@@ -1156,13 +1157,13 @@ def _cal_parts(p: Paper, run: Run) -> None:
             v.add(name, found, "span:ms1", "span")
 
 
-def _cal_order(run: Run, row: str) -> int:
-    """A calibration row's place in the experiment's own order (the fit's workload first): where the first seed
-    ran it (the stored summary's rows come back sorted by name)."""
+def _cal_order(run: Run) -> dict[str, int]:
+    """Each calibration row's place in the experiment's own order (the fit's workload first): where the first
+    seed ran it (the stored summary's rows come back sorted by name)."""
     measured = [pt["point"] for pt in run.doc["points"] if pt["point"]["task"] == "measure"]
     first = min((pt["seed"] for pt in measured), default=None)
     order = [f"{pt['params']['workload']}/{pt['config']}" for pt in measured if pt["seed"] == first]
-    return order.index(row) if row in order else len(order)
+    return {row: i for i, row in enumerate(order)}
 
 
 def _cal_unseen(p: Paper, run: Run) -> None:

@@ -497,16 +497,22 @@ def test_calibration_measures_spark_or_says_it_cannot(tmp_path: Path, capsys: py
         assert (tmp_path / "fitted_local_spark.json").exists()
 
 
+def _stateless_fit_scenarios() -> list[dict[str, Any]]:
+    """Short runs of the calibration's fit workload (its baseline and both-features configurations)."""
+    from experiments.defs import calibration, rate_scenario
+    return [rate_scenario(f"fit-{name}", 3, rate=1_000, duration_s=5, operator={"kind": "map"}, partitions=2,
+                          state_partitions=2, engine=engine)
+            for name, engine in calibration.WORKLOADS["stateless"][2].items() if name in ("baseline", "both")]
+
+
 def test_calibration_fit_recovers_a_perturbed_profile(monkeypatch: pytest.MonkeyPatch) -> None:
     """Measurements made by the simulator itself with a known profile: the fit must get closer than the start."""
-    from experiments.defs import calibration, rate_scenario
+    from experiments.defs import calibration
     from experiments.profiles import sim_profile
     monkeypatch.setattr(calibration, "PASSES", 1)                                   # a coarser, faster search
     monkeypatch.setattr(calibration, "GRID", tuple(2.0 ** k for k in range(-3, 4)))
     truth = calibration.scaled(sim_profile("local_spark"), {"driver": 2.0, "file_writes": 4.0, "listings": 4.0})
-    scenarios = [rate_scenario(f"fit-{name}", 3, rate=1_000, duration_s=5, operator={"kind": "map"}, partitions=2,
-                               state_partitions=2, engine=engine)
-                 for name, engine in calibration.WORKLOADS["stateless"][2].items() if name in ("baseline", "both")]
+    scenarios = _stateless_fit_scenarios()
     predicted = [(sc, calibration.predict(sc, truth)) for sc in scenarios]
     measured = [(sc, targets) for sc, targets in predicted if targets is not None]
     assert len(measured) == len(scenarios)
@@ -520,16 +526,13 @@ def test_calibration_fit_tells_the_driver_from_the_tasks(monkeypatch: pytest.Mon
     """A profile whose driver is four times cheaper and whose tasks are four times dearer than the shipped
     one gives about the shipped p50; only the batch parts (planning, addBatch) say which group moved. A fit
     on the p50 alone moved both the wrong way (driver x2, tasks x0.55 with this search)."""
-    from experiments.defs import calibration, rate_scenario
+    from experiments.defs import calibration
     from experiments.profiles import sim_profile
     monkeypatch.setattr(calibration, "PASSES", 1)
     monkeypatch.setattr(calibration, "GRID", tuple(2.0 ** k for k in range(-3, 4)))
     base = sim_profile("local_spark")
     truth = calibration.scaled(base, {"driver": 0.25, "tasks": 4.0})
-    scenarios = [rate_scenario(f"fit-{name}", 3, rate=1_000, duration_s=5, operator={"kind": "map"}, partitions=2,
-                               state_partitions=2, engine=engine)
-                 for name, engine in calibration.WORKLOADS["stateless"][2].items() if name in ("baseline", "both")]
-    measured = [(sc, calibration.predict(sc, truth)) for sc in scenarios]
+    measured = [(sc, calibration.predict(sc, truth)) for sc in _stateless_fit_scenarios()]
     _fitted, factors = calibration.fit_profile([(sc, t) for sc, t in measured if t is not None], base)
     assert factors["driver"] < 0.6 and factors["tasks"] > 2.0, factors
 

@@ -15,7 +15,7 @@ on the same join workload:
 - spark: the same join on generated input, on the engine, with the
   checkpoint on local disk and on an object store (``--storage-profile``
   runs the one named); the commit time is the mean wall time of a task's
-  state commit (``details.spark.state_commit_ms_mean``: Spark's
+  state commit (``details.spark.task_step_ms_mean``: Spark's
   ``commitTimeMs`` is each store's own time, the same in both modes).
 
 Reported per input: mean commit time and mean batch duration in each mode, and
@@ -104,7 +104,7 @@ class ParallelStoreCommit(Experiment):
             commits = _commit_ms_from_trace(sim.trace)
         else:
             outcome = run_point_scenario(point).outcome
-            mean = outcome.details.get("spark", {}).get("state_commit_ms_mean")
+            mean = (outcome.details.get("spark", {}).get("task_step_ms_mean") or {}).get("state_commit")
             commits = [mean] if mean is not None else []
         check_outcome_ok(outcome)
         metrics = batch_metrics(outcome.progress)

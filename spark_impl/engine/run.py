@@ -163,15 +163,11 @@ def run_details(scenario: Scenario, engine: EngineContext, wall_s: float) -> dic
         # [batch, partition, cache hits], the hits 0 when the task loaded its state from the checkpoint
         "moved_partition_tasks": sorted([t["batch"], t["partition"], t["cache_hits"]] for t in tasks
                                         if t["batch"] >= first_move.get(t["partition"], 1 << 62)),
-        # the wall time of a task's state commit, every store of its partition in turn or at once (commitTimeMs
-        # is each store's own time, so it does not show stores committed in parallel); None when none committed
-        "state_commit_ms_mean": _mean_ms([t["timings_ms"]["state_commit"] for t in tasks
-                                          if "state_commit" in t["timings_ms"]]),
-        # where a task's time went: the mean over tasks of each step's wall time, and of the whole task (its
-        # Python function, from the worker's start to its result), in ms; the rest of addBatch is Spark's job
+        # where a task's time went: the mean over tasks of each step's wall time in ms (``state_commit`` is a
+        # partition's commit, every store in turn or at once; commitTimeMs is each store's own time, so it does
+        # not show stores committed in parallel); the rest of addBatch is Spark's job
         "task_step_ms_mean": {step: _mean_ms([t["timings_ms"][step] for t in tasks if step in t["timings_ms"]])
                               for step in sorted({s for t in tasks for s in t["timings_ms"]})},
-        "task_ms_mean": _mean_ms([(t["finished"] - t["started"]) * 1000.0 for t in tasks]),
         # every task attempt that returned: [batch, partition, started, finished], ms since the run's time 0
         "task_spans": sorted([t["batch"], t["partition"], round((t["started"] - engine.t0) * 1000.0, 3),
                               round((t["finished"] - engine.t0) * 1000.0, 3)] for t in tasks),
