@@ -165,6 +165,23 @@ def test_pipelining_trends(quick: Any) -> None:
     assert rows["map/heavy"]["deep"]["rows_per_s"]["median"] >= rows["map/heavy"]["sequential"]["rows_per_s"]["median"]
 
 
+def test_pipelining_on_spark_warms_up_first_and_leaves_the_warm_up_out() -> None:
+    """The first run of a process is slow (JVM, Python workers, cold code paths): on the engine a throwaway
+    backlog goes first, and a warm-up that ran at 50 rows/s does not become the sequential figure."""
+    exp = get_experiment("pipelining")
+    ctx = RunContext(backend="spark", quick=True)
+    points = exp.points(ctx)
+    assert points[0].task == "warmup" and all(p.task != "warmup" for p in points[1:])
+    where = {"master": "local[16]", "slots": 16, "group": 50}
+    throughput = {"sequential": 1_000.0, "pipelined": 1_500.0, "deep": 2_500.0}
+    records = [{"point": points[0].to_dict(), "metrics": {"rows_per_s": 50.0, **where}}]
+    records += [{"point": p.to_dict(), "metrics": {"rows_per_s": throughput[p.config], **where}}
+                for p in points[1:] if p.task == "throughput"]
+    row = exp.summarize(records, ctx)["rows"]["aggregate/none"]
+    assert row["sequential"]["rows_per_s"]["n"] == 1 and row["sequential"]["rows_per_s"]["median"] == 1_000.0
+    assert row["speedup"] == 1.5 and row["speedup_deep"] == 2.5
+
+
 def test_async_state_checkpoint_trends(quick: Any) -> None:
     summary = quick("async-state-checkpoint").summary
     for keys, entry in summary["sizes"].items():

@@ -57,11 +57,17 @@ from experiments.figures import LABEL_PT, PALETTE, WIDE, figure_context, save_fi
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, mean_or_none, median_or_none, over_seeds
+from experiments.verdicts import judge, report_lines
 
 NEVER_MS = 10**9                 # an interval longer than any run: only the first offset entry is persisted
 PROGRESS_INTERVALS_MS = {"quick": (500, 2000, 8000),  # Young with C ~ 0.2 s: ~16 s (quick M), ~38 s (full M)
                          "full": (250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000)}
-SNAPSHOT_INTERVALS = {"quick": (2, 32), "full": (1, 2, 4, 8, 16, 32, 64)}
+# full grid: Young's optimum is ~70-100 versions with the cluster profile's costs, the replay-aware one ~600
+# (measured: a restart's load grows ~14 ms per version of interval); the grid runs two doublings past the latter,
+# so the loss curve turns inside it (a 2,048-version point simulates 4,104 batches, ~10 min a seed)
+SNAPSHOT_INTERVALS = {"quick": (2, 32), "full": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)}
+SNAPSHOT_BATCHES = {"quick": 36, "full": 160}    # at least; a run covers two of its snapshot intervals (see below)
+YOUNG_DOUBLINGS = 1.0            # verdict: the simulated optimum within a factor of two of Young's, either way
 MTBF_S = {"quick": 600.0, "full": 3600.0}
 CRASHES = {"quick": 4, "full": 8}
 STATE_KEYS, KEYS, PARTITIONS = 10_000_000, 4_000, 8
@@ -69,7 +75,7 @@ STATE_KEYS, KEYS, PARTITIONS = 10_000_000, 4_000, 8
 
 class CheckpointInterval(Experiment):
     name = "checkpoint-interval"
-    version = "1"
+    version = "2"
     title = "async-progress and snapshot intervals under a failure rate: simulated optimum vs Young's formula"
     claim = "the best checkpoint interval is near Young's T = sqrt(2 C M)"
     backends = ("sim",)
@@ -91,8 +97,10 @@ class CheckpointInterval(Experiment):
                           "log_purge": {"mode": "async"}}
                 out.append(progress_point("async", engine, interval, 0 if interval == NEVER_MS else crashes))
             blocked = blocked_profile(profile, STATE_KEYS / KEYS)
-            batches = 36 if ctx.quick else 160
             for interval in SNAPSHOT_INTERVALS[ctx.mode]:
+                # crashes fall in the run's second half: with two intervals and a few batches before it, a crash
+                # finds a snapshot behind it and replays up to one interval of changelogs, as in a long run
+                batches = max(SNAPSHOT_BATCHES[ctx.mode], 2 * interval + 8)
                 scenario = generated_scenario(
                     f"interval-snapshot-{interval}", seed, operator={"kind": "aggregate", "agg": "count"},
                     records_per_partition=50, batches=batches, keys=KEYS, partitions=4, state_partitions=PARTITIONS,
@@ -101,7 +109,9 @@ class CheckpointInterval(Experiment):
                                        "log_purge": {"mode": "async", "min_batches_to_retain": 100}})
                 out.append(Point(self.name, "snapshot", "changelog", {"min_deltas": interval}, seed, "sim", scenario,
                                  blocked, "data", {"crashes": crashes}))
-        return out
+        # the longest snapshot runs first (a 2,048-version point takes ~10 min, the rest about one), so the
+        # worker processes do not end on one of them alone
+        return sorted(out, key=lambda p: -p.scenario["source"]["batches"] if p.task == "snapshot" else 0)
 
     # ---------------------------------------------------------------- measure
     def measure(self, point: Point) -> dict[str, Any]:
@@ -197,12 +207,27 @@ class CheckpointInterval(Experiment):
         batch = median_or_none(_m(r, "interval_ms_mean") for r in snapshot.values()) or None
         young_batches = math.sqrt(2.0 * snap_c * mtbf_ms) / batch if snap_c and batch else None
         snap_best = min(snap_curve, key=lambda r: r["lost"]) if snap_curve else None
-        return {"mtbf_s": MTBF_S[ctx.mode],
+        # Young charges a failure half an interval of work redone at the batches' pace; a changelog restart
+        # replays the interval's changelogs instead, at the load curve's slope per version of interval
+        slope = _slope([r["min_deltas"] for r in snap_curve], [r["load_ms"] for r in snap_curve])
+        replay_batches = math.sqrt(snap_c * mtbf_ms / (batch * slope)) if snap_c and batch and slope else None
+        progress_grid = [r["interval_ms"] for r in curve]
+        snapshot_grid = [r["min_deltas"] for r in snap_curve]
+        verdicts = [
+            _optimum_verdict("simulated best async-progress interval against Young's",
+                             best["interval_ms"] if best else None, young_ms, progress_grid),
+            _optimum_verdict("simulated best snapshot interval against Young's",
+                             snap_best["min_deltas"] if snap_best else None, young_batches, snapshot_grid)]
+        return {"mtbf_s": MTBF_S[ctx.mode], "verdicts": verdicts,
                 "progress": {"rows": progress, "checkpoint_cost_ms": c_ms, "free_cadence_ms": free, "curve": curve,
-                             "young_ms": young_ms, "simulated_best_ms": best["interval_ms"] if best else None},
+                             "young_ms": young_ms, "simulated_best_ms": best["interval_ms"] if best else None,
+                             "best_at_edge": _at_edge(best["interval_ms"] if best else None, progress_grid)},
                 "snapshot": {"rows": snapshot, "snapshot_cost_ms": snap_c, "batch_ms": batch, "curve": snap_curve,
-                             "young_batches": young_batches,
-                             "simulated_best_batches": snap_best["min_deltas"] if snap_best else None}}
+                             "young_batches": young_batches, "load_ms_per_version": slope,
+                             "replay_batches": replay_batches,
+                             "simulated_best_batches": snap_best["min_deltas"] if snap_best else None,
+                             "best_at_edge": _at_edge(snap_best["min_deltas"] if snap_best else None,
+                                                      snapshot_grid)}}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         out = []
@@ -246,7 +271,12 @@ class CheckpointInterval(Experiment):
         lines.append(f"  simulated optimum {_fmt_opt(s['simulated_best_batches'], 'batches')}"
                      f"{_edge(s['simulated_best_batches'], [r['min_deltas'] for r in s['curve']])}; Young sqrt(2CM) = "
                      f"{_fmt_opt(s['young_batches'], 'batches')}")
-        return lines
+        if s.get("load_ms_per_version"):
+            lines.append(f"  a restart replays changelogs, not batches: the load grows {s['load_ms_per_version']:,.1f} ms "
+                         f"per version of interval (least squares), against a batch of {fmt_ms(s['batch_ms'])}; "
+                         f"with that redo cost the optimum is sqrt(C M / (batch * slope)) = "
+                         f"{_fmt_opt(s['replay_batches'], 'batches')}")
+        return lines + report_lines(summary.get("verdicts", []))
 
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
@@ -273,6 +303,9 @@ class CheckpointInterval(Experiment):
                 if part.get(young_key):
                     ax.axvline(part[young_key], color=PALETTE[1], linestyle=":",
                                label=f"Young sqrt(2CM) = {part[young_key] / scale:,.{1 if scale > 1 else 0}f}{suffix}")
+                if part.get("replay_batches"):
+                    ax.axvline(part["replay_batches"], color=PALETTE[4], linestyle="-.",
+                               label=f"Young, redo = replay: {part['replay_batches']:,.0f}")
                 ax.set_xlabel(unit)
                 ax.set_ylabel("% of time")
                 ax.set_ylim(bottom=0)
@@ -301,10 +334,46 @@ def _m(row: dict[str, Any], metric: str) -> float | None:
     return (row.get(metric) or {}).get("median")
 
 
+def _at_edge(best: float | None, grid: list[float]) -> bool:
+    """Whether the grid's best interval is one of its ends (or the grid is too short to have an inside), so the
+    optimum may lie beyond it."""
+    return best is not None and (len(grid) < 3 or best in (min(grid), max(grid)))
+
+
 def _edge(best: float | None, grid: list[float]) -> str:
-    if best is None or len(grid) < 2 or min(grid) < best < max(grid):
-        return ""
-    return " (at the edge of the grid: the optimum may lie beyond it)"
+    return " (at the edge of the grid: the optimum may lie beyond it)" if _at_edge(best, grid) else ""
+
+
+def _slope(xs: list[float], ys: list[float]) -> float | None:
+    """The least-squares slope of ys on xs (None with fewer than two distinct xs, or a slope that is not
+    positive: a load that does not grow with the interval gives no replay cost)."""
+    if len(set(xs)) < 2:
+        return None
+    slope = float(np.polyfit(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float), 1)[0])
+    return slope if slope > 0 else None
+
+
+def _optimum_verdict(claim: str, best: float | None, predicted: float | None, grid: list[float]) -> dict[str, Any]:
+    """The verdict on "the simulated optimum is near ``predicted``", in doublings (log2 of their ratio): within
+    YOUNG_DOUBLINGS of it (a factor of two either way) reproduces it.
+
+    A best interval inside the grid is the estimate. One at an edge is only a bound: if the loss falls all the way
+    to the grid's longest interval, the optimum is past the one before it (the curve need not turn at the edge
+    itself), and symmetrically at the short end. Such a bound refutes a prediction more than the tolerance on the
+    other side of it, and measures nothing otherwise."""
+    measured = None
+    points = sorted(set(grid))
+    if best is not None and predicted and len(points) >= 2 and best in points:
+        if best == points[-1] or best == points[0]:
+            bound = points[-2] if best == points[-1] else points[1]
+            doublings = math.log2(bound / predicted)
+            past = doublings > 0 if best == points[-1] else doublings < 0
+            if past and abs(doublings) > YOUNG_DOUBLINGS:
+                measured = doublings
+            claim += " (the grid's edge: a bound)"
+        else:
+            measured = math.log2(best / predicted)
+    return judge(claim, measured, 0.0, tolerance=YOUNG_DOUBLINGS, neutral=None, unit="doublings").to_dict()
 
 
 def _fmt_opt(value: float | None, unit: str) -> str:
