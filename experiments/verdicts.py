@@ -14,6 +14,11 @@ number, and is a finding, not a failure: it never changes an exit code.
   number such as a latency, which has no direction, anything outside the
   tolerance);
 - ``not measured``: no value.
+
+A claim of a direction with no size ("more at the peak") is judged by
+``judge_direction``: reproduced when the measured difference lies past 0 in
+the claimed direction by more than the tolerance (the noise the experiment
+allows), not reproduced otherwise.
 """
 
 from __future__ import annotations
@@ -36,10 +41,15 @@ class Verdict:
     tolerance: float
     unit: str
     verdict: str
+    direction: bool = False     # a claim of direction only: published_low is 0 and the sign says which way
 
     def line(self) -> str:
-        pub = _num(self.published_low, self.unit) if self.published_low == self.published_high else \
-            f"{_num(self.published_low, '')}-{_num(self.published_high, self.unit)}"
+        if self.direction:
+            pub = f"{'more' if self.published_high > 0 else 'less'} than {_num(0.0, self.unit)}"
+        elif self.published_low == self.published_high:
+            pub = _num(self.published_low, self.unit)
+        else:
+            pub = f"{_num(self.published_low, '')}-{_num(self.published_high, self.unit)}"
         got = "-" if self.measured is None else _num(self.measured, self.unit)
         return (f"[{self.verdict}] {self.claim}: measured {got}, published {pub} "
                 f"(tolerance {_num(self.tolerance, 'pp' if self.unit == '%' else self.unit)})")
@@ -80,6 +90,20 @@ def judge(claim: str, measured: float | None, published: float | tuple[float, fl
         verdict = NOT_REPRODUCED
     return Verdict(claim, float(low), float(high), None if measured is None else float(measured),
                    float(tolerance), unit, verdict)
+
+
+def judge_direction(claim: str, measured: float | None, *, tolerance: float, unit: str = "",
+                    sign: float = 1.0) -> Verdict:
+    """The verdict on a claim of direction only: ``measured`` (a difference, 0 meaning none) must lie more than
+    ``tolerance`` past 0 on the side ``sign`` names (+1: more, -1: less)."""
+    assert tolerance >= 0, f"{claim}: negative tolerance {tolerance}"
+    assert sign in (1.0, -1.0), f"{claim}: sign {sign} is neither +1 nor -1"
+    if measured is None:
+        verdict = NOT_MEASURED
+    else:
+        verdict = REPRODUCED if measured * sign > tolerance else NOT_REPRODUCED
+    return Verdict(claim, 0.0, float(sign), None if measured is None else float(measured), float(tolerance), unit,
+                   verdict, direction=True)
 
 
 def report_lines(verdicts: list[dict[str, Any]]) -> list[str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from experiments.fit_profile import nelder_mead, residuals
-from experiments.verdicts import DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, judge, report_lines
+from experiments.verdicts import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Verdict, judge,
+                                 judge_direction, report_lines)
 
 
 def test_a_cut_within_tolerance_of_the_published_one_is_reproduced() -> None:
@@ -68,3 +69,24 @@ def test_fit_residuals_are_percentage_points_against_the_published_figures() -> 
     rows = residuals({(1000, "baseline"): 400.0, (1000, "async-purge"): 200.0, (1000, "async-progress"): 200.0,
                       (1000, "both"): 40.0})
     assert [r["residual_pp"] for r in rows] == pytest.approx([-50.0, 0.0, -15.0, 4.5])
+
+
+def test_a_direction_claim_needs_a_difference_past_the_noise_on_its_side() -> None:
+    # "more at the peak": the peak cut minus the mean cut, in points, with 2 points of noise allowed
+    def more(measured: float | None) -> str:
+        return judge_direction("peak", measured, tolerance=2.0, unit="%").verdict
+    assert [more(m) for m in (5.0, 2.5, 2.0, 0.0, -2.4, None)] == \
+        [REPRODUCED, REPRODUCED, NOT_REPRODUCED, NOT_REPRODUCED, NOT_REPRODUCED, NOT_MEASURED]
+    assert judge_direction("less", -3.0, tolerance=2.0, sign=-1.0).verdict == REPRODUCED
+    assert judge_direction("less", 3.0, tolerance=2.0, sign=-1.0).verdict == NOT_REPRODUCED
+
+
+def test_a_direction_verdict_says_which_way_and_survives_its_stored_form() -> None:
+    v = judge_direction("peak cut over mean cut", -2.4, tolerance=2.0, unit="%")
+    assert v.line() == "[not reproduced] peak cut over mean cut: measured -2.40%, published more than 0% (tolerance 2 pp)"
+    assert Verdict(**v.to_dict()) == v
+    assert "published less than 0" in judge_direction("x", 1.0, tolerance=0.0, sign=-1.0).line()
+    # a verdict stored before directions existed still reads back as a value claim
+    stored = {k: val for k, val in judge("cut", 20.0, 25.0, tolerance=5.0, unit="%").to_dict().items()
+              if k != "direction"}
+    assert report_lines([stored])[1].endswith("published 25% (tolerance 5 pp)")
