@@ -297,6 +297,8 @@ def fmt(spec: str, value: Any) -> str:
         return _signed(f"{-v * 100:+.0f}%")
     if spec == "change":     # a relative change (0.3 = 30% more)
         return _signed(f"{v * 100:+.0f}%")
+    if spec == "pp1":        # a difference of percentages, in points
+        return _signed(f"{_nonzero(v, 1):+.1f} points")
     if spec == "x":
         return f"{v:.2f}{TIMES}"
     if spec == "int":
@@ -1006,16 +1008,19 @@ def section_changelog(p: Paper) -> None:
                                                   ["claims", "flink_ckpt_p50_full_ms", "value"]),
                                                  (logical(p.results.root / "published.json"),
                                                   ["claims", "flink_ckpt_p50_changelog_ms", "value"])], "x", "ratio")
+    # the experiment's verdicts, in its order: commit ratio, storage, recovery (experiments/defs/changelog_...)
+    judged = [x["verdict"] for x in (lookup(run.doc, ["summary", "verdicts"]) or [])] if run is not None else []
+    judged = judged if len(judged) == 3 else ["not measured"] * 3
     p.tables["changelog_flink"] = Table(
-        ["Measure", "Flink, published", "Simulator"],
+        ["Measure", "Flink, published", "Simulator", "Verdict"],
         [["checkpoint (commit) p50, changelog vs full", pub["pub_flink_ckpt_p50_changelog_ms"]["text"] + " vs " +
           pub["pub_flink_ckpt_p50_full_ms"]["text"], pub["cl_cmp_commit_changelog"]["text"] + " vs " +
-          pub["cl_cmp_commit_snapshot"]["text"]],
-         ["full over changelog", flink_ratio, pub["cl_cmp_commit_ratio"]["text"]],
+          pub["cl_cmp_commit_snapshot"]["text"], ""],
+         ["full over changelog", flink_ratio, pub["cl_cmp_commit_ratio"]["text"], judged[0]],
          ["storage kept, changelog vs full", "+" + pub["pub_flink_space_overhead"]["text"],
-          pub["cl_cmp_storage"]["text"]],
+          pub["cl_cmp_storage"]["text"], judged[1]],
          ["recovery, changelog vs full", "+" + pub["pub_flink_recovery_slowdown"]["text"],
-          pub["cl_cmp_recovery"]["text"]]])
+          pub["cl_cmp_recovery"]["text"], judged[2]]])
 
 
 # -- 6.5 checkpoint interval
@@ -1449,13 +1454,13 @@ def verdict(measured: Sequence[float | None], low: float, high: float, *, up_to:
 
 # The tolerances the experiments state for their verdicts (experiments/defs), in the paper's units:
 # cuts as fractions, speed-ups as ratios.
-def _tolerances() -> tuple[float, float, float]:
-    from experiments.defs import async_state_checkpoint, offset_management, pipelining
+def _tolerances() -> tuple[float, float, float, float]:
+    from experiments.defs import async_state_checkpoint, changelog_checkpointing, offset_management, pipelining
     return (offset_management.CUT_TOLERANCE_PP / 100.0, pipelining.SPEEDUP_TOLERANCE,
-            async_state_checkpoint.MEAN_CUT_TOLERANCE_PP / 100.0)
+            async_state_checkpoint.MEAN_CUT_TOLERANCE_PP / 100.0, changelog_checkpointing.RATIO_TOLERANCE)
 
 
-OM_CUT_TOLERANCE, PIPE_SPEEDUP_TOLERANCE, ASC_MEAN_CUT_TOLERANCE = _tolerances()
+OM_CUT_TOLERANCE, PIPE_SPEEDUP_TOLERANCE, ASC_MEAN_CUT_TOLERANCE, CL_RATIO_TOLERANCE = _tolerances()
 
 
 def section_summary(p: Paper) -> None:
@@ -1554,6 +1559,27 @@ def section_summary(p: Paper) -> None:
         tolerance=ASC_MEAN_CUT_TOLERANCE)
     row("async state checkpointing: batches re-run", v.entries["pub_asc_rerun"]["text"], "asc_rerun",
         asc("rerun", "int"), "async-state-checkpoint")
+
+    def direction_row(label: str, claim_text: str, experiment: str, prefix: str) -> None:
+        """A claim of direction only, as the experiment's own verdict judged it (``judge_direction``)."""
+        out, verdicts = [esc(label), esc(claim_text)], []
+        for backend in COMPARED:
+            run = p.run(experiment, backend)
+            stored = lookup(run.doc, ["summary", "verdicts"]) or [] if run is not None else []
+            index = next((i for i, x in enumerate(stored) if x["claim"].startswith(prefix)), None)
+            if run is None or index is None or stored[index]["measured"] is None:
+                out.append(missing(experiment, backend) if run is None else "not measured")
+                continue
+            out.append(v.of(run, f"sum_{key(experiment)}_{key(prefix.replace(' ', '_'))}_{key(backend)}",
+                            ["summary", "verdicts", index, "measured"], "pp1"))
+            verdicts.append(f"{BACKEND_NAME[backend]}: {stored[index]['verdict']}")
+        out.append(esc("; ".join(verdicts)) if verdicts else "not measured yet")
+        rows.append(out)
+
+    direction_row("async state checkpointing: peak cut over mean cut, largest state", "more",
+                  "async-state-checkpoint", "peak batch cut over the mean batch cut")
+    direction_row("async state checkpointing: mean cut, largest state over smallest", "more",
+                  "async-state-checkpoint", "mean batch cut with")
     run = p.run("changelog-checkpointing", "sim")
     cells = {}
     if run is not None:
@@ -1567,7 +1593,8 @@ def section_summary(p: Paper) -> None:
     out = [esc("changelog: full over changelog commit (Flink)"), v.entries["pub_flink_ckpt_ratio"]["text"]]
     for backend in COMPARED:
         out.append(cells.get(backend, (missing("changelog-checkpointing", backend), []))[0])
-    out.append(esc(f"simulator: {verdict(cells['sim'][1], flink, flink, neutral=1.0)}") if "sim" in cells else "not measured yet")
+    out.append(esc(f"simulator: {verdict(cells['sim'][1], flink, flink, neutral=1.0, tolerance=CL_RATIO_TOLERANCE)}")
+               if "sim" in cells else "not measured yet")
     rows.append(out)
     p.tables["summary"] = Table(["Claim", "Published", "Simulator", "PySpark engine", "Native Spark", "Verdict"],
                                 rows, aligns=["left", "right", "right", "right", "right", "left"],

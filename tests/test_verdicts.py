@@ -90,3 +90,18 @@ def test_a_direction_verdict_says_which_way_and_survives_its_stored_form() -> No
     stored = {k: val for k, val in judge("cut", 20.0, 25.0, tolerance=5.0, unit="%").to_dict().items()
               if k != "direction"}
     assert report_lines([stored])[1].endswith("published 25% (tolerance 5 pp)")
+
+
+def test_flinks_three_changelog_figures_each_get_a_verdict() -> None:
+    """Flink: checkpoint p50 5 s over 311 ms (16.1x), +30% storage, recovery +66% to +225%. By hand: 4,800 over
+    300 ms is 16x (reproduced), 2.4x is within the direction only; +25% storage is within 10 points of +30%, -72%
+    is the other way; +50% recovery is 16 points short of +66% (direction only), +100% inside the range."""
+    from experiments.defs.changelog_checkpointing import _flink_verdicts
+
+    def verdicts(changelog: float, full: float, storage: float, recovery: float) -> list[str]:
+        return [v["verdict"] for v in _flink_verdicts({"commit_p50_changelog_ms": changelog,
+                                                       "commit_p50_snapshot_ms": full, "storage_overhead": storage,
+                                                       "recovery_slowdown": recovery})]
+    assert verdicts(300.0, 4800.0, 0.25, 1.0) == [REPRODUCED, REPRODUCED, REPRODUCED]
+    assert verdicts(300.0, 720.0, -0.72, 0.5) == [DIRECTION_ONLY, NOT_REPRODUCED, DIRECTION_ONLY]
+    assert [v["verdict"] for v in _flink_verdicts({})] == [NOT_MEASURED] * 3
