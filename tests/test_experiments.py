@@ -180,6 +180,26 @@ def test_pipelining_on_spark_warms_up_first_and_leaves_the_warm_up_out() -> None
     row = exp.summarize(records, ctx)["rows"]["aggregate/none"]
     assert row["sequential"]["rows_per_s"]["n"] == 1 and row["sequential"]["rows_per_s"]["median"] == 1_000.0
     assert row["speedup"] == 1.5 and row["speedup_deep"] == 2.5
+    assert row["speedup_deep_seeds"] == {"min": 2.5, "max": 2.5, "n": 1}
+
+
+def test_pipelining_pairs_each_seeds_speedup_with_its_own_sequential_run() -> None:
+    """Medians over seeds: 2,000 over 1,000 rows/s (2x); paired by seed: 2,500/1,000, 2,000/800 and
+    2,000/1,200, so from 1.67x to 2.5x."""
+    exp = get_experiment("pipelining")
+    ctx = RunContext(backend="spark", quick=True, seeds=3)
+    rates = {("sequential", 1): 1_000.0, ("sequential", 2): 800.0, ("sequential", 3): 1_200.0,
+             ("deep", 1): 2_500.0, ("deep", 2): 2_000.0, ("deep", 3): 2_000.0}
+    where = {"master": "local[16]", "slots": 16, "group": 50}
+    records = [{"point": p.to_dict(), "metrics": {"rows_per_s": rates[(p.config, p.seed)], **where}}
+               for p in exp.points(ctx) if p.task == "throughput" and p.params["stragglers"] == "heavy"
+               and (p.config, p.seed) in rates]
+    row = exp.summarize(records, ctx)["rows"]["aggregate/heavy"]
+    assert row["speedup_deep"] == 2.0
+    assert row["speedup_deep_seeds"]["n"] == 3
+    assert row["speedup_deep_seeds"]["min"] == pytest.approx(2_000 / 1_200)
+    assert row["speedup_deep_seeds"]["max"] == 2.5
+    assert row["speedup_seeds"] == {"min": None, "max": None, "n": 0}
 
 
 def test_async_state_checkpoint_trends(quick: Any) -> None:

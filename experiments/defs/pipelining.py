@@ -204,12 +204,20 @@ class Pipelining(Experiment):
             thr = [r for r in recs if r["point"]["task"] == "throughput"]
             lat = [r for r in recs if r["point"]["task"] == "latency"]
             entry[mode] = {"rows_per_s": over_seeds(thr, "rows_per_s"), "p50": over_seeds(lat, "latency_p50"),
-                           "p99": over_seeds(lat, "latency_p99")}
+                           "p99": over_seeds(lat, "latency_p99"),
+                           "by_seed": {str(r["point"]["seed"]): r["metrics"]["rows_per_s"] for r in thr
+                                       if (r.get("metrics") or {}).get("rows_per_s")}}
         for entry in rows.values():
             seq, pipe, deep = entry.get("sequential", {}), entry.get("pipelined", {}), entry.get("deep", {})
             a, b, c = _med(seq, "rows_per_s"), _med(pipe, "rows_per_s"), _med(deep, "rows_per_s")
             entry["speedup"] = b / a if a and b else None
             entry["speedup_deep"] = c / a if a and c else None
+            # each seed's speed-up against the same seed's sequential run (the same stragglers): the spread
+            for field, mode in (("speedup", pipe), ("speedup_deep", deep)):
+                paired = [mode["by_seed"][k] / seq["by_seed"][k] for k in seq.get("by_seed", {})
+                          if k in mode.get("by_seed", {})]
+                entry[f"{field}_seeds"] = {"min": min(paired), "max": max(paired), "n": len(paired)} if paired \
+                    else {"min": None, "max": None, "n": 0}
             p, q = _med(seq, "p50"), _med(pipe, "p50")
             entry["latency_ratio_p50"] = q / p if p and q else None
         verdicts = [judge(f"pipelined throughput speed-up ({key}{', depth ' + str(DEEP) if field else ''})",
@@ -251,6 +259,12 @@ class Pipelining(Experiment):
             lines.append(f"{key:<22} {_rate(_med(seq, 'rows_per_s')):>14} {_rate(_med(pipe, 'rows_per_s')):>14} "
                          f"{speed:>8} {_rate(_med(deep, 'rows_per_s')):>14} {deep_speed:>8}  "
                          f"{fmt_ms(_med(seq, 'p50')):>9} {fmt_ms(_med(pipe, 'p50')):>9}")
+        for key in _ordered(summary):
+            spread = [f"{label} {s['min']:.2f}-{s['max']:.2f}x" for label, s in (
+                ("default depth", summary["rows"][key].get("speedup_seeds") or {}),
+                (f"depth {DEEP}", summary["rows"][key].get("speedup_deep_seeds") or {})) if (s.get("n") or 0) > 1]
+            if spread:
+                lines.append(f"{key:<22} each seed against its own sequential run: {', '.join(spread)}")
         lines.append(f"published: {CLAIMED_SPEEDUP[0]:.0f}-{CLAIMED_SPEEDUP[1]:.0f}x throughput")
         lines += report_lines(summary.get("verdicts", []))
         if ctx.backend != "sim":
