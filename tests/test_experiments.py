@@ -183,6 +183,22 @@ def test_pipelining_on_spark_warms_up_first_and_leaves_the_warm_up_out() -> None
     assert row["speedup_deep_seeds"] == {"min": 2.5, "max": 2.5, "n": 1}
 
 
+@pytest.mark.parametrize(("backend", "stragglers", "ratio", "ok"), [
+    ("spark", "none", 0.88, True),     # within the engine's run-to-run noise (20%)
+    ("spark", "none", 0.75, False),
+    ("spark", "heavy", 0.99, False),   # under stragglers pipelining must not be slower
+    ("sim", "none", 0.99, False),      # the simulator has no wall-clock noise
+])
+def test_pipelining_sanity_check_allows_the_engines_noise_only_where_there_is_nothing_to_gain(
+        backend: str, stragglers: str, ratio: float, ok: bool) -> None:
+    exp = get_experiment("pipelining")
+    entry = {"operator": "aggregate", "stragglers": stragglers, "sequential": {"rows_per_s": {"median": 1_000.0}},
+             "pipelined": {"rows_per_s": {"median": 1_000.0 * ratio}}, "deep": {"rows_per_s": {"median": 2_000.0}}}
+    checks = exp.checks({"rows": {f"aggregate/{stragglers}": entry}}, RunContext(backend=backend, quick=True))
+    pipelined = next(c for c in checks if c.name.startswith("pipelined throughput"))
+    assert pipelined.ok is ok, pipelined
+
+
 def test_pipelining_pairs_each_seeds_speedup_with_its_own_sequential_run() -> None:
     """Medians over seeds: 2,000 over 1,000 rows/s (2x); paired by seed: 2,500/1,000, 2,000/800 and
     2,000/1,200, so from 1.67x to 2.5x."""
