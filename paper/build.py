@@ -843,6 +843,25 @@ def section_pipelining(p: Paper) -> None:
     # the engine's latency at a rate its sequential run sustains: the pipelined median over the sequential one,
     # and how many of its latency runs fell behind (section 5's rule)
     engine = p.run(exp, "spark")
+    engine_names = ("pipe_engine_none_speedup", "pipe_engine_heavy_speedup", "pipe_engine_heavy_deep",
+                    "pipe_engine_heavy_seeds_min", "pipe_engine_heavy_seeds_max", "pipe_engine_heavy_deep_seeds_min",
+                    "pipe_engine_heavy_deep_seeds_max", "pipe_engine_heavy_extra", "pipe_engine_heavy_prob",
+                    "pipe_engine_seeds")
+    if engine is None or not {"aggregate/none", "aggregate/heavy"} <= set(engine.doc["summary"]["rows"]):
+        for name in engine_names:
+            v.absent(name)
+    else:   # the running count, in both the quick and the full run; each seed paired with its own sequential run
+        none, heavy = ["summary", "rows", "aggregate/none"], ["summary", "rows", "aggregate/heavy"]
+        v.of(engine, "pipe_engine_none_speedup", none + ["speedup"], "x")
+        v.of(engine, "pipe_engine_heavy_speedup", heavy + ["speedup"], "x")
+        v.of(engine, "pipe_engine_heavy_deep", heavy + ["speedup_deep"], "x")
+        for field, name in (("speedup_seeds", "pipe_engine_heavy_seeds"),
+                            ("speedup_deep_seeds", "pipe_engine_heavy_deep_seeds")):
+            v.of(engine, f"{name}_min", heavy + [field, "min"], "x")
+            v.of(engine, f"{name}_max", heavy + [field, "max"], "x")
+        v.of(engine, "pipe_engine_seeds", heavy + ["speedup_deep_seeds", "n"], "int")
+        v.of(engine, "pipe_engine_heavy_extra", heavy + ["extra_ms"], "ms")
+        v.of(engine, "pipe_engine_heavy_prob", heavy + ["probability"], "pct")
     if engine is None:
         for name in ("pipe_engine_lat_ratio_min", "pipe_engine_lat_ratio_max", "pipe_engine_judged",
                      "pipe_engine_backlogged"):

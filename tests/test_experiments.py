@@ -218,6 +218,16 @@ def test_pipelining_pairs_each_seeds_speedup_with_its_own_sequential_run() -> No
     assert row["speedup_seeds"] == {"min": None, "max": None, "n": 0}
 
 
+def test_async_state_on_the_engine_commits_its_batches_runs_to_the_object_store() -> None:
+    """A task's commit on local disk takes 0.3 ms, which async checkpointing cannot shorten; the published
+    commits went to cloud storage. The crash runs keep local disk (their crash times are placed for it)."""
+    points = get_experiment("async-state-checkpoint").points(RunContext(backend="spark", quick=True))
+    assert {p.extra.get("storage_profile") for p in points if p.task == "batches"} == {"object_store"}
+    assert {p.extra.get("storage_profile") for p in points if p.task == "crash"} == {None}
+    sim = get_experiment("async-state-checkpoint").points(RunContext(backend="sim", quick=True))
+    assert all("storage_profile" not in p.extra for p in sim)
+
+
 def test_async_state_checkpoint_trends(quick: Any) -> None:
     summary = quick("async-state-checkpoint").summary
     for keys, entry in summary["sizes"].items():
