@@ -917,6 +917,7 @@ def section_async_state(p: Paper) -> None:
     p.text("asc_availability", p.availability(exp))
     p.add_figures(exp)
     _asc_engine_price(p, exp)
+    _asc_engine_commit(p, exp)
     run = p.run(exp, "sim")
     names = ("asc_sim_mean_cut_min", "asc_sim_mean_cut_max", "asc_sim_peak_cut_max", "asc_sim_sync_rerun",
              "asc_sim_async_rerun", "asc_sim_async_rerun_mean", "asc_sim_keys_max", "asc_sim_sync_lost",
@@ -954,6 +955,19 @@ def section_async_state(p: Paper) -> None:
                             f"{v.entries['asc_sim_async_rerun']['text']} on the simulator, as many as a synchronous "
                             f"one ({v.entries['asc_sim_sync_rerun']['text']}); the explorer, which cuts every such "
                             f"interleaving, finds every restart within the bound.")
+
+
+def _asc_engine_commit(p: Paper, exp: str) -> None:
+    """The engine's state commit at its largest state: a task's time and its share of a synchronous batch."""
+    v, run = p.v, p.run(exp, "spark")
+    if run is None or not run.doc["summary"]["sizes"]:
+        v.absent("asc_spark_commit_task")
+        v.absent("asc_spark_commit_share")
+        return
+    largest = max(run.doc["summary"]["sizes"], key=float)
+    size = ["summary", "sizes", largest]
+    v.of(run, "asc_spark_commit_task", size + ["sync", "commit_per_task", "median"], "ms")
+    v.of(run, "asc_spark_commit_share", size + ["commit_share"], "pct")
 
 
 def _asc_engine_price(p: Paper, exp: str) -> None:
