@@ -62,7 +62,8 @@ KEYS = 4_000                    # distinct keys of the data-mode run
 STATE_KEYS = 10_000_000         # the state size those keys stand for
 PARTITIONS = 8
 INTERVALS = {"quick": (2, 8), "full": (1, 2, 5, 10, 20, 50)}
-FLINK: dict[str, Any] = {"checkpoint_p50_ms": (311.0, 5000.0), "storage_overhead": 0.30, "recovery_slowdown": (0.66, 2.25)}
+FLINK: dict[str, Any] = {"checkpoint_p50_ms": (311.0, 5000.0), "storage_overhead": 0.30,
+                         "recovery_slowdown": (0.66, 2.25)}
 # verdicts against Flink's figures: the commit ratio within 4x of Flink's 16x (the measures differ: a task's
 # commit here, a checkpoint barrier over all tasks there), a percentage within 10 points
 RATIO_TOLERANCE = 4.0

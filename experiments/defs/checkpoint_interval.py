@@ -275,8 +275,9 @@ class CheckpointInterval(Experiment):
                      f"{_edge(s['simulated_best_batches'], [r['min_deltas'] for r in s['curve']])}; Young sqrt(2CM) = "
                      f"{_fmt_opt(s['young_batches'], 'batches')}")
         if s.get("load_ms_per_version"):
-            lines.append(f"  a restart replays changelogs, not batches: the load grows {s['load_ms_per_version']:,.1f} ms "
-                         f"per version of interval (least squares), against a batch of {fmt_ms(s['batch_ms'])}; "
+            lines.append(f"  a restart replays changelogs, not batches: the load grows "
+                         f"{s['load_ms_per_version']:,.1f} ms per version of interval (least squares), against a "
+                         f"batch of {fmt_ms(s['batch_ms'])}; "
                          f"with that redo cost the optimum is sqrt(C M / (batch * slope)) = "
                          f"{_fmt_opt(s['replay_batches'], 'batches')}")
         return lines + report_lines(summary.get("verdicts", []))
