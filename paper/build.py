@@ -1053,7 +1053,7 @@ def section_changelog(p: Paper) -> None:
          ["storage kept, changelog vs full", "+" + pub["pub_flink_space_overhead"]["text"],
           pub["cl_cmp_storage"]["text"], judged[1]],
          ["recovery, changelog vs full", "+" + pub["pub_flink_recovery_slowdown"]["text"],
-          pub["cl_cmp_recovery"]["text"], judged[2]]])
+          pub["cl_cmp_recovery"]["text"], judged[2]]], aligns=["left", "right", "right", "left"])
 
 
 # -- 6.5 checkpoint interval
@@ -1073,6 +1073,7 @@ def section_interval(p: Paper) -> None:
             v.absent(name)
         p.tables["interval"] = Table(["Interval", "Value"], [[_absent_cell(exp, "sim")]])
         p.text("ci_snap_finding", "the simulated optimum has not been measured in this build")
+        p.text("ci_replay_where", "")
         return
     s = ["summary"]
     v.of(run, "ci_mtbf", s + ["mtbf_s"], "s")
@@ -1097,6 +1098,10 @@ def section_interval(p: Paper) -> None:
     v.of(run, "ci_load_slope", s + ["snapshot", "load_ms_per_version"], "ms1")
     v.of(run, "ci_replay_batches", s + ["snapshot", "replay_batches"], "int")
     _ci_snap_finding(p, run)
+    replay, grid = lookup(run.doc, s + ["snapshot", "replay_batches"]), [r["min_deltas"] for r in snap]
+    p.text("ci_replay_where", "" if replay is None or not grid else
+           "past the grid's end, where the simulated loss has nearly stopped falling" if replay > max(grid) else
+           "inside the grid, where the simulated loss is least" if replay >= min(grid) else "before the grid")
     first = next((i for i, r in enumerate(run.doc["points"]) if r["point"]["task"] == "progress"), 0)
     v.of(run, "ci_restart", ["points", first, "point", "profile", "restart_ms"], "ms")
     rows = []
