@@ -80,7 +80,7 @@ RUNS: tuple[Run, ...] = (
     Run("async-state-checkpoint", "sim", 20, 1),         # 6.3 async state checkpointing
     Run("async-state-checkpoint", "spark", 30, 4),
     Run("changelog-checkpointing", "sim", 20, 1),        # 6.4 changelog vs snapshot/delta
-    Run("checkpoint-interval", "sim", 60, 3),            # 6.5 checkpoint interval vs Young
+    Run("checkpoint-interval", "sim", 50, 3),            # 6.5 checkpoint interval vs Young (49 min, 2026-11-26)
     Run("calibration", "spark", 60, 5),                  # 6.6 calibration error
     Run("calibration", "spark-native", 60, 5),
     Run("fault-matrix", "sim", 10, 1),                   # 7 correctness: reference and simulator
