@@ -337,6 +337,13 @@ def test_the_summary_verdicts_follow_the_experiments_rule():
     assert build.verdict([None], 0.5, 0.5) == "not measured"
 
 
+def test_a_published_most_is_kept_by_any_value_up_to_it():
+    """"May need to re-process two micro-batches" is a bound: 0, 1 and 2 keep it, 3 breaks it."""
+    assert build.bound_verdict([0.0, 1.0, 2.0], 2.0) == "within the published bound"
+    assert build.bound_verdict([1.0, 3.0], 2.0) == "past the published bound"
+    assert build.bound_verdict([None], 2.0) == "not measured"
+
+
 def test_a_span_reads_as_one_value_when_its_ends_agree():
     """``X_span`` replaces the prose's "X_min to X_max", which read "49% to 49%" when a result did not vary."""
     assert build.fmt("span:pct", build.DERIVATIONS["span"]([0.491, 0.488, None])) == "49%"
