@@ -57,3 +57,14 @@ def test_a_peak_cut_past_the_mean_cut_and_a_flat_size_dependence() -> None:
 def test_one_state_size_judges_no_size_dependence() -> None:
     only = {k: d for k, d in DURATIONS.items() if k[0] == 50_000_000}
     assert "mean batch cut" not in verdicts(only)
+
+
+def test_the_cadence_cut_is_the_start_to_start_interval() -> None:
+    """Sync batches every 1,000 ms, async every 770 ms (the deferred commit log write overlaps the next batch):
+    a 23% cut of the cadence, beside the 30% cut of the batch duration."""
+    recs = records(DURATIONS)
+    for r in recs:
+        r["metrics"]["interval_ms_mean"] = 1000.0 if r["point"]["config"] == "sync" else 770.0
+    sizes = asc.EXPERIMENT.summarize(recs, RunContext(backend="sim", quick=False))["sizes"]
+    assert sizes["50000000"]["interval_cut"] == pytest.approx(0.23)
+    assert sizes["50000000"]["mean_cut"] == pytest.approx(0.30)
