@@ -921,7 +921,8 @@ def section_async_state(p: Paper) -> None:
     run = p.run(exp, "sim")
     names = ("asc_sim_mean_cut_min", "asc_sim_mean_cut_max", "asc_sim_peak_cut_max", "asc_sim_sync_rerun",
              "asc_sim_async_rerun", "asc_sim_async_rerun_mean", "asc_sim_keys_max", "asc_sim_sync_lost",
-             "asc_sim_async_lost", "asc_sim_sync_rows", "asc_sim_async_rows", "asc_sim_p50_cut_max")
+             "asc_sim_async_lost", "asc_sim_sync_rows", "asc_sim_async_rows", "asc_sim_p50_cut_max",
+             "asc_sim_interval_change_min", "asc_sim_interval_change_max")
     if run is None:
         for name in names:
             v.absent(name)
@@ -932,6 +933,11 @@ def section_async_state(p: Paper) -> None:
     v.add("asc_sim_mean_cut_max", [(run.file, ["summary", "sizes", k, "mean_cut"]) for k in sizes], "pct", "max")
     v.add("asc_sim_peak_cut_max", [(run.file, ["summary", "sizes", k, "peak_cut"]) for k in sizes], "pct", "max")
     v.add("asc_sim_p50_cut_max", [(run.file, ["summary", "sizes", k, "p50_cut"]) for k in sizes], "pct", "max")
+    # the cadence: a negative cut is a longer interval between batches
+    v.add("asc_sim_interval_change_min", [(run.file, ["summary", "sizes", k, "interval_cut"]) for k in sizes], "cut",
+          "max")
+    v.add("asc_sim_interval_change_max", [(run.file, ["summary", "sizes", k, "interval_cut"]) for k in sizes], "cut",
+          "min")
     v.add("asc_sim_keys_max", [(run.file, ["summary", "sizes", k, "sync", "state_rows", "median"]) for k in sizes],
           "keys", "max")
     price = ["summary", "price"]
@@ -963,11 +969,13 @@ def _asc_engine_commit(p: Paper, exp: str) -> None:
     if run is None or not run.doc["summary"]["sizes"]:
         v.absent("asc_spark_commit_task")
         v.absent("asc_spark_commit_share")
+        v.absent("asc_spark_interval_change")
         return
     largest = max(run.doc["summary"]["sizes"], key=float)
     size = ["summary", "sizes", largest]
     v.of(run, "asc_spark_commit_task", size + ["sync", "commit_per_task", "median"], "ms")
     v.of(run, "asc_spark_commit_share", size + ["commit_share"], "pct")
+    v.of(run, "asc_spark_interval_change", size + ["interval_cut"], "cut")
 
 
 def _asc_engine_price(p: Paper, exp: str) -> None:
