@@ -1141,8 +1141,15 @@ def _ci_snap_finding(p: Paper, run: Run) -> None:
                                   f"refuted, so the simulation does not decide ({verdict['verdict']})")
         return
     doublings = p.v.of(run, "ci_snap_doublings", path + [index, "measured"], "num1")
-    where = ("the loss falls all the way to the grid's longest interval, so the optimum lies past the one before it, "
-             "already" if "edge" in verdict["claim"] else "the loss curve turns inside the grid, its minimum")
+    snapshot = run.doc["summary"]["snapshot"]
+    if not snapshot.get("best_at_edge"):
+        where = "the loss curve turns inside the grid, its minimum"
+    elif snapshot["simulated_best_batches"] == max(r["min_deltas"] for r in snapshot["curve"]):
+        where = ("the loss falls all the way to the grid's longest interval, so the optimum lies past the one before "
+                 "it, already")
+    else:
+        where = ("the loss is least at the grid's shortest interval, so the optimum lies before the one after it, "
+                 "already")
     p.text("ci_snap_finding", f"{where} {doublings} doublings from Young's optimum ({verdict['verdict']}, with a "
                               f"tolerance of one doubling either way)")
 

@@ -71,6 +71,7 @@ PROGRESS_INTERVALS_MS = {"quick": (500, 2000, 8000),  # Young with C ~ 0.2 s: ~1
 SNAPSHOT_INTERVALS = {"quick": (2, 32), "full": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)}
 SNAPSHOT_BATCHES = {"quick": 36, "full": 160}    # at least; a run covers two of its snapshot intervals (see below)
 YOUNG_DOUBLINGS = 1.0            # verdict: the simulated optimum within a factor of two of Young's, either way
+EDGE_NOTE = " (at the edge of the grid: the optimum may lie beyond it)"
 MTBF_S = {"quick": 600.0, "full": 3600.0}
 CRASHES = {"quick": 4, "full": 8}
 STATE_KEYS, KEYS, PARTITIONS = 10_000_000, 4_000, 8
@@ -263,7 +264,7 @@ class CheckpointInterval(Experiment):
             lines.append(f"  {r['interval_ms']:>7} ms {r['overhead'] * 100:>8.1f}% {fmt_ms(r['redo_ms']):>9} "
                          f"{fmt_ms(r['p50']):>8} {r['lost'] * 100:>7.2f}%")
         lines.append(f"  simulated optimum {_fmt_opt(p['simulated_best_ms'], 'ms')}"
-                     f"{_edge(p['simulated_best_ms'], [r['interval_ms'] for r in p['curve']])}; Young sqrt(2CM) = "
+                     f"{EDGE_NOTE if p['best_at_edge'] else ''}; Young sqrt(2CM) = "
                      f"{_fmt_opt(p['young_ms'], 'ms')}")
         lines.append(f"snapshot interval: snapshot cost C = {fmt_ms(s['snapshot_cost_ms'])}, batch "
                      f"{fmt_ms(s['batch_ms'])}")
@@ -272,7 +273,7 @@ class CheckpointInterval(Experiment):
             lines.append(f"  {r['min_deltas']:>9} {r['overhead'] * 100:>8.2f}% {fmt_ms(r['load_ms']):>9} "
                          f"{r['lost'] * 100:>7.2f}%")
         lines.append(f"  simulated optimum {_fmt_opt(s['simulated_best_batches'], 'batches')}"
-                     f"{_edge(s['simulated_best_batches'], [r['min_deltas'] for r in s['curve']])}; Young sqrt(2CM) = "
+                     f"{EDGE_NOTE if s['best_at_edge'] else ''}; Young sqrt(2CM) = "
                      f"{_fmt_opt(s['young_batches'], 'batches')}")
         if s.get("load_ms_per_version"):
             lines.append(f"  a restart replays changelogs, not batches: the load grows "
@@ -344,10 +345,6 @@ def _at_edge(best: float | None, grid: list[float]) -> bool:
     return best is not None and (len(grid) < 3 or best in (min(grid), max(grid)))
 
 
-def _edge(best: float | None, grid: list[float]) -> str:
-    return " (at the edge of the grid: the optimum may lie beyond it)" if _at_edge(best, grid) else ""
-
-
 def _slope(xs: list[float], ys: list[float]) -> float | None:
     """The least-squares slope of ys on xs (None with fewer than two distinct xs, or a slope that is not
     positive: a load that does not grow with the interval gives no replay cost)."""
@@ -368,7 +365,7 @@ def _optimum_verdict(claim: str, best: float | None, predicted: float | None, gr
     measured = None
     points = sorted(set(grid))
     if best is not None and predicted and len(points) >= 2 and best in points:
-        if best == points[-1] or best == points[0]:
+        if _at_edge(best, points):
             bound = points[-2] if best == points[-1] else points[1]
             doublings = math.log2(bound / predicted)
             past = doublings > 0 if best == points[-1] else doublings < 0
