@@ -129,30 +129,31 @@ class Pipelining(Experiment):
         """The Spark engine's points: stragglers as seeded sleeps, eight partitions, group scheduling."""
         batches = 50 if ctx.quick else 100
         operators = ("aggregate",) if ctx.quick else ("map", "aggregate")
+        purge = {"mode": "async", "min_batches_to_retain": 10}
+
+        def backlog(task: str, name: str, mode: str, params: dict[str, Any], seed: int, count: int,
+                    slow: list[float] | None) -> Point:
+            scenario = generated_scenario(
+                name, seed, operator=dict(OPERATORS[params["operator"]]), batches=count, keys=1000,
+                records_per_partition=SPARK_BATCH_ROWS // SPARK_PARTITIONS, partitions=SPARK_PARTITIONS,
+                state_partitions=SPARK_PARTITIONS, sink="at_least_once", engine=dict(MODES[mode], log_purge=purge))
+            return Point(self.name, task, mode if task != "warmup" else "warmup", params, seed, ctx.backend, scenario,
+                         None, "data", {"straggler": slow, "group": SPARK_GROUP, "master": SPARK_MASTER})
+
         # the first run of a process pays for the JVM, the Python workers and cold code paths (measured: the first
         # sequential backlog ran at 3,095 rows/s against 7,210-8,540 for the same point's other seeds); a short
         # backlog of the same shape goes first and is not used
-        warmup = generated_scenario(
-            "pipelining-warmup", self.base_seed, operator=dict(OPERATORS[operators[-1]]), batches=10, keys=1000,
-            records_per_partition=SPARK_BATCH_ROWS // SPARK_PARTITIONS, partitions=SPARK_PARTITIONS,
-            state_partitions=SPARK_PARTITIONS, sink="at_least_once", engine=dict(MODES["pipelined"]))
-        out = [Point(self.name, "warmup", "warmup", {"stragglers": "none", "operator": operators[-1]}, self.base_seed,
-                     ctx.backend, warmup, None, "data", {"straggler": None, "group": SPARK_GROUP,
-                                                         "master": SPARK_MASTER})]
+        out = [backlog("warmup", "pipelining-warmup", "pipelined", {"stragglers": "none", "operator": operators[-1]},
+                       self.base_seed, 10, None)]
         for straggler in self.stragglers(ctx):
             probability, extra_ms = SPARK_STRAGGLERS[straggler]
             for operator in operators:
                 op = dict(OPERATORS[operator])
                 for seed, mode in interleaved(self.seed_list(ctx), list(MODES)):
                     params = {"stragglers": straggler, "operator": operator}
-                    engine = dict(MODES[mode], log_purge={"mode": "async", "min_batches_to_retain": 10})
+                    engine = dict(MODES[mode], log_purge=purge)
                     slow = [probability, extra_ms, seed] if probability else None
-                    backlog = generated_scenario(
-                        f"pipelining-backlog-{mode}", seed, operator=op, batches=batches, keys=1000,
-                        records_per_partition=SPARK_BATCH_ROWS // SPARK_PARTITIONS, partitions=SPARK_PARTITIONS,
-                        state_partitions=SPARK_PARTITIONS, sink="at_least_once", engine=engine)
-                    out.append(Point(self.name, "throughput", mode, params, seed, ctx.backend, backlog, None,
-                                     "data", {"straggler": slow, "group": SPARK_GROUP, "master": SPARK_MASTER}))
+                    out.append(backlog("throughput", f"pipelining-backlog-{mode}", mode, params, seed, batches, slow))
                     paced = rate_scenario(
                         f"pipelining-rate-{mode}", seed, rate=SPARK_LATENCY_RATE, duration_s=10 if ctx.quick else 60,
                         operator=op, keys=1000, partitions=SPARK_PARTITIONS, state_partitions=SPARK_PARTITIONS,
