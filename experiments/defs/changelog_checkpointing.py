@@ -237,8 +237,11 @@ class ChangelogCheckpointing(Experiment):
         if c:
             lines.append(f"against full snapshots, changelog ({c['changelog_min_deltas']} deltas): commit p50 "
                          f"{fmt_ms(c['commit_p50_changelog_ms'])} vs {fmt_ms(c['commit_p50_snapshot_ms'])} "
-                         f"(Flink: 311 ms vs 5,000 ms); state kept {_pct(c['storage_overhead'])} (Flink: +30%); "
-                         f"recovery {_pct(c['recovery_slowdown'])} (Flink: +66% to +225%)")
+                         f"(Flink: {fmt_ms(FLINK['checkpoint_p50_ms'][0])} vs "
+                         f"{fmt_ms(FLINK['checkpoint_p50_ms'][1])}); "
+                         f"state kept {_pct(c['storage_overhead'])} (Flink: {_pct(FLINK['storage_overhead'])}); "
+                         f"recovery {_pct(c['recovery_slowdown'])} (Flink: {_pct(FLINK['recovery_slowdown'][0])} to "
+                         f"{_pct(FLINK['recovery_slowdown'][1])})")
         return lines + report_lines(summary.get("verdicts", []))
 
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
