@@ -47,7 +47,7 @@ def test_commit_order_names_the_missing_entry_under_sync_progress_only(count):
     assert violations(gap, scenario)[0] == (
         "commit_order", "commits/2 is missing while commits/4 exists: commit entries were written out of batch order")
     async_progress = make("aggregate", "async_progress", batches=5, retain=3)
-    assert [rule for rule, _ in violations(gap, async_progress)] == []
+    assert "commit_order" not in [rule for rule, _ in violations(gap, async_progress)]
 
 
 def test_commit_has_offsets_names_the_orphan(count):
@@ -62,7 +62,7 @@ def test_an_unreadable_commit_entry_is_a_violation_naming_it(count):
     broken = storage.copy()
     broken.write("commits/2", b"v1\n{\"batch\":", overwrite=True)
     found = violations(broken, scenario)
-    assert len(found) == 1 and found[0][0] == "commit_has_offsets" and found[0][1].startswith("commits/2: ")
+    assert len(found) == 1 and found[0][0] == "log_entries" and found[0][1].startswith("commits/2: ")
 
 
 def test_watermark_monotone_names_the_entry_that_went_back(count):
