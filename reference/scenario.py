@@ -630,6 +630,10 @@ class Scenario:
                                     "fault at an async state commit or an executor_loss)")
             if fault.kind in ("corrupt_file", "delete_file"):
                 _check_checkpoint_path(fault.path or "", f"{where}.path")
+        from .fault_reach import unreachable   # faults no step can match, or that never end (its own module)
+        refused = unreachable(self)
+        if refused is not None:
+            raise ScenarioError(*refused)
 
     def check_events(self) -> None:
         """Refuse an executor event that cannot happen: out of batch order or range, a join of an executor
