@@ -110,7 +110,7 @@ def test_diff_keeps_each_outcome_and_checkpoint_and_prints_wall_times(capsys: py
         assert json.loads((tmp_path / f"outcome-{name}.json").read_text())["backend"] == name
         code, verdicts, _ = lightspeed(capsys, "check", tmp_path / f"outcome-{name}.json", "--scenario", SCENARIO,
                                        "--checkpoint", tmp_path / f"checkpoint-{name}")
-        assert code == exit_codes.OK and "11 of 11 oracles hold" in verdicts
+        assert code == exit_codes.OK and "12 of 12 oracles hold" in verdicts
 
 
 class Refusing(ReferenceBackend):
