@@ -331,8 +331,9 @@ def _read_bounded(fd: int, full: Path) -> bytes:
 
 
 def _refuse_linked_folders(root: Path, folder: str) -> None:
-    """``CheckpointFormatError`` when a component of ``folder`` under ``root`` is a link or not a directory
-    (listing it would list what the link points to); a missing one lists as empty."""
+    """``CheckpointFormatError`` when a component of ``folder`` under ``root`` is a link (listing it would list
+    what the link points to); a missing one, or one that is not a folder, lists as empty (the ``layout`` rule
+    of ``checkpoint_rules.py`` names it)."""
     where = root
     for part in folder.split("/"):
         where = where / part
@@ -340,9 +341,9 @@ def _refuse_linked_folders(root: Path, folder: str) -> None:
             kind = entry_kind(os.lstat(where).st_mode)
         except (FileNotFoundError, NotADirectoryError):
             return
-        if kind != "directory":
-            raise CheckpointFormatError(f"{where}: is a {kind} where the checkpoint layout has a directory; it "
-                                        "is not listed")
+        if kind == "symlink":
+            raise CheckpointFormatError(f"{where}: is a symbolic link where the checkpoint layout has a directory; "
+                                        "it is not listed")
 
 
 def excerpt(data: bytes | str, limit: int = 40) -> str:

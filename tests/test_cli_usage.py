@@ -90,7 +90,7 @@ def test_a_bad_backend_list_is_bad_input(capsys: pytest.CaptureFixture[str], bac
 def test_a_missing_scenario_file_is_bad_input_everywhere(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     for command in ("validate", "run", "explore", "diff"):
         code, _, err = lightspeed(capsys, command, tmp_path / "nope.json")
-        assert code == exit_codes.BAD_INPUT and "nope.json: no such scenario file" in err, command
+        assert code == exit_codes.BAD_INPUT and "nope.json: no such file, expected a scenario JSON file" in err, command
 
 
 def test_an_option_no_chosen_backend_takes_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
