@@ -80,7 +80,6 @@ def load_scenario(path: str) -> Scenario:
     raw = read_json(path, "a scenario JSON file")
     try:
         return Scenario.from_dict(raw)
-    except ScenarioError as exc:
-        error = ScenarioError(exc.field, str(exc).split(": ", 1)[1])
-        error.args = (f"{path}: {exc}",)
-        raise error from None
+    except ScenarioError as exc:   # the file first, then the field
+        exc.args = (f"{path}: {exc}",)
+        raise

@@ -11,7 +11,7 @@
     sources/<sp>/<b>                           a redelivering source's fetch state after planning b
     state/<op>/<partition>/SSTs/<name>.sst     a backend's own snapshot data (RocksDB's SST files), when
                                                ``metadata`` names its ``snapshot_format``
-    .<name>.<pid>.<thread>.<hex>.tmp           a file being written (left behind by a writer that died)
+    .<name>[.<pid>.<thread>.<hex>].tmp         a file being written (left behind by a writer that died)
     .lightspeed-run.lock                       ``lightspeed run --checkpoint``'s lock (top level only)
 
 ``classify`` names the entry a path is, and anything it does not name is not
@@ -117,7 +117,7 @@ ENTRY_KINDS = ("metadata", "offset", "commit", "state", "snapshot_data", "sink_p
 FOLDER_KINDS = ("log", "state", "store", "snapshot_data", "sink", "sink_batch", "manifests", "sources",
                 "source")
 _SINK_PART = re.compile(r"^part-(0|[1-9][0-9]*)-[A-Za-z0-9.-]+\.json$")
-_TEMP = re.compile(r"^\.(?P<name>.+)\.[0-9]+\.[0-9]+\.[0-9a-f]{8}\.tmp$")
+_TEMP = re.compile(r"^\.(?P<name>.+?)(\.[0-9]+\.[0-9]+\.[0-9a-f]{8})?\.tmp$")
 
 
 def classify(path: str) -> Entry | None:

@@ -94,7 +94,8 @@ def test_a_missing_scenario_file_is_bad_input_everywhere(capsys: pytest.CaptureF
 
 
 def test_an_option_no_chosen_backend_takes_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = lightspeed(capsys, "diff", SCENARIO, "--backends", "reference,reference", "--profile", "local_spark")
+    code, _, err = lightspeed(capsys, "diff", SCENARIO, "--backends", "reference,spark-native", "--profile",
+                              "local_spark")
     assert code == exit_codes.BAD_INPUT and "does not take --profile" in err
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from reference import layout
 from reference.catalogue import make
-from reference.checkpoint_rules import RULES, in_flight_limit, violations
+from reference.checkpoint_rules import LINE_RULES, RULES, in_flight_limit, violations
 from reference.logs import CommitEntry, encode_entry
 from reference.run import run_scenario
 from reference.storage import DurableStorage, LocalStorage
@@ -353,3 +353,23 @@ def test_an_empty_changelog_is_named_with_its_own_version(count):
     assert found["lineage_reachable"].startswith("state/0/1: the lineage chain stops at version 5, whose file does "
                                                  "not decode (state/0/1/5_r0b4p1a0.changelog: truncated")
     assert "version 3 (commits/2 names 'r0b2p1a0') is below it" in found["lineage_reachable"]
+
+
+def test_the_line_rules_judge_one_stores_logs_and_lineage_alone(count):
+    """The bug zoo writes one store's files and the logs its committed line implies: no sink, one source
+    partition, a store of its own name. The layout, the entries' shape and the files' decoding are not judged;
+    the logs' order and the lineage are."""
+    scenario, storage = count
+    partial = storage.copy()
+    partial.write("notes.txt", b"x")
+    partial.write("offsets/3", b'v1\n{"batch":3,"start_offsets":[9],"end_offsets":[12]}', overwrite=True)
+    partial.write("sink/2/part-0-r0b2p0a0.json", b"{", overwrite=True)
+    assert violations(partial, scenario, LINE_RULES) == []
+    assert rules(partial, scenario) == ["layout", "log_entries"]
+    edit_commit(partial, 3, state_lineage={"0": {"0": "u"}})
+    assert violations(partial, scenario, LINE_RULES) == [
+        ("lineage_reachable", "state/0/0: version 4 (commits/3 names 'u') has lineage id 'r0b3p0a0'")]
+    gap = partial.copy()
+    gap.delete("commits/2")
+    assert [r for r, _ in violations(gap, scenario, LINE_RULES)][:2] == ["commit_order", "offsets_committed"]
+    assert set(LINE_RULES) < set(RULES)

@@ -45,6 +45,7 @@ def test_ids_are_canonical_decimals(text, value):
     ("offsets/.3.123.456.0123abcd.tmp", Entry("temp", 3, written="offset")),
     ("state/0/1/.5_u.changelog.1.2.abcdef01.tmp", Entry("temp", 5, "0", 1, written="state")),
     (".metadata.1.2.abcdef01.tmp", Entry("temp", written="metadata")),
+    ("commits/.4.tmp", Entry("temp", 4, written="commit")),
 ])
 def test_every_file_of_the_layout_is_classified(path, entry):
     assert classify(path) == entry
@@ -55,7 +56,7 @@ def test_every_file_of_the_layout_is_classified(path, entry):
     "sink/4/part-01-x.json", "sink/4/part-1-x.txt", "sink/04/part-1-x.json", "sink/4/other.json", "sources/0/03",
     "sources/00/3", "sources/0", "state/0/1/05_u.changelog", "state/0/1/5_u.log", "state/0/01/5_u.changelog",
     "state//1/5_u.changelog", "state/0/1/SSTs/x.txt", "state/0/1/SSTs/.sst", "state/0/1/OTHER/x.sst",
-    "state/0/1/SSTs/deeper/x.sst", "offsets/.3", "offsets/.x.1.2.abcdef01.tmp", "offsets/.3.1.2.ABCDEF01.tmp",
+    "state/0/1/SSTs/deeper/x.sst", "offsets/.3", "offsets/.x.1.2.abcdef01.tmp", "offsets/.3.1.2.ABCDEF01.tmp", "offsets/.3.1.abcdef01.tmp",
     "..lightspeed-run.lock.1.2.abcdef01.tmp", "..3.1.2.abcdef01.tmp.1.2.abcdef01.tmp", "state/0", "metadata/x",
     "meta", "offsets/3.tmp",
 ])
