@@ -18,8 +18,9 @@ explain, on every backend (they all record them through ``observer.py``):
   a batch a restart re-ran was planned again;
 - a batch delivered more than once was re-run (exactly-once: its commit is
   replaced by batch id), or retried (at-least-once: a retried task's part file
-  stays beside the retry's); an exactly-once batch has one delivery digest
-  per delivery;
+  stays beside the retry's; a fault that fired in one of the batch's tasks
+  fails an attempt, which Spark retries); an exactly-once batch has one
+  delivery digest per delivery;
 - under sync progress a ``driver_crash`` between ``plan`` and ``commits/b``
   of batch b (at a driver step) makes a restart re-run b, and one after b's
   exactly-once ``sink_commit`` delivers b a second time.
@@ -35,7 +36,7 @@ from typing import Any
 
 from .outcome import Outcome
 from .scenario import Fault, Scenario
-from .steps import DRIVER_STEPS
+from .steps import DRIVER_STEPS, TASK_STEPS
 
 QUIET_KINDS = ("storage_latency", "clock_skew")            # faults that never end an incarnation
 DAMAGE_KINDS = ("corrupt_file", "delete_file")
@@ -77,7 +78,7 @@ def unexplained(scenario: Scenario, outcome: Outcome, external_crashes: int = 0)
     fired = [i for i in range(len(faults)) if i not in outcome.faults_not_fired]
     return (_numbering(outcome) or _unfired(scenario, outcome) or _restarts(scenario, outcome, fired,
                                                                            external_crashes)
-            or _replanned(scenario, outcome) or _redelivered(scenario, outcome)
+            or _replanned(scenario, outcome) or _redelivered(scenario, outcome, fired)
             or _crash_reruns(scenario, outcome, fired))
 
 
@@ -144,13 +145,17 @@ def _replanned(scenario: Scenario, outcome: Outcome) -> Finding | None:
     return None
 
 
-def _redelivered(scenario: Scenario, outcome: Outcome) -> Finding | None:
-    """A batch delivered more than once was re-run (or, at-least-once, retried); one digest per delivery."""
+def _redelivered(scenario: Scenario, outcome: Outcome, fired: list[int]) -> Finding | None:
+    """A batch delivered more than once was re-run (or, at-least-once, retried: a task whose attempt failed,
+    or a fault that fired in a task of the batch, which fails the attempt); one digest per delivery."""
     rerun = {b for r in outcome.recoveries for b in r.rerun_batches}
     rerun |= {b.id for b in outcome.batches if b.attempts > 1}
     once = scenario.sink_mode == "exactly_once"
     if not once:
+        if any(scenario.faults[i].at.step is None for i in fired):
+            return None   # a fault at a time may have failed any task
         rerun |= {b.id for b in outcome.batches if b.task_retries > 0}
+        rerun |= {scenario.faults[i].at.batch for i in fired if scenario.faults[i].at.step in TASK_STEPS}
     for entry in outcome.sink:
         if entry.deliveries > 1 and entry.batch not in rerun:
             how = "re-run" if once else "re-run or retried"

@@ -282,6 +282,19 @@ def test_at_least_once_deliveries_are_explained_by_a_re_run_or_a_retry():
     twice = with_sink(outcome, 1, deliveries=2)
     only_recoveries(scenario, twice, "batch 1 was delivered 2 times, but it was never re-run or retried")
     assert unexplained(scenario, with_batch(twice, 1, task_retries=1)) is None
+    zombie = make("aggregate", batches=4, sink="at_least_once", faults=[fault("zombie_write", "sink_write", 1,
+                                                                              partition=0)])
+    zombied = run(zombie)
+    assert next(e for e in zombied.sink if e.batch == 1).deliveries == 2 and failed(zombie, zombied) == {}
+    unreported = with_batch(zombied, 1, task_retries=0)   # a backend that does not count its task retries
+    assert unexplained(zombie, unreported) is None
+    elsewhere = make("aggregate", batches=4, sink="at_least_once", faults=[fault("zombie_write", "sink_write", 2,
+                                                                                 partition=0)])
+    finding = unexplained(elsewhere, unreported)
+    assert finding is not None and "batch 1 was delivered 2 times" in finding.message
+    at_a_time = make("aggregate", batches=4, sink="at_least_once",
+                     faults=[{"at": {"time_ms": 100}, "kind": "task_failure"}])
+    assert unexplained(at_a_time, unreported) is None   # a fault at a time may have failed any task
     exactly_once = make("aggregate", batches=4)
     retried = with_batch(with_sink(run(exactly_once), 1, deliveries=2), 1, task_retries=1)
     finding = unexplained(exactly_once, retried)   # a retried task never commits an exactly-once batch twice
