@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"== 1. Failure and replay on every backend: {scenario.name} (seed {scenario.seed})")
     print("   A running count over 2 partitions, 6 batches; the driver crashes right after writing offsets/3.",
           flush=True)
-    options = {name: RunOptions(master=args.master, workdir=str(out / f"{name}-work")) if on_spark(name)
+    # a Spark backend resumes the checkpoint of its work directory: each demo replays the crash in a new one
+    options = {name: RunOptions(master=args.master, workdir=tempfile.mkdtemp(prefix=f"{name}-work-", dir=out))
+               if on_spark(name)
                else RunOptions() for name in names}
     with ExitStack() as stack:   # the demo's own output directory: a run of it replaces its checkpoints
         keep = claim_outputs(stack, out, names, scenario, overwrite=True)
