@@ -425,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return exit_codes.INTERRUPTED
+    except BrokenPipeError:   # the reader of the output went away (| head): stop quietly, as an interrupt
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # so exit's flush has nowhere to fail
+        return exit_codes.INTERRUPTED
     except BackendUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_codes.UNAVAILABLE

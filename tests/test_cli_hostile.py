@@ -1052,3 +1052,15 @@ def test_a_refused_run_leaves_no_checkpoint_directory_it_created(capsys: pytest.
     target = work / "new-dir"
     code, _, _ = run_cli(capsys, work / "scenario.json", "--checkpoint", target, "--profile", "local_spark")
     assert code == exit_codes.BAD_INPUT and not target.exists()
+
+
+def test_output_read_by_a_reader_that_stops_early_ends_quietly(work: Path) -> None:
+    """``lightspeed check ... | head -1``: the reader closes the pipe; no traceback, the interrupt's code."""
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli", "check", str(work / "outcome.json"),
+                             "--scenario", str(work / "scenario.json"), "--checkpoint", str(work / "checkpoint")],
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()        # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == exit_codes.INTERRUPTED and "Traceback" not in err and "Error" not in err, err
