@@ -148,7 +148,7 @@ def _replanned(scenario: Scenario, outcome: Outcome) -> Finding | None:
 def _redelivered(scenario: Scenario, outcome: Outcome, fired: list[int]) -> Finding | None:
     """A batch delivered more than once was re-run (or, at-least-once, retried: a task whose attempt failed,
     or a fault that fired in a task of the batch, which fails the attempt); one digest per delivery."""
-    rerun = {b for r in outcome.recoveries for b in r.rerun_batches}
+    rerun: set[int | None] = {b for r in outcome.recoveries for b in r.rerun_batches}
     rerun |= {b.id for b in outcome.batches if b.attempts > 1}
     once = scenario.sink_mode == "exactly_once"
     if not once:
