@@ -24,18 +24,14 @@ round a timed backend skipped) is reported after the run, on screen.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from .scenario import MAX_TIME_MS, Scenario   # scenario.py imports this module only when it checks faults
 from .size import source_batches, source_records
-
-if TYPE_CHECKING:
-    from .scenario import Scenario
 
 MAX_LATENCY_FAULT_MS = 3_600_000   # an hour: a storage_latency fault a backend sleeps must end
 STATEFUL_STEPS = ("state_load", "changelog_write", "state_commit", "snapshot_upload")
 
 
-def last_batch(scenario: "Scenario") -> int:
+def last_batch(scenario: Scenario) -> int:
     """One past the highest batch id any backend can run: fixed cuts give ``size.source_batches``; a timed
     backend cutting by its trigger takes at least one new record per batch."""
     fixed = scenario.engine.batch_cuts == "fixed"
@@ -44,18 +40,17 @@ def last_batch(scenario: "Scenario") -> int:
                for src in scenario.sources.values())
 
 
-def unreachable(scenario: "Scenario") -> tuple[str, str] | None:
+def unreachable(scenario: Scenario) -> tuple[str, str] | None:
     """(field, why) of the first fault the scenario shows can never fire or never end, or None."""
-    from .scenario import MAX_TIME_MS
     end = last_batch(scenario)
     for i, fault in enumerate(scenario.faults):
         where, at = f"faults[{i}]", fault.at
         if at.time_ms is not None and at.time_ms > MAX_TIME_MS:
             return f"{where}.at.time_ms", f"{at.time_ms} ms never comes: times are at most {MAX_TIME_MS} ms"
-        if fault.kind == "storage_latency" and (fault.ms or 0) > MAX_LATENCY_FAULT_MS:
+        if fault.kind == "storage_latency" and fault.ms is not None and fault.ms > MAX_LATENCY_FAULT_MS:
             return f"{where}.ms", (f"a storage_latency of {fault.ms} ms: at most {MAX_LATENCY_FAULT_MS} ms (an "
                                    "hour), since a backend that sleeps it must finish")
-        if fault.kind == "clock_skew" and abs(fault.ms or 0) > MAX_TIME_MS:
+        if fault.kind == "clock_skew" and fault.ms is not None and abs(fault.ms) > MAX_TIME_MS:
             return f"{where}.ms", f"a clock_skew of {fault.ms} ms: at most {MAX_TIME_MS} ms"
         if at.step in STATEFUL_STEPS and not scenario.store_ids:
             return f"{where}.at.step", (f"{at.step} never runs: the query ({scenario.operator.kind}) keeps no "

@@ -70,6 +70,12 @@ def test_nesting_is_bounded_and_never_exhausts_the_stack():
 def test_nesting_counts_containers_only():
     assert nesting(1) == 0 and nesting([]) == 1 and nesting({"a": [1, {"b": []}]}) == 4
     assert nesting([[], [[[]]], {}]) == 4
+    assert nesting([[[[]]], 1]) == 4 and nesting({"a": [[[]]], "b": "x"}) == 4   # past a scalar too
+
+
+def test_the_first_of_several_constants_is_named():
+    assert refused("[NaN, Infinity]") == "[0]: NaN is not a number JSON allows"
+    assert refused("[1, Infinity, NaN]") == "[1]: Infinity is not a number JSON allows"
 
 
 # ------------------------------------------------------------------------------------ sizes
@@ -118,6 +124,54 @@ def test_the_refusal_names_the_volume_mode_only_where_it_would_run_the_scenario(
     redelivering = Scenario.from_dict(scenario_dict("aggregate", source_kind="redelivering"))
     assert refusal(redelivering, SizeLimits(records=1)) is not None
     assert "--sim-mode volume" not in (refusal(redelivering, SizeLimits(records=1)) or "")
+
+
+def test_the_limits_are_the_documented_ones():
+    """README, the command line: input files up to 256 MiB, checkpoint files up to 1 GiB, JSON 64 deep."""
+    from reference.size import MAX_CHECKPOINT_FILE_BYTES, MAX_INPUT_FILE_BYTES
+    assert (MAX_INPUT_FILE_BYTES, MAX_CHECKPOINT_FILE_BYTES, MAX_JSON_DEPTH) == (268_435_456, 1_073_741_824, 64)
+
+
+def test_size_values_are_frozen():
+    import dataclasses
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        MATERIALISED.records = 1   # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        estimate(scenario()).records = 1   # type: ignore[misc]
+
+
+def test_state_partitions_are_held_up_to_4096():
+    raw = scenario_dict("aggregate", batches=1)
+    raw["query"]["state_partitions"] = 4096
+    assert too_large(Scenario.from_dict(raw)) is None
+    raw["query"]["state_partitions"] = 4097
+    assert "state partitions 4,097 exceed the 4,096" in (too_large(Scenario.from_dict(raw)) or "")
+
+
+def test_the_volume_mode_counts_up_to_a_quadrillion_records():
+    exactly = scenario(kind="rate", rows_per_second=10**12, duration_s=1000, partitions=1)
+    assert estimate(exactly).records == 10**15 and too_large(exactly, VOLUME) is None
+    more = scenario(kind="rate", rows_per_second=10**12 + 1, duration_s=1000, partitions=1)
+    assert "records 1,000,000,000,001,000 exceed the 1,000,000,000,000,000" in (too_large(more, VOLUME) or "")
+
+
+def test_batches_of_every_source_kind():
+    """A rate source of 1 s in 7 ms batches: 142 whole batches and the last part of one. A redelivering
+    source of 7 messages one every 10 ms, each first delivered up to 5 ms late: the last by 65 ms, so 7
+    batches of 10 ms."""
+    rate = scenario(kind="rate", rows_per_second=10, duration_s=1, partitions=1, batch_ms=7)
+    assert source_batches(rate.sources["main"]) == 143
+    raw = scenario_dict("aggregate", source_kind="redelivering")
+    raw["source"].update(messages=7, interval_ms=10, reorder_ms=5, batch_ms=10)
+    redelivering = Scenario.from_dict(raw)
+    assert source_batches(redelivering.sources["main"]) == 7
+    from reference.sources import SourceData
+    assert SourceData.of(redelivering).planned_batches() <= 7
+    import dataclasses
+    explicit = scenario(kind="explicit", partitions=1, batch_ms=1, records=[[0, "k", 1, 0, 3]])
+    assert source_batches(explicit.sources["main"]) == 4
+    empty = dataclasses.replace(explicit.sources["main"], records=())
+    assert source_batches(empty) == 1 and source_records(empty) == 0
 
 
 def test_a_file_size_is_checked_against_its_limit():

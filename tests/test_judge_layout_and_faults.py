@@ -208,14 +208,18 @@ def test_times_and_lengths_that_never_come_or_never_end_are_refused():
     assert refused(never) == "faults[0].at.time_ms: 1000000000001 ms never comes: times are at most " \
                              "1000000000000 ms"
     Scenario.from_dict(scenario_dict("aggregate", faults=[{"at": {"time_ms": 10**12}, "kind": "driver_crash"}]))
-    long = scenario_dict("aggregate", faults=[fault("storage_latency", "plan", 1, ms=MAX_LATENCY_FAULT_MS + 1)])
-    assert refused(long) == (f"faults[0].ms: a storage_latency of {MAX_LATENCY_FAULT_MS + 1} ms: at most "
-                             f"{MAX_LATENCY_FAULT_MS} ms (an hour), since a backend that sleeps it must finish")
-    Scenario.from_dict(scenario_dict("aggregate", faults=[fault("storage_latency", "plan", 1,
-                                                                ms=MAX_LATENCY_FAULT_MS)]))
+    hour = 3_600_000
+    assert MAX_LATENCY_FAULT_MS == hour
+    long = scenario_dict("aggregate", faults=[fault("storage_latency", "plan", 1, ms=hour + 1)])
+    assert refused(long) == ("faults[0].ms: a storage_latency of 3600001 ms: at most 3600000 ms (an hour), since a "
+                             "backend that sleeps it must finish")
+    Scenario.from_dict(scenario_dict("aggregate", faults=[fault("storage_latency", "plan", 1, ms=hour)]))
     skew = scenario_dict("aggregate", faults=[fault("clock_skew", "plan", 1, ms=10**12 + 1)])
     assert refused(skew) == "faults[0].ms: a clock_skew of 1000000000001 ms: at most 1000000000000 ms"
     Scenario.from_dict(scenario_dict("aggregate", faults=[fault("clock_skew", "plan", 1, ms=10**12)]))
+    back = scenario_dict("aggregate", faults=[fault("clock_skew", "plan", 1, ms=-(10**12) - 1)])
+    with pytest.raises(ScenarioError):   # ms is an integer >= 0, so a skew back in time is refused as such
+        Scenario.from_dict(back)
 
 
 def test_the_first_unreachable_fault_is_named_and_a_reachable_scenario_has_none():
