@@ -405,6 +405,15 @@ def _unknown_command(parser: argparse.ArgumentParser, commands: list[str], word:
     return exit_codes.BAD_INPUT
 
 
+MESSAGE_CHARS = 1_000   # an error quotes what it names; a hostile file must not turn that into megabytes
+
+
+def said(exc: BaseException) -> str:
+    """An error's message on one line, cut at ``MESSAGE_CHARS`` (saying so)."""
+    text = " ".join(str(exc).splitlines())
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + f"... ({len(text):,} characters in all)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv``, run the subcommand, and turn its typed errors into a message and an exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -429,13 +438,13 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # so exit's flush has nowhere to fail
         return exit_codes.INTERRUPTED
     except BackendUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {said(exc)}", file=sys.stderr)
         return exit_codes.UNAVAILABLE
     except CheckpointFormatError as exc:   # a checkpoint file an oracle had to read is damaged: a failed check
-        print(f"FAIL: the checkpoint cannot be read: {exc}", file=sys.stderr)
+        print(f"FAIL: the checkpoint cannot be read: {said(exc)}", file=sys.stderr)
         return exit_codes.CHECK_FAILED
     except BAD_INPUT_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {said(exc)}", file=sys.stderr)
         return exit_codes.BAD_INPUT
 
 

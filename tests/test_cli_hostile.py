@@ -1064,3 +1064,13 @@ def test_output_read_by_a_reader_that_stops_early_ends_quietly(work: Path) -> No
     proc.stdout.close()        # the reader is gone before the first line
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == exit_codes.INTERRUPTED and "Traceback" not in err and "Error" not in err, err
+
+
+def test_an_error_quoting_a_huge_value_is_cut_short(capsys: pytest.CaptureFixture[str], work: Path) -> None:
+    """A malformed field 2 MB long in an outcome: the one error line names the field and stops at 1,000
+    characters."""
+    edited = edit_outcome(work, lambda raw: raw.update(seed=["x" * 2_000_000]))
+    code, _, err = check_cli(capsys, work, outcome=edited)
+    line = one_line(err)
+    assert code == exit_codes.BAD_INPUT and "not an outcome: seed:" in line and len(line) < 1_100
+    assert "characters in all)" in line
