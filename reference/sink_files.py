@@ -87,9 +87,8 @@ def visible_output(storage: Storage, sink_mode: str,
     by_batch: dict[int, tuple[list[Any], dict[int, int]]] = {}
     for path in storage.list(layout.SINK + "/"):
         entry = layout.classify(path)
-        if entry is None or entry.kind != "sink_part":
-            continue
-        assert entry.batch is not None and entry.partition is not None
+        if entry is None or entry.kind != "sink_part" or entry.batch is None or entry.partition is None:
+            continue   # not a part file (the layout rule of checkpoint_rules.py names it)
         rows, files = by_batch.setdefault(entry.batch, ([], {}))
         rows.extend(read_part(storage, path))
         files[entry.partition] = files.get(entry.partition, 0) + 1

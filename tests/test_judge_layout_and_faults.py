@@ -231,3 +231,44 @@ def test_the_first_unreachable_fault_is_named_and_a_reachable_scenario_has_none(
     stateless = make("map").with_changes(faults=later.faults)
     assert unreachable(stateless) == ("faults[1].at.step", "changelog_write never runs: the query (map) keeps no "
                                                           "state, so this fault could never fire")
+
+
+def test_layout_values_are_frozen():
+    import dataclasses
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Entry("offset", 1).batch = 2   # type: ignore[misc]
+    parsed = layout.parse_state_file("2_u.changelog")
+    assert parsed is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        parsed.version = 3   # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Manifest(1, (), 1).delivery = 2   # type: ignore[misc]
+
+
+def test_the_shortest_snapshot_data_name_is_one_character_and_sst():
+    assert classify("state/0/1/SSTs/x.sst") == Entry("snapshot_data", None, "0", 1)
+
+
+@pytest.mark.parametrize("files, says", [
+    (["junk"], "names 'junk', not a part file of batch 1"),
+    (["sink/_manifest/1"], "names 'sink/_manifest/1', not a part file of batch 1"),
+    (["sink/1/" + "n" * 100], "names '" + "sink/1/" + "n" * 73 + "', not a part file of batch 1"),
+])
+def test_a_manifest_naming_anything_but_part_files_of_its_batch_is_named(files, says):
+    storage = DurableStorage()
+    storage.write("sink/_manifest/1", json.dumps({"batch": 1, "files": files, "delivery": 1}).encode())
+    with pytest.raises(CheckpointFormatError) as caught:
+        read_manifest(storage, 1)
+    assert str(caught.value) == f"sink/_manifest/1: {says}"
+
+
+def test_a_manifest_quotes_at_most_twenty_characters_of_a_wrong_batch_or_delivery():
+    storage = DurableStorage()
+    storage.write("sink/_manifest/1", json.dumps({"batch": "b" * 30, "files": [], "delivery": 1}).encode())
+    with pytest.raises(CheckpointFormatError, match="^sink/_manifest/1: the manifest is of batch " + "b" * 20 +
+                                                    ", not of batch 1 as its name says$"):
+        read_manifest(storage, 1)
+    storage.write("sink/_manifest/1", json.dumps({"batch": 1, "files": [], "delivery": "d" * 30}).encode(),
+                  overwrite=True)
+    with pytest.raises(CheckpointFormatError, match="^sink/_manifest/1: delivery " + "d" * 20 + " is not a count"):
+        read_manifest(storage, 1)

@@ -366,3 +366,66 @@ def test_sink_entries_of_other_kinds_change_nothing():
     outcome = run(scenario)
     plain = dataclasses.replace(outcome, sink=tuple(SinkEntry(e.batch, e.rows) for e in outcome.sink))
     assert unexplained(scenario, plain) is None
+
+
+def test_findings_are_frozen(crashed):
+    import dataclasses
+    scenario, outcome = crashed
+    finding = unexplained(scenario, dataclasses.replace(outcome, recoveries=()))
+    assert finding is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        finding.batch = 0   # type: ignore[misc]
+
+
+def test_without_crashes_from_outside_an_invented_restart_is_unexplained(crashed):
+    scenario, outcome = crashed
+    invented = dataclasses.replace(outcome, recoveries=outcome.recoveries + (Recovery(2, 3, ()),))
+    assert unexplained(scenario, invented) is not None
+    assert unexplained(scenario, invented, external_crashes=1) is None
+
+
+def test_a_fault_is_held_to_fire_unless_another_waits_at_the_very_same_point():
+    """Two latency faults before plan, of batches 1 and 2, or before plan of 1 and task_apply of 1: each alone at
+    its point, so either listed as unfired is convicted; the first listed that may stay unfired is passed over."""
+    for second in (fault("storage_latency", "plan", 2, ms=5), fault("storage_latency", "task_apply", 1, ms=5),
+                   fault("storage_latency", "plan", 1, "after", ms=5)):
+        scenario = make("aggregate", batches=4, faults=[fault("storage_latency", "plan", 1, ms=5), second])
+        outcome = run(scenario)
+        assert outcome.faults_not_fired == () and failed(scenario, outcome) == {}
+        finding = unexplained(scenario, dataclasses.replace(outcome, faults_not_fired=(0,)))
+        assert finding is not None and finding.message.startswith("faults[0] (storage_latency before plan of batch 1)")
+    scenario = make("aggregate", batches=4, faults=[fault("storage_latency", "purge", 1, ms=5),
+                                                     fault("storage_latency", "plan", 2, ms=5)])
+    both = dataclasses.replace(run(scenario), faults_not_fired=(0, 1))
+    finding = unexplained(scenario, both)
+    assert finding is not None and finding.message.startswith("faults[1] (storage_latency before plan of batch 2)")
+
+
+def test_the_first_crash_needing_a_restart_is_named():
+    scenario = make("aggregate", batches=5, faults=[crash("offset_log_write", 1), crash("commit_log_write", 3)])
+    outcome = run(scenario)
+    assert len(outcome.recoveries) == 2 and failed(scenario, outcome) == {}
+    erased = restarts_kept(outcome, 0)
+    finding = unexplained(scenario, erased)
+    assert finding is not None and finding.message.startswith("faults[0] (driver_crash after offset_log_write of "
+                                                              "batch 1) fired")
+    assert (finding.expected, finding.actual) == (2, 0)
+
+
+def test_a_crash_rule_passes_over_a_fault_that_is_not_a_crash():
+    scenario = make("aggregate", batches=5, faults=[fault("storage_latency", "plan", 1, ms=5),
+                                                     crash("offset_log_write", 2)])
+    outcome = run(scenario)
+    assert failed(scenario, outcome) == {}
+    moved = dataclasses.replace(outcome, recoveries=(Recovery(1, 3, (3,)),))
+    moved = with_batch(with_batch(moved, 2, attempts=1), 3, attempts=2)
+    finding = unexplained(scenario, moved)
+    assert finding is not None and finding.message.startswith("faults[1] (driver_crash after offset_log_write")
+
+
+def test_a_redelivery_of_a_batch_missing_from_the_sink_counts_none(redelivered):
+    scenario, outcome = redelivered
+    gone = dataclasses.replace(outcome, sink=tuple(e for e in outcome.sink if e.batch != 2))
+    finding = unexplained(scenario, gone)
+    assert finding is not None and finding.message.endswith("the outcome records 0 delivery(ies)")
+    assert (finding.expected, finding.actual) == (2, 0)
