@@ -231,12 +231,11 @@ def _lineage_keys(scenario: Scenario, entries: list[CommitEntry]) -> str | None:
 
 def _uncommitted(scenario: Scenario, offsets: list[int], commits: list[int]) -> list[tuple[str, str]]:
     """Sync progress: offset entries without their commit entry are the newest, at most ``in_flight_limit``."""
-    latest_commit = commits[-1] if commits else -1
     pending = [b for b in offsets if b not in set(commits)]
-    older = [b for b in pending if b < latest_commit]
+    older = [b for b in pending if commits and b < commits[-1]]
     if older:
         return [("offsets_committed", f"{layout.offset_path(older[0])} has no {layout.commit_path(older[0])}, "
-                                      f"but {layout.commit_path(latest_commit)} exists: under sync progress only "
+                                      f"but {layout.commit_path(commits[-1])} exists: under sync progress only "
                                       "the newest batches may be planned and not committed")]
     limit = in_flight_limit(scenario)
     if len(pending) > limit:

@@ -205,12 +205,7 @@ class LocalStorage:
         for dirpath, _dirs, names in os.walk(top):
             rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             base = "" if rel_dir == "." else rel_dir + "/"
-            for name in names:
-                if name.startswith("."):
-                    continue
-                rel = base + name
-                if rel.startswith(prefix):
-                    out.append(rel)
+            out += [base + name for name in names if not name.startswith(".") and (base + name).startswith(prefix)]
         return sorted(out)
 
     def entries(self) -> Entries:
@@ -281,14 +276,14 @@ def _opened_inside(root: Path, path: str) -> Iterator[int]:
             fds.append(os.open(root, os.O_RDONLY | os.O_DIRECTORY))
         except FileNotFoundError:
             raise CheckpointFormatError(f"{root / path}: file not found in checkpoint") from None
+        except NotADirectoryError:
+            raise CheckpointFormatError(f"{root}: the checkpoint is not a directory") from None
         for i, part in enumerate(parts):
             where = root.joinpath(*parts[:i + 1])
             try:
                 mode = os.stat(part, dir_fd=fds[-1], follow_symlinks=False).st_mode
             except FileNotFoundError:
                 raise CheckpointFormatError(f"{root / path}: file not found in checkpoint") from None
-            except NotADirectoryError:
-                raise CheckpointFormatError(f"{where.parent}: is not a directory") from None
             last = i == len(parts) - 1
             kind = entry_kind(mode)
             if kind != ("file" if last else "directory"):

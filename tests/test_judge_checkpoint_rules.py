@@ -373,3 +373,82 @@ def test_the_line_rules_judge_one_stores_logs_and_lineage_alone(count):
     gap.delete("commits/2")
     assert [r for r, _ in violations(gap, scenario, LINE_RULES)][:2] == ["commit_order", "offsets_committed"]
     assert set(LINE_RULES) < set(RULES)
+
+
+def test_an_at_least_once_checkpoint_has_no_manifest_and_its_own_files_pass():
+    scenario = make("aggregate", batches=5, retain=3, sink="at_least_once")
+    storage = run_scenario(scenario).storage
+    assert violations(storage, scenario) == []
+    storage.write("sink/_manifest/2", b"{}")
+    assert violations(storage, scenario)[0] == ("layout", "sink/_manifest/2: a sink manifest, but this query's sink "
+                                                          "is at-least-once")
+
+
+def test_unreadable_metadata_names_no_snapshot_format(count):
+    scenario, storage = count
+    broken = storage.copy()
+    broken.write("metadata", b"v1\n{", overwrite=True)
+    broken.write("state/0/0/SSTs/000008-ab-v3.sst", b"x")
+    assert violations(broken, scenario)[0] == ("layout", "state/0/0/SSTs/000008-ab-v3.sst: snapshot data of a "
+                                                         "backend's own format, but metadata names no "
+                                                         "snapshot_format")
+
+
+def test_a_crash_before_the_first_commit_leaves_offsets_without_commits():
+    """offsets/0 and no commit entry at all: the crash between the first two log writes, which is legal."""
+    scenario = make("aggregate", batches=3, retain=3)
+    storage = DurableStorage()
+    storage.write("offsets/0", b'v1\n{"batch":0,"start_offsets":[0,0],"end_offsets":[3,3]}')
+    assert violations(storage, scenario) == []
+
+
+def test_the_count_of_batches_in_flight_names_the_first_and_the_last():
+    scenario = make("aggregate", "pipelining", batches=5, retain=3)
+    storage = run_scenario(make("aggregate", batches=5, retain=3)).storage
+    for b in (5, 6, 7):
+        storage.write(f"offsets/{b}", f'v1\n{{"batch":{b},"start_offsets":[15,15],"end_offsets":[15,15]}}'.encode())
+    assert violations(storage, scenario) == [("offsets_committed", "3 offset entries (offsets/5 to offsets/7) have no "
+                                                                   "commit entry; at most 2 batch(es) can be in flight "
+                                                                   "in these modes")]
+
+
+def test_a_store_with_no_file_of_its_newest_version_is_named_without_a_chain(count):
+    scenario, storage = count
+    gone = storage.copy()
+    gone.delete("state/0/1/5_r0b4p1a0.changelog")
+    assert dict(violations(gone, scenario))["lineage_reachable"] == (
+        "state/0/1: version 3 (commits/2 names 'r0b2p1a0') has no file on the chain")
+
+
+def test_a_chain_that_stops_below_a_wrong_lineage_id_names_the_wrong_id_first(count):
+    """Version 3's changelog (no snapshot beside it) is empty, so the chain stops there; commits/3 names
+    another attempt for version 4, which is above the stop: that is what is named."""
+    scenario, storage = count
+    edited = storage.copy()
+    edited.write("state/0/1/3_r0b2p1a0.changelog", b"", overwrite=True)
+    lineage = CommitEntry.read(edited, 3).state_lineage
+    lineage["0"]["1"] = "r5b3p1a2"
+    edit_commit(edited, 3, state_lineage=lineage)
+    assert dict(violations(edited, scenario))["lineage_reachable"] == (
+        "state/0/1: version 4 (commits/3 names 'r5b3p1a2') has lineage id 'r0b3p1a0'")
+
+
+def test_a_chain_stopping_deep_down_names_its_lowest_link():
+    scenario = make("aggregate", batches=7, retain=6)
+    storage = run_scenario(scenario).storage
+    changelogs = sorted(p for p in storage.list("state/0/1/") if p.endswith(".changelog"))
+    alone = [p for p in changelogs if not storage.exists(p.replace(".changelog", ".snapshot"))]
+    stop = sorted(alone, key=lambda p: int(p.rsplit("/", 1)[1].split("_")[0]))[1]   # a version above the oldest
+    version = int(stop.rsplit("/", 1)[1].split("_")[0])
+    assert 2 < version < 6, "the stop lies below the newest version and above a retained one"
+    storage.write(stop, b"", overwrite=True)
+    found = dict(violations(storage, scenario))["lineage_reachable"]
+    assert found.startswith(f"state/0/1: the lineage chain stops at version {version}, whose file does not decode "
+                            f"({stop}: truncated")
+
+
+def test_a_snapshot_of_the_references_format_is_read_even_where_foreign_readers_are(count):
+    scenario, storage = count
+    foreign = DurableStorage(dict(storage.files), snapshot_readers=(lambda *_: None,))
+    foreign.write("state/0/0/4_r0b3p0a0.snapshot", storage.read("state/0/0/2_r0b1p0a0.snapshot"), overwrite=True)
+    assert rules(foreign, scenario)[-1] == "state_files"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat as stat_module
 import threading
 from pathlib import Path
 
@@ -168,3 +169,139 @@ def test_an_excerpt_is_short_escaped_and_says_how_much_more_there_was():
     assert excerpt(b"\x1b[31m\n\"\\\xff" + b"y" * 2_000_000) == \
         '"\\u001b[31m\\n\\"\\\\\\ufffd' + "y" * 31 + '" (and 1,999,969 more characters)'
     assert excerpt("abc", limit=2) == '"ab" (and 1 more characters)'
+
+
+# ------------------------------------------------- an entry that changes between the look and the open
+
+
+class Racing:
+    """The ``os`` module as ``reference.storage`` sees it while an entry changes under it: ``stat`` of ``name``
+    (relative to a folder's descriptor) reports ``mode``; ``fstat`` may report a smaller size; ``open`` of
+    ``denied`` fails with a permission error. Everything else is the real ``os``."""
+
+    def __init__(self, name: str = "", mode: int = 0, size: int | None = None, denied: str = ""):
+        self.name, self.mode, self.size, self.denied = name, mode, size, denied
+
+    def __getattr__(self, attr: str):
+        return getattr(os, attr)
+
+    def stat(self, path, *args, **kwargs):
+        real = os.stat(path, *args, **kwargs)
+        if path != self.name:
+            return real
+        return os.stat_result((self.mode,) + tuple(real)[1:])
+
+    def fstat(self, fd):
+        real = os.fstat(fd)
+        if self.size is None or not stat_module.S_ISREG(real.st_mode):
+            return real
+        return os.stat_result(tuple(real)[:6] + (self.size,) + tuple(real)[7:])
+
+    def open(self, path, flags, *args, **kwargs):
+        if path == self.denied:
+            raise PermissionError(13, "Permission denied")
+        return os.open(path, flags, *args, **kwargs)
+
+
+def test_a_file_swapped_for_a_link_after_it_was_looked_at_is_not_followed(ck, outside, monkeypatch):
+    (ck.root / "commits" / "4").symlink_to(outside / "secret")
+    monkeypatch.setattr(reference.storage, "os", Racing("4", stat_module.S_IFREG))
+    says = refused(ck, "commits/4")
+    assert says.startswith(f"{ck.root / 'commits' / '4'}: cannot be opened safely")
+
+
+def test_a_file_swapped_for_a_fifo_after_it_was_looked_at_is_not_waited_on(ck, monkeypatch):
+    fifo = ck.root / "commits" / "4"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(reference.storage, "os", Racing("4", stat_module.S_IFREG))
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(refused(ck, "commits/4")), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():   # it blocked on the FIFO: open the other end so that it ends
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert result == [f"{fifo}: is a fifo, not a regular file; a checkpoint holds regular files only (it was not "
+                      "opened)"]
+
+
+def test_a_folder_swapped_for_a_file_after_it_was_looked_at_is_not_opened_as_one(ck, monkeypatch):
+    (ck.root / "sink").write_text("not a folder")
+    monkeypatch.setattr(reference.storage, "os", Racing("sink", stat_module.S_IFDIR))
+    assert refused(ck, "sink/x").startswith(f"{ck.root / 'sink'}: cannot be opened safely")
+
+
+def test_a_file_that_cannot_be_opened_is_named(ck, monkeypatch):
+    monkeypatch.setattr(reference.storage, "os", Racing(denied="3"))
+    assert refused(ck, "commits/3") == f"{ck.root / 'commits/3'}: cannot be read (permission denied)"
+
+
+def test_a_file_that_grows_past_the_limit_while_read_is_refused(ck, monkeypatch):
+    monkeypatch.setattr(reference.size, "MAX_CHECKPOINT_FILE_BYTES", 14)
+    monkeypatch.setattr(reference.storage, "os", Racing(size=14))   # 15 bytes, said to be 14 when looked at
+    assert refused(ck, "commits/3") == f"{ck.root / 'commits/3'}: grew past 14 bytes while read"
+    monkeypatch.setattr(reference.size, "MAX_CHECKPOINT_FILE_BYTES", 15)
+    assert ck.read("commits/3") == b"v1\n{\"batch\": 3}"
+
+
+def test_reads_leave_no_descriptor_open(ck):
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        ck.read("state/0/1/2_u.changelog")
+        with pytest.raises(CheckpointFormatError):
+            ck.read("state/0/9")
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_root_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "file").write_text("x")
+    assert refused(LocalStorage(tmp_path / "file"), "metadata") == f"{tmp_path / 'file'}: the checkpoint is not a " \
+                                                                   "directory"
+
+
+def test_paths_must_stay_inside(ck):
+    for path in ("", "/etc/passwd", "a/../../b", ".."):
+        with pytest.raises(ValueError, match="must be relative and stay inside the checkpoint"):
+            ck.read(path)
+    assert DurableStorage().exists("a/b") is False
+
+
+def test_a_nested_linked_folder_is_not_listed(ck, outside):
+    (ck.root / "state" / "0" / "7").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(CheckpointFormatError, match=r"state/0/7: is a symbolic link"):
+        ck.list("state/0/7/")
+    assert ck.list("state/0/") == ["state/0/1/2_u.changelog"]
+
+
+def test_delete_rename_and_dump(ck, tmp_path):
+    ck.delete("commits/3")
+    ck.delete("commits/3")   # a second delete of a file that is gone does nothing
+    assert not ck.exists("commits/3")
+    ck.rename("metadata", "deep/new/place")
+    assert ck.read("deep/new/place") == b"v1\n{}" and not ck.exists("metadata")
+    ck.write("x", b"1")
+    ck.rename("x", "deep/new/y")   # into a folder that exists
+    memory = DurableStorage()
+    memory.write("deep/new/place", b"other")
+    memory.dump_to(ck.root)        # over a file that is there
+    assert ck.read("deep/new/place") == b"other"
+
+
+def test_the_in_memory_storage_counts_and_lists(tmp_path):
+    memory = DurableStorage()
+    assert (memory.ops, memory.bytes_written) == (0, 0) and "folders" not in repr(memory)
+    memory.write("offsets/1", b"abc")
+    with pytest.raises(StorageError, match="already exists"):
+        memory.write("offsets/1", b"again")
+    memory.write("offsets/2", b"de", overwrite=True)
+    assert (memory.ops, memory.bytes_written) == (2, 5)
+    memory.rename("offsets/2", "offsets/3")
+    memory.delete("offsets/3")
+    assert memory.ops == 4 and memory.list("off") == ["offsets/1"] and memory.list("offsets/") == ["offsets/1"]
+    with pytest.raises(StorageError, match="source does not exist"):
+        memory.rename("offsets/9", "offsets/10")
+
+
+def test_a_temporary_name_is_one_the_layout_knows():
+    from reference.layout import classify
+    entry = classify(f"offsets/{temp_name('3')}")
+    assert entry is not None and entry.kind == "temp" and entry.written == "offset"

@@ -112,3 +112,11 @@ def test_async_purge_keeps_the_newest_entries_and_everything_while_there_are_few
     assert purge_logs(storage, 5, "async") == []
     assert purge_logs(storage, 3, "async") == ["offsets/0", "commits/0"]
     assert sorted(storage.list("offsets/")) == ["offsets/2", "offsets/5", "offsets/7"]
+
+
+def test_an_entry_of_another_batch_quotes_at_most_twenty_characters_of_it():
+    storage = DurableStorage()
+    storage.write("offsets/3", b'v1\n{"batch":"' + b"x" * 30 + b'","start_offsets":[0],"end_offsets":[1]}')
+    with pytest.raises(CheckpointFormatError) as caught:
+        OffsetEntry.read(storage, 3)
+    assert str(caught.value) == 'offsets/3: the entry is of batch "' + "x" * 19 + ', not of batch 3 as its name says'
