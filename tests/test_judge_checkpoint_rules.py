@@ -452,3 +452,12 @@ def test_a_snapshot_of_the_references_format_is_read_even_where_foreign_readers_
     foreign = DurableStorage(dict(storage.files), snapshot_readers=(lambda *_: None,))
     foreign.write("state/0/0/4_r0b3p0a0.snapshot", storage.read("state/0/0/2_r0b1p0a0.snapshot"), overwrite=True)
     assert rules(foreign, scenario)[-1] == "state_files"
+
+
+def test_the_oldest_batch_planned_and_not_committed_is_named(count):
+    scenario, storage = count
+    two = storage.copy()
+    two.delete("commits/2")
+    two.delete("commits/3")
+    assert dict(violations(two, scenario))["offsets_committed"].startswith("offsets/2 has no commits/2, but "
+                                                                           "commits/4 exists")

@@ -305,3 +305,15 @@ def test_a_temporary_name_is_one_the_layout_knows():
     from reference.layout import classify
     entry = classify(f"offsets/{temp_name('3')}")
     assert entry is not None and entry.kind == "temp" and entry.written == "offset"
+
+
+def test_listing_takes_the_prefix_as_a_prefix_and_leaves_hidden_files_out(ck):
+    ck.write("commits/30", b"x")
+    ck.write("commits/4", b"x")
+    (ck.root / "commits" / ".3.1.2.abcdef01.tmp").write_bytes(b"half")
+    assert ck.list("commits/3") == ["commits/3", "commits/30"]
+    assert ck.list("commits/") == ["commits/3", "commits/30", "commits/4"]
+    memory = DurableStorage()
+    for path in ("offsets/1", "offsets/10", "offsets/2"):
+        memory.write(path, b"")
+    assert memory.list("offsets/1") == ["offsets/1", "offsets/10"]
