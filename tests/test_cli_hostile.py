@@ -1047,11 +1047,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_a_refused_run_leaves_no_checkpoint_directory_it_created(capsys: pytest.CaptureFixture[str],
-                                                                 work: Path) -> None:
-    target = work / "new-dir"
-    code, _, _ = run_cli(capsys, work / "scenario.json", "--checkpoint", target, "--profile", "local_spark")
-    assert code == exit_codes.BAD_INPUT and not target.exists()
+# ======================================================================= output
 
 
 def test_output_read_by_a_reader_that_stops_early_ends_quietly(work: Path) -> None:
