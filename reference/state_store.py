@@ -26,10 +26,11 @@ loudly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from . import layout
 from .changelog import MAGIC, Change, StateFileHeader, decode_state_file, encode_state_file
+from .lineage_memo import LineageMemo
 from .storage import CheckpointFormatError, Storage
 
 PROVIDERS = ("changelog", "delta", "snapshot")
@@ -366,19 +367,49 @@ def cleanup_store(storage: Storage, op: str, partition: int, min_versions_to_ret
     an earlier cleanup with a higher latest version already deleted them, and
     the store has since been rolled back (a restart reloading an older
     retained version). Nothing below such a snapshot is loadable anyway.
+
+    On a storage that reports its changes (``DurableStorage``) the walk and the
+    listing are remembered between purges (``reference.lineage_memo``), so a
+    purge costs what changed since the last one; the answer is the same.
     """
     oldest = max(latest_version - min_versions_to_retain + 1, 1)
-    files = store_files(storage, op, partition)
-    v, u = latest_version, latest_uid
-    while v > 0:
-        snapshot = files.get((v, u, "snapshot"))
-        if v <= oldest and snapshot is not None and readable(storage, snapshot):
-            break
-        parent = parent_uid(storage, files, op, partition, v, u)
-        if snapshot is not None and not any((v - 1, parent, k) in files for k in layout.STATE_KINDS):
-            break
-        u, v = parent, v - 1
-    doomed = sorted(path for (ver, _u, _k), path in files.items() if ver < v)
+    memo = LineageMemo.of(storage, layout.store_dir(op, partition), readable)
+    if memo is None:
+        files = store_files(storage, op, partition)
+        base = lineage_base(storage, files, op, partition, latest_version, latest_uid, oldest)
+        doomed = sorted(path for (ver, _u, _k), path in files.items() if ver < base)
+    else:
+        known = memo.files
+        base = memo.walk(latest_version, latest_uid, oldest,
+                         lambda v, u: lineage_step(storage, known, op, partition, v, u, oldest, memo.readable))
+        doomed = memo.below(base)
     for path in doomed:
         storage.delete(path)
     return doomed
+
+
+def lineage_base(storage: Storage, files: dict[tuple[int, str, str], str], op: str, partition: int,
+                 latest_version: int, latest_uid: str, oldest: int) -> int:
+    """The version S cleanup's walk stops at (``cleanup_store``), walked afresh from (latest, uid); 0 if none."""
+    v, u = latest_version, latest_uid
+    while v > 0:
+        parent = lineage_step(storage, files, op, partition, v, u, oldest, lambda path: readable(storage, path))
+        if parent is None:
+            break
+        u, v = parent, v - 1
+    return v
+
+
+def lineage_step(storage: Storage, files: dict[tuple[int, str, str], str], op: str, partition: int,
+                 version: int, uid: str, oldest: int, decodes: Callable[[str], bool]) -> str | None:
+    """One node of cleanup's walk: None where the walk stops at (version, uid), else the parent uid.
+
+    It stops at a snapshot that decodes at or below ``oldest``, and at a snapshot whose parent version has
+    no file left; reading the parent raises ``CheckpointFormatError`` when no file of the node reads."""
+    snapshot = files.get((version, uid, "snapshot"))
+    if version <= oldest and snapshot is not None and decodes(snapshot):
+        return None
+    parent = parent_uid(storage, files, op, partition, version, uid)
+    if snapshot is not None and not any((version - 1, parent, k) in files for k in layout.STATE_KINDS):
+        return None
+    return parent

@@ -35,6 +35,9 @@ class CheckpointFormatError(Exception):
 # any process-wide registration.
 SnapshotReader = Callable[["Storage", str, bytes], Any]
 
+# Told of a change to a file of a watched folder: (path, "create" | "replace" | "delete").
+Watcher = Callable[[str, str], None]
+
 
 class Storage(Protocol):
     """What the protocol needs from a checkpoint filesystem, and how to decode its foreign snapshots."""
@@ -55,7 +58,8 @@ class DurableStorage:
 
     ``bytes_written`` and ``ops`` are counters the experiments read; they have
     no effect on behaviour. ``folders`` indexes paths by parent folder so that
-    listing a folder does not scan the whole checkpoint.
+    listing a folder does not scan the whole checkpoint. ``watchers`` are told
+    of every change under a folder (``watch``); a copy, or a pickled one, has none.
     """
 
     files: dict[str, bytes] = field(default_factory=dict)
@@ -63,10 +67,27 @@ class DurableStorage:
     ops: int = 0
     folders: dict[str, set[str]] = field(default_factory=dict, repr=False)
     snapshot_readers: tuple[SnapshotReader, ...] = ()
+    watchers: dict[str, list[Watcher]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for path in self.files:
             self._index(path)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "watchers": {}}
+
+    def watch(self, folder: str, watcher: Watcher) -> None:
+        """Call ``watcher(path, change)`` after every change to a file anywhere under ``folder``: ``change`` is
+        ``"create"``, ``"replace"`` (an existing file rewritten) or ``"delete"``. Watchers are how a cache of
+        what the files say (``reference.lineage_memo``) stays exact without listing the folder again."""
+        self.watchers.setdefault(folder, []).append(watcher)
+
+    def _changed(self, path: str, change: str) -> None:
+        folder = path
+        while "/" in folder:
+            folder = folder.rpartition("/")[0]
+            for watcher in self.watchers.get(folder, ()):
+                watcher(path, change)
 
     def _index(self, path: str) -> None:
         self.folders.setdefault(path.rpartition("/")[0], set()).add(path)
@@ -82,12 +103,15 @@ class DurableStorage:
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         """Atomically create ``path`` (temp file + rename). Refuses to replace unless ``overwrite``."""
         _check_path(path)
-        if not overwrite and path in self.files:
+        existed = path in self.files
+        if not overwrite and existed:
             raise StorageError(f"{path}: already exists (atomic create refuses to overwrite)")
         self.files[path] = bytes(data)
         self._index(path)
         self.bytes_written += len(data)
         self.ops += 1
+        if self.watchers:
+            self._changed(path, "replace" if existed else "create")
 
     def read(self, path: str) -> bytes:
         try:
@@ -101,15 +125,21 @@ class DurableStorage:
     def delete(self, path: str) -> None:
         if self.files.pop(path, None) is not None:
             self._unindex(path)
+            if self.watchers:
+                self._changed(path, "delete")
         self.ops += 1
 
     def rename(self, src: str, dst: str) -> None:
         if src not in self.files:
             raise StorageError(f"rename {src} -> {dst}: source does not exist")
+        existed = dst in self.files
         self.files[dst] = self.files.pop(src)
         self._unindex(src)
         self._index(dst)
         self.ops += 1
+        if self.watchers:
+            self._changed(src, "delete")
+            self._changed(dst, "replace" if existed else "create")
 
     def list(self, prefix: str = "") -> list[str]:
         if prefix.endswith("/"):
