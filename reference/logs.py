@@ -18,7 +18,10 @@ LOG_VERSION = "v1"
 
 
 def encode_entry(body: dict[str, Any]) -> bytes:
-    return (LOG_VERSION + "\n" + json.dumps(body, sort_keys=True, separators=(",", ":"))).encode()
+    return (LOG_VERSION + "\n" + _canonical(body)).encode()
+
+
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode   # json.dumps's, built once
 
 
 def decode_entry(data: bytes, path: str) -> dict[str, Any]:

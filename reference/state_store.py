@@ -200,7 +200,14 @@ class StateStore:
 
 
 def store_files(storage: Storage, op: str, partition: int) -> dict[tuple[int, str, str], str]:
-    """Map (version, uid, kind) -> path for every state file of one store."""
+    """Map (version, uid, kind) -> path for every state file of one store (a fresh dict the caller may change)."""
+    remembered = getattr(storage, "remembered", None)
+    if remembered is not None:
+        return dict(remembered(("store_files", op, partition), lambda: _listed_store_files(storage, op, partition)))
+    return _listed_store_files(storage, op, partition)
+
+
+def _listed_store_files(storage: Storage, op: str, partition: int) -> dict[tuple[int, str, str], str]:
     out = {}
     for path in storage.list(layout.store_dir(op, partition) + "/"):
         parsed = layout.parse_state_file(path)
@@ -264,12 +271,21 @@ def read_state_file(storage: Storage, path: str) -> tuple[StateFileHeader, tuple
 
 def load_version(storage: Storage, op: str, partition: int, version: int, uid: str | None,
                  *, skip_snapshots: frozenset[int] = frozenset()) -> dict[str, Any]:
-    """Rebuild version ``version``: snapshot plus replayed changelogs.
+    """Rebuild version ``version``: snapshot plus replayed changelogs (a fresh dict the caller may change).
 
     A snapshot that fails to decode is skipped in favour of an older base when
     the changelog of its version exists (SPARK-21696); the error propagates
     when there is nothing to fall back on.
     """
+    remembered = getattr(storage, "remembered", None)
+    if remembered is not None:
+        key = ("load_version", op, partition, version, uid, skip_snapshots)
+        return dict(remembered(key, lambda: _rebuilt(storage, op, partition, version, uid, skip_snapshots)))
+    return _rebuilt(storage, op, partition, version, uid, skip_snapshots)
+
+
+def _rebuilt(storage: Storage, op: str, partition: int, version: int, uid: str | None,
+             skip_snapshots: frozenset[int]) -> dict[str, Any]:
     skip = set(skip_snapshots)
     damaged: list[str] = []   # the snapshots skipped so far, with why: named again if the fallback fails
     while True:

@@ -26,6 +26,7 @@ from reference.explorer import (MAX_CUTS, WRITING, ExplorationInterrupted, Explo
                                 single_faults, writing_cuts)
 from reference.oracles import Verdict
 from reference.run import Run, Schedule
+from reference.state_store import StateStore
 from reference.scenario import Fault, FaultAt
 from reference.steps import DRIVER_STEPS
 
@@ -176,6 +177,18 @@ def test_a_planted_mistake_is_reported_with_its_schedule_in_exploration_order():
     for v in crashes:   # the label names the last three steps of the cut
         assert v.schedule.count(", ") == min(2, len(v.reproduce["schedule"]) - 1)
     assert report.summary().endswith(f"{len(report.violations)} violation(s)")
+
+
+def test_violations_are_the_same_however_the_schedules_are_shared_out():
+    """Two shares may each meet a cut that reaches one checkpoint; only the first in exploration order is
+    judged, as in one share: the report does not count a checkpoint's violations once per share."""
+    scenario = make("dedup_within_watermark", batches=3)
+    model = Model(type("ForgetsDeletesIncarnation", (Incarnation,), {"store_class": ForgetsDeletes}))
+    reports = [explore(scenario, model=model, workers=w) for w in (1, 2, 3)]
+    labels = [[(v.order, v.schedule) for v in r.violations] for r in reports]
+    assert labels[0] and labels[0] == labels[1] == labels[2]
+    assert len({r.checkpoint_fingerprint for r in reports}) == 1
+    assert reports[0].distinct_checkpoints == reports[2].distinct_checkpoints
 
 
 def test_report_and_violation_texts():
@@ -407,3 +420,10 @@ def test_depth_two_has_no_second_crash_where_the_first_recovery_never_started():
     assert share.violations, "a run that cannot resume is a violation"
     assert share.schedules == plan_exploration(scenario).schedules   # no recovery, so nothing to crash again
     assert not any("during recovery" in v.schedule for v in share.violations)
+
+
+class ForgetsDeletes(StateStore):
+    """SPARK-55510: a delete changes the live state but never reaches the changelog."""
+
+    def delete(self, key: str) -> None:
+        self.data.pop(key, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from explorer_pins import assert_pinned
 
 from reference import layout
 from reference.engine import Incarnation
@@ -30,6 +31,7 @@ def test_explorer_finds_nothing_wrong_in_the_correct_model(operator, mode):
     assert not report.truncated
     assert report.distinct_checkpoints > 0
     assert report.violations == [], "\n".join(v.describe() for v in report.violations[:3])
+    assert_pinned(f"{operator}-{mode}", report)
 
 
 # ----------------------------------------------------------- planted mistakes
@@ -123,6 +125,7 @@ def test_explorer_catches_planted_mistake(mistake):
     assert clean.violations == [], "the scenario must be clean on the correct model"
     report = explore(scenario, model=model)
     assert report.violations, f"planted mistake {mistake} went unnoticed in {report.summary()}"
+    assert_pinned(f"planted-{mistake}", report)
 
 
 def test_depth_two_adds_a_second_crash_during_recovery_and_finds_nothing_wrong():
@@ -130,6 +133,7 @@ def test_depth_two_adds_a_second_crash_during_recovery_and_finds_nothing_wrong()
     once, twice = explore(scenario), explore(scenario, depth=2)
     assert twice.schedules > once.schedules
     assert twice.violations == []
+    assert_pinned("aggregate-sync-b3-depth2", twice)
 
 
 @pytest.mark.slow
@@ -141,6 +145,7 @@ def test_a_deeper_pipeline_is_sound_and_its_replay_bound_is_reached(operator):
     report = explore(scenario)
     assert not report.truncated
     assert report.violations == [], "\n".join(v.describe() for v in report.violations[:3])
+    assert_pinned(f"{operator}-pipelining-depth3", report)
     plans = [step for b in range(3) for step in (NodeId.of("plan", b),
                                                   NodeId.of("offset_log_write", b))]
     result = run_scenario(scenario, schedule=Schedule(plans, crash_after_prefix=True))
