@@ -308,7 +308,8 @@ def merged(name: str, shares: list["_Share"]) -> Report:
 
     A share judges the first cut of its own that reaches a checkpoint; an exploration in one share judges
     the first cut of all. So of the cuts that reached one checkpoint only the first in exploration order
-    keeps its violations: with several shares, a later one judged again elsewhere is dropped."""
+    keeps its violations and, at depth 2, its second crashes: with several shares, a later one judged again
+    elsewhere is dropped."""
     report = Report(name)
     first: dict[str, int] = {}
     for share in shares:
@@ -319,6 +320,7 @@ def merged(name: str, shares: list["_Share"]) -> Report:
     for share in shares:
         again = {order for digest, order in share.digests.items() if first[digest] != order}
         report.violations.extend(v for v in share.violations if v.order not in again)
+        report.schedules -= sum(share.second_crashes.get(order, 0) for order in again)
     report.distinct_checkpoints = len(first)
     report.checkpoint_fingerprint = fingerprint(set(first))
     report.violations.sort(key=lambda v: v.order)
@@ -404,6 +406,7 @@ class _Share:
     truncated: bool = False
     digests: dict[str, int] = field(default_factory=dict)   # each crash checkpoint judged -> its cut's position
     violations: list[Violation] = field(default_factory=list)
+    second_crashes: dict[int, int] = field(default_factory=dict)   # depth 2: a judged cut's position -> its runs
 
 
 def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, workers: int,
@@ -507,6 +510,7 @@ def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report
         result = model.run(replace(scenario, faults=(fault,)),
                            Schedule(prefix=first.executed[0], crash_after_prefix=True))
         report.schedules += 1
+        report.second_crashes[order] = report.second_crashes.get(order, 0) + 1
         bad = failures(check_outcome(scenario, result.outcome(), result.storage))
         if bad:
             report.violations.append(Violation(f"{label}, then driver_crash after {crash} during recovery", bad,

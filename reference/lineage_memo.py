@@ -60,14 +60,26 @@ class LineageMemo:
     def of(cls, storage: Any, folder: str, decodes: Callable[[Any, str], bool]) -> LineageMemo | None:
         """The memo of ``folder`` on ``storage`` (made and registered on first use); None when the storage
         cannot tell it of changes, or the folder holds subfolders."""
-        watchers = getattr(storage, "watchers", None)
-        if not isinstance(watchers, dict) or not callable(getattr(storage, "watch", None)):
+        if not callable(getattr(storage, "watch", None)) or not isinstance(getattr(storage, "watchers", None), dict):
             return None
-        memo = next((w for w in watchers.get(folder, ()) if isinstance(w, cls)), None)
+        memo = cls._registered(storage, folder)
         if memo is None:
             memo = cls(storage, folder, decodes)
             storage.watch(folder, memo)
         return memo if memo.usable else None
+
+    @classmethod
+    def found(cls, storage: Any, folder: str) -> LineageMemo | None:
+        """The usable memo already kept for ``folder`` on ``storage``, else None (none is made)."""
+        memo = cls._registered(storage, folder)
+        return memo if memo is not None and memo.usable else None
+
+    @classmethod
+    def _registered(cls, storage: Any, folder: str) -> LineageMemo | None:
+        watchers = getattr(storage, "watchers", None)
+        if not isinstance(watchers, dict):
+            return None
+        return next((w for w in watchers.get(folder, ()) if isinstance(w, cls)), None)
 
     # ------------------------------------------------------------ changes
     def __call__(self, path: str, change: str) -> None:

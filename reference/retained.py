@@ -32,7 +32,15 @@ class ChainLink:
 
 
 def committed_chain(storage: Storage, sid: str, partition: int, version: int, uid: str) -> list[ChainLink]:
-    """Links from ``version`` down to the lowest version with a file, newest first."""
+    """Links from ``version`` down to the lowest version with a file, newest first (a fresh list)."""
+    remembered = getattr(storage, "remembered", None)
+    if remembered is not None:
+        return list(remembered(("committed_chain", sid, partition, version, uid),
+                               lambda: _walked_chain(storage, sid, partition, version, uid)))
+    return _walked_chain(storage, sid, partition, version, uid)
+
+
+def _walked_chain(storage: Storage, sid: str, partition: int, version: int, uid: str) -> list[ChainLink]:
     files = store_files(storage, sid, partition)
     chain = []
     v, u = version, uid

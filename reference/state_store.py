@@ -389,11 +389,14 @@ def cleanup_store(storage: Storage, op: str, partition: int, min_versions_to_ret
     purge costs what changed since the last one; the answer is the same.
     """
     oldest = max(latest_version - min_versions_to_retain + 1, 1)
-    memo = LineageMemo.of(storage, layout.store_dir(op, partition), readable)
+    folder = layout.store_dir(op, partition)
+    memo = LineageMemo.found(storage, folder)
     if memo is None:
         files = store_files(storage, op, partition)
         base = lineage_base(storage, files, op, partition, latest_version, latest_uid, oldest)
         doomed = sorted(path for (ver, _u, _k), path in files.items() if ver < base)
+        if latest_version - base > REMEMBER_WALKS_PAST:   # a long walk: remember it from the next purge on
+            LineageMemo.of(storage, folder, readable)
     else:
         known = memo.files
         base = memo.walk(latest_version, latest_uid, oldest,
@@ -402,6 +405,11 @@ def cleanup_store(storage: Storage, op: str, partition: int, min_versions_to_ret
     for path in doomed:
         storage.delete(path)
     return doomed
+
+
+# A walk this many versions long makes cleanup remember the store's lineage (``reference.lineage_memo``): shorter
+# ones cost less than keeping the memo in step with every write (the explorer's runs are a few batches long).
+REMEMBER_WALKS_PAST = 32
 
 
 def lineage_base(storage: Storage, files: dict[tuple[int, str, str], str], op: str, partition: int,

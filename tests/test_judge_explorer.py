@@ -105,7 +105,7 @@ def test_the_plan_counts_cuts_and_faults_under_each_background_order(tiny):
     assert plan.schedules == plan.cuts + plan.fault_schedules
     assert plan.describe() == f"{plan.cuts:,} crash cuts and {plan.fault_schedules:,} single-fault schedules"
     capped = ExplorePlan(MAX_CUTS, True, 7)
-    assert capped.describe().startswith("more than 50,000 crash cuts (only the first 50,000 will be explored")
+    assert capped.describe().startswith("more than 200,000 crash cuts (only the first 200,000 will be explored")
 
 
 def test_the_lazy_order_runs_background_steps_only_when_nothing_else_is_ready():
@@ -189,6 +189,8 @@ def test_violations_are_the_same_however_the_schedules_are_shared_out():
     assert labels[0] and labels[0] == labels[1] == labels[2]
     assert len({r.checkpoint_fingerprint for r in reports}) == 1
     assert reports[0].distinct_checkpoints == reports[2].distinct_checkpoints
+    deeper = [explore(make("aggregate", batches=3), depth=2, workers=w).schedules for w in (1, 2)]
+    assert deeper[0] == deeper[1], "a checkpoint's second crashes count once, in the share that judged it first"
 
 
 def test_report_and_violation_texts():
@@ -196,7 +198,7 @@ def test_report_and_violation_texts():
     assert report.summary() == ("count: explored 10 schedules (4 distinct crash checkpoints) in 2.00 s (5/s); "
                                 "0 violation(s)")
     report.truncated = True
-    assert report.summary().endswith("; STOPPED at 50000 cuts, exploration incomplete")
+    assert report.summary().endswith("; STOPPED at 200000 cuts, exploration incomplete")
     assert Report("idle").summary() == "idle: explored 0 schedules (0 distinct crash checkpoints) in 0.00 s (0/s); " \
                                        "0 violation(s)"
     v = Violation("driver_crash after [x]", [Verdict("no_loss", "fail", "short")], {})

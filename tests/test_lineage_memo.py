@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from reference.changelog import StateFileHeader, encode_state_file
+from reference import state_store
 from reference.lineage_memo import LineageMemo
 from reference.state_store import StateStore, cleanup_store, lineage_base, readable, store_files
 from reference.storage import CheckpointFormatError, DurableStorage
@@ -52,6 +53,12 @@ def foreign_reader(_storage, _path, data):
     if not data.startswith(b"SST!"):
         return None
     return StateFileHeader("snapshot", 0, "", data[4:].decode()), ()
+
+
+@pytest.fixture(autouse=True)
+def remember_every_walk(monkeypatch):
+    """Cleanup remembers a store's lineage only after a long walk; here from the first, so every rule meets it."""
+    monkeypatch.setattr(state_store, "REMEMBER_WALKS_PAST", -1)
 
 
 class MemoAgainstAfresh(RuleBasedStateMachine):
@@ -190,8 +197,23 @@ def test_a_purge_reads_and_lists_a_bounded_number_of_times_however_long_the_run(
         storage.reads = storage.lists = 0
         assert cleanup_store(storage, OP, PARTITION, 100, v, f"u{v}") == []
         per_purge[v] = (storage.reads, storage.lists)
-    assert per_purge[1] == (1, 1)                 # the first purge lists the folder once and reads one header
+    assert per_purge[1] == (1, 2)   # the first purge walks afresh (a listing, one header), then starts the memo
     assert max(per_purge[v] for v in range(2, 2001)) == (2, 0)   # then: the new version and version 1
+
+
+def test_cleanup_remembers_only_after_a_long_walk(monkeypatch):
+    """Short runs (the explorer's) walk afresh; the first walk longer than the threshold starts the memo."""
+    monkeypatch.setattr(state_store, "REMEMBER_WALKS_PAST", 32)
+    storage = CountingStorage()
+    store = StateStore(storage, OP, PARTITION, "changelog", 10**6)
+    reads = {}
+    for v in range(1, 101):
+        commits(store, range(v, v + 1))
+        storage.reads = 0
+        cleanup_store(storage, OP, PARTITION, 10, v, f"u{v}")
+        reads[v] = storage.reads
+        assert (LineageMemo.found(storage, D) is not None) == (v >= 33)   # 33 versions walked, past 32
+    assert reads[33] == 33 and reads[34] == 34 and max(reads[v] for v in range(35, 101)) == 2
 
 
 def test_a_file_corrupted_after_the_walk_remembered_it_fails_the_next_cleanup_as_afresh():
@@ -249,7 +271,7 @@ def test_new_snapshot_readers_can_make_a_remembered_snapshot_the_base():
     s = StateStore(DurableStorage(), OP, PARTITION, "changelog", 100)
     commits(s, range(1, 7))
     s.storage.write(f"{D}/4_u4.snapshot", b"SST!u3")
-    assert s.cleanup(2) == []               # 4's snapshot does not decode: the walk goes on to version 0
+    assert s.cleanup(2) == [] and s.cleanup(2) == []   # 4's snapshot does not decode: the walk goes on to 0
     s.storage.snapshot_readers = (foreign_reader,)
     assert s.cleanup(2) == [f"{D}/1_u1.changelog", f"{D}/2_u2.changelog", f"{D}/3_u3.changelog"]
 
@@ -260,6 +282,6 @@ def test_a_rewritten_snapshot_that_names_another_parent_is_read_again():
     storage = DurableStorage(snapshot_readers=(foreign_reader,))
     s = StateStore(storage, OP, PARTITION, "snapshot")
     commits(s, range(1, 6))
-    assert s.cleanup(5) == []
+    assert s.cleanup(5) == [] and s.cleanup(5) == []
     storage.write(f"{D}/3_u3.snapshot", b"SST!gone", overwrite=True)
     assert s.cleanup(5) == [f"{D}/1_u1.snapshot", f"{D}/2_u2.snapshot"]
