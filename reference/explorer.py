@@ -303,7 +303,7 @@ def explore(scenario: Scenario, *, depth: int = 1, model: Model | None = None,
     return report
 
 
-def merged(name: str, shares: list["_Share"]) -> Report:
+def merged(name: str, shares: list["Share"]) -> Report:
     """One report from the shares of an exploration, the same however the schedules were shared out.
 
     A share judges the first cut of its own that reaches a checkpoint; an exploration in one share judges
@@ -328,7 +328,7 @@ def merged(name: str, shares: list["_Share"]) -> Report:
 
 
 def _explore_in_workers(scenario: Scenario, depth: int, model: Model, workers: int, context: Any,
-                        counters: tuple[Any, Any], tick: "_Ticker", started: float) -> list["_Share"]:
+                        counters: tuple[Any, Any], tick: "_Ticker", started: float) -> list["Share"]:
     # forked workers inherit the job, so models defined anywhere (even in a test) need no pickling
     _FORKED_JOB[:] = [scenario, depth, model, counters]
     interrupted = threading.Event()
@@ -395,13 +395,15 @@ class _Ticker:
 _FORKED_JOB: list[Any] = []
 
 
-def _explore_forked_share(share: int, workers: int) -> "_Share":
+def _explore_forked_share(share: int, workers: int) -> "Share":
     scenario, depth, model, counters = _FORKED_JOB
     return _explore_share(scenario, depth, model, share, workers, counters, None)
 
 
 @dataclass
-class _Share:
+class Share:
+    """What one share of an exploration found (``explore_share``); ``merged`` makes the report of all shares."""
+
     schedules: int = 0
     truncated: bool = False
     digests: dict[str, int] = field(default_factory=dict)   # each crash checkpoint judged -> its cut's position
@@ -409,22 +411,33 @@ class _Share:
     second_crashes: dict[int, int] = field(default_factory=dict)   # depth 2: a judged cut's position -> its runs
 
 
+def explore_share(scenario: Scenario, share: int, shares: int, *, depth: int = 1,
+                  model: Model | None = None) -> Share:
+    """One of ``shares`` parts of an exploration, to run anywhere (a worker process, a Spark task): the
+    schedules whose position is ``share`` modulo ``shares``. ``merged`` of every part is the report
+    ``explore`` gives."""
+    if not 0 <= share < shares:
+        raise ValueError(f"share {share} is not one of 0..{shares - 1}")
+    return _explore_share(scenario, depth, model or Model(), share, shares, None, None)
+
+
 def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, workers: int,
-                   counters: tuple[Any, Any], tick: Callable[[], None] | None) -> _Share:
+                   counters: tuple[Any, Any] | None, tick: Callable[[], None] | None) -> Share:
     """The schedules whose index is ``share`` modulo ``workers``; counts them in the shared ``counters``."""
-    done, found = counters
 
     def tally(schedules: int = 1, violations: int = 0) -> None:
-        with done.get_lock():
-            done.value += schedules
-        if violations:
-            with found.get_lock():
-                found.value += violations
+        if counters is not None:
+            done, found = counters
+            with done.get_lock():
+                done.value += schedules
+            if violations:
+                with found.get_lock():
+                    found.value += violations
         if tick is not None:
             tick()
 
     base = replace(scenario, faults=())
-    out = _Share()
+    out = Share()
     inc = first_graph(base, model)
     order = 0
     for count, prefix in enumerate(writing_cuts(inc)):
@@ -496,7 +509,7 @@ def _lazy_order(inc: Incarnation) -> list[NodeId]:
     return order
 
 
-def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report: "_Share", label: str,
+def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report: "Share", label: str,
                     order: int) -> None:
     """Depth 2: crash again at every writing step of the recovery incarnation."""
     if len(first.executed) < 2:
