@@ -90,6 +90,11 @@ def _spark_context(master: str) -> tuple[Any, int]:
         spark = session(master)
     except SparkUnavailable as exc:
         raise BackendUnavailable("spark", f"cannot explore on Spark ({master}): {exc}") from None
-    if not master.startswith("local"):
-        spark.sparkContext.addPyFile(str(_package_zip()))
-    return spark.sparkContext, max(1, task_slots(spark))
+    sc = spark.sparkContext
+    if not master.startswith("local") and sc not in _SHIPPED:   # once per context: Spark refuses a second zip
+        sc.addPyFile(str(_package_zip()))                       # of the same name
+        _SHIPPED.append(sc)
+    return sc, max(1, task_slots(spark))
+
+
+_SHIPPED: list[Any] = []   # the SparkContexts this project's code was shipped to
