@@ -311,6 +311,59 @@ def _rebuilt(storage: Storage, op: str, partition: int, version: int, uid: str |
             skip.add(plan.base_version)
 
 
+def load_versions(storage: Storage, op: str, partition: int,
+                  wanted: list[tuple[int, str]]) -> dict[int, dict[str, Any] | CheckpointFormatError]:
+    """``load_version`` of each (version, uid) in ``wanted`` (ascending): its state, or the error it raises.
+
+    Loading a run's retained versions one by one replays the changelogs below each again, so judging a long
+    run cost the square of its length. Here a version whose file is a changelog (or delta) naming the version
+    just loaded as its parent starts from that version's state: its load plan is the previous one plus this
+    file, so the state is the same. Only a version the previous one loaded at its first try (no fallback past
+    a damaged snapshot) is a start; anything else, or any error on the way, is loaded by ``load_version``
+    itself, which gives its own answer and error."""
+    files = store_files(storage, op, partition)
+    out: dict[int, dict[str, Any] | CheckpointFormatError] = {}
+    previous: tuple[int, str, LoadPlan, dict[str, Any]] | None = None
+    for version, uid in wanted:
+        try:
+            step = _next_load(storage, files, previous, version, uid)
+            if step is None:
+                plan = plan_load(storage, op, partition, version, uid)
+                step = plan, apply_plan(storage, plan)
+            previous = (version, uid, *step)
+            out[version] = dict(step[1])
+        except CheckpointFormatError:
+            previous = None
+            try:
+                out[version] = load_version(storage, op, partition, version, uid)
+            except CheckpointFormatError as exc:
+                out[version] = exc
+    return out
+
+
+def _next_load(storage: Storage, files: dict[tuple[int, str, str], str],
+               previous: tuple[int, str, LoadPlan, dict[str, Any]] | None, version: int,
+               uid: str) -> tuple[LoadPlan, dict[str, Any]] | None:
+    """The plan and state of (version, uid) from the previous version's, when its file follows on from it."""
+    if previous is None or previous[0] != version - 1 or (version, uid, "snapshot") in files:
+        return None
+    delta = files.get((version, uid, "changelog")) or files.get((version, uid, "delta"))
+    if delta is None:
+        return None
+    header, records = read_state_file(storage, delta)
+    if header.parent_uid != previous[1]:
+        return None
+    _check_header(header, delta, version, None)
+    plan = previous[2]
+    data = dict(previous[3])
+    for key, value in records:
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return LoadPlan(version, uid, plan.base_version, plan.base_file, plan.replayed + (delta,)), data
+
+
 def apply_plan(storage: Storage, plan: LoadPlan) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if plan.base_file is not None:

@@ -10,7 +10,10 @@ retention from the store's version or from an older one; before every
 cleanup it computes the answer afresh (``store_files`` and ``lineage_base``,
 which never look at the memo) and the cleanup must delete exactly that, or
 raise the same error. Cost: over a long run without a snapshot, a purge
-reads and lists a bounded number of times, whatever the run's length.
+reads and lists a bounded number of times, whatever the run's length. The
+same machine checks ``load_versions`` (each retained version loaded from the
+one before, as the judge reads a run's retained state) against
+``load_version`` of each, errors included.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from reference.changelog import StateFileHeader, encode_state_file
 from reference import state_store
 from reference.lineage_memo import LineageMemo
-from reference.state_store import StateStore, cleanup_store, lineage_base, readable, store_files
+from reference.state_store import (StateStore, cleanup_store, lineage_base, load_version, load_versions, readable,
+                                   store_files)
 from reference.storage import CheckpointFormatError, DurableStorage
 
 OP, PARTITION = "0", 2
@@ -123,7 +127,7 @@ class MemoAgainstAfresh(RuleBasedStateMachine):
         self.history = [h for h in self.history if h[0] < version] + [(version, uid)]
 
     @precondition(lambda self: self.files())
-    @rule(data=st.data(), how=st.sampled_from(["corrupt", "delete", "junk snapshot", "foreign snapshot"]))
+    @rule(data=st.data(), how=st.sampled_from(["corrupt", "delete", "copy", "junk snapshot", "foreign snapshot"]))
     def damage(self, data: st.DataObject, how: str) -> None:
         path = data.draw(st.sampled_from(self.files()))
         note(f"{how} {path}")
@@ -131,6 +135,9 @@ class MemoAgainstAfresh(RuleBasedStateMachine):
             self.storage.write(path, self.storage.read(path)[:-3], overwrite=True)
         elif how == "delete":
             self.storage.delete(path)
+        elif how == "copy":   # another file's bytes under this name: its header names another version or uid
+            other = data.draw(st.sampled_from(self.files()))
+            self.storage.write(path, self.storage.read(other), overwrite=True)
         else:
             name = path.rsplit("/", 1)[1]
             v, uid = name.split(".")[0].split("_")
@@ -156,6 +163,34 @@ class MemoAgainstAfresh(RuleBasedStateMachine):
         expected = afresh(self.storage, retain, latest, uid)
         note(f"cleanup retain {retain} from {latest} {uid!r}: {expected}")
         assert remembered(self.storage, retain, latest, uid) == expected
+
+    @rule(data=st.data())
+    def load_versions_in_turn(self, data: st.DataObject) -> None:
+        """``load_versions`` (each version from the one before) equals ``load_version`` of each, errors too: on
+        the committed history, or on versions of any attempt present."""
+        present: dict[int, list[str]] = {}
+        for (v, uid, _kind) in sorted(store_files(self.storage, OP, PARTITION)):
+            present.setdefault(v, []).append(uid)
+        committed = dict(self.history[1:])
+        wanted = sorted((v, data.draw(st.sampled_from(sorted({*uids, committed.get(v, uids[0])})), label=f"uid {v}"))
+                        for v, uids in present.items()) if data.draw(st.booleans(), label="any attempt") \
+            else self.history[1:]
+        self.compare_loads(wanted)
+
+    @invariant()
+    def loading_the_committed_versions_in_turn_gives_each_ones_load(self) -> None:
+        self.compare_loads(self.history[1:])
+
+    def compare_loads(self, wanted: list[tuple[int, str]]) -> None:
+        together = load_versions(self.storage, OP, PARTITION, wanted)
+        assert list(together) == [v for v, _u in wanted]
+        for v, uid in wanted:
+            try:
+                alone: object = load_version(self.storage, OP, PARTITION, v, uid)
+            except CheckpointFormatError as exc:
+                alone = f"error: {exc}"
+            got = together[v]
+            assert (f"error: {got}" if isinstance(got, CheckpointFormatError) else got) == alone, v
 
     @invariant()
     def the_memo_mirrors_a_listing(self) -> None:
@@ -285,3 +320,44 @@ def test_a_rewritten_snapshot_that_names_another_parent_is_read_again():
     assert s.cleanup(5) == [] and s.cleanup(5) == []
     storage.write(f"{D}/3_u3.snapshot", b"SST!gone", overwrite=True)
     assert s.cleanup(5) == [f"{D}/1_u1.snapshot", f"{D}/2_u2.snapshot"]
+
+
+def header_file(version: int, uid: str, parent: str, records: list, kind: str = "changelog",
+                named: int | None = None) -> tuple[str, bytes]:
+    """A state file written by hand: its name may say another version than its header (``named``)."""
+    header = StateFileHeader(kind, version, uid, parent)
+    return f"{D}/{named or version}_{uid}.{kind}", encode_state_file(header, records)
+
+
+def test_loading_in_turn_starts_from_a_snapshot_where_the_version_has_one():
+    """A version with a snapshot loads from it, not from the version before plus its changelog (here the
+    snapshot holds another state than the replay gives)."""
+    storage = DurableStorage()
+    s = StateStore(storage, OP, PARTITION, "changelog", 100)
+    commits(s, range(1, 4))
+    storage.write(*header_file(3, "u3", "u2", [("k", 99)], kind="snapshot"))
+    loaded = load_versions(storage, OP, PARTITION, [(1, "u1"), (2, "u2"), (3, "u3")])
+    assert loaded == {1: {"k": 1}, 2: {"k": 2}, 3: {"k": 99}} == {
+        v: load_version(storage, OP, PARTITION, v, f"u{v}") for v in (1, 2, 3)}
+
+
+def test_loading_in_turn_follows_on_only_from_the_version_just_below():
+    """Versions 1, 2 and 4 asked for: 4 names as its parent a version-3 uid equal to 2's; it is not 2's state
+    plus 4's changes (3's file is missing, so 4 does not load)."""
+    storage = DurableStorage()
+    for path, data in (header_file(1, "a", "", [("k", 1)]), header_file(2, "b", "a", [("k", 2)]),
+                       header_file(4, "d", "b", [("k", 4)])):
+        storage.write(path, data)
+    loaded = load_versions(storage, OP, PARTITION, [(1, "a"), (2, "b"), (4, "d")])
+    assert loaded[2] == {"k": 2}
+    assert isinstance(loaded[4], CheckpointFormatError) and "version 3" in str(loaded[4])
+
+
+def test_loading_in_turn_checks_the_version_a_file_says_it_is():
+    """A file named as version 2 whose header says version 7 (naming version 1 as its parent) fails the load
+    of version 2, as a load of it alone does."""
+    storage = DurableStorage()
+    for path, data in (header_file(1, "a", "", [("k", 1)]), header_file(7, "b", "a", [("k", 7)], named=2)):
+        storage.write(path, data)
+    loaded = load_versions(storage, OP, PARTITION, [(1, "a"), (2, "b")])
+    assert isinstance(loaded[2], CheckpointFormatError) and "header says version 7, expected 2" in str(loaded[2])
