@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck install clean
+.PHONY: demo test soak typecheck install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# the soak runs whole (tests/soak.py): every case of the exhaustive tests (make test runs a short form of each)
+soak: $(STAMP)
+	LIGHTSPEED_SOAK=1 $(BIN)/python -m pytest -m soak
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

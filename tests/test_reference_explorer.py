@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 from explorer_pins import assert_pinned
+from soak import soak_or_short
 
 from reference import layout
 from reference.engine import Incarnation
@@ -24,8 +25,16 @@ from reference.steps import NodeId
 from reference.catalogue import make, supported_pairs
 
 
+# make test: every operator and every mode at least once (the bench's four pairs among them); make soak: all pairs
+SHORT_PAIRS = [("map", "async_progress"), ("aggregate", "sync"), ("aggregate", "async_state"),
+               ("window_aggregate", "pipelining"), ("join", "sync"), ("join", "parallel_store_commit"),
+               ("dedup_within_watermark", "async_purge"), ("stateful_function", "snapshot_provider"),
+               ("chain", "delta_provider")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("operator,mode", supported_pairs())
+@pytest.mark.soak
+@pytest.mark.parametrize("operator,mode", soak_or_short(supported_pairs(), SHORT_PAIRS))
 def test_explorer_finds_nothing_wrong_in_the_correct_model(operator, mode):
     report = explore(make(operator, mode, batches=4, partitions=2))
     assert not report.truncated
