@@ -91,10 +91,6 @@ def _spark_context(master: str) -> tuple[Any, int]:
     except SparkUnavailable as exc:
         raise BackendUnavailable("spark", f"cannot explore on Spark ({master}): {exc}") from None
     sc = spark.sparkContext
-    if not master.startswith("local") and sc not in _SHIPPED:   # once per context: Spark refuses a second zip
-        sc.addPyFile(str(_package_zip()))                       # of the same name
-        _SHIPPED.append(sc)
+    if not master.startswith("local"):
+        sc.addPyFile(str(_package_zip()))   # the one zip of this process (the experiment runner ships it too)
     return sc, max(1, task_slots(spark))
-
-
-_SHIPPED: list[Any] = []   # the SparkContexts this project's code was shipped to

@@ -93,32 +93,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         yield running
 
 
-def test_experiment_points_run_as_tasks_on_a_standalone_cluster(tmp_path, cluster):
-    """``--master spark://...``: the sweep's points run as Spark tasks on the cluster's executors (the
-    project's code shipped to them), and each gives the numbers it gives when run in this process."""
-    from experiments.execution import run_point
-    from experiments.experiment import RunContext
-    from experiments.registry import get_experiment
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "experiments.cli", "experiment", "offset-management",
-                           "--quick", "--master", cluster.url, "--out", str(out), "--no-figures"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())
-    assert results["environment"]["executor"] == "spark"
-    assert results["environment"]["master"] == cluster.url
-    records = results["points"]
-    expected = get_experiment("offset-management").points(RunContext(backend="sim", quick=True))
-    assert sorted(r["id"] for r in records) == sorted(p.id for p in expected)
-    assert all(r["error"] is None for r in records), [r["error"] for r in records]
-    # measured in the cluster's executors (a worker starts its executors in its work directory), not the driver;
-    # the two one-core workers share the points
-    assert len({r["process"]["dir"].split("/worker-")[1][0] for r in records}) == 2, [r["process"] for r in records]
-    assert all(r["process"]["dir"].startswith(str(cluster.dir)) for r in records), records[0]["process"]
-    for record in records:
-        assert run_point(record["point"])["metrics"] == record["metrics"], record["id"]
-
-
 # A planted mistake (SPARK-55510: a delete never reaches the changelog), defined where it runs: in the test and in
 # the driver script below, whose __main__ Spark ships to the executors by value.
 PLANTED = """
@@ -133,23 +107,65 @@ class ForgetsDeletes(StateStore):
 PLANTED_MODEL = Model(type("ForgetsDeletesIncarnation", (Incarnation,), {"store_class": ForgetsDeletes}))
 """
 
-SHARDED = """
+# One driver on the cluster (one SparkContext: each costs about 10 s to start) runs what the tests below judge:
+# the quick offset-management sweep, the explorer through the command line, and the explorer with the planted mistake.
+DRIVER = """
 import json, sys
 from experiments.cli import main
 from experiments.explore_spark import explore_on_spark
 from reference.catalogue import make
 """ + PLANTED + """
-path, planted, master, out = sys.argv[1:5]
-code = main(["explore", path, "--master", master, "--out", out, "--quiet"])
-report = explore_on_spark(make("dedup_within_watermark", batches=3), master, model=PLANTED_MODEL, quiet=True)
+master, out, scenario, report, planted = sys.argv[1:6]
+codes = [main(["experiment", "offset-management", "--quick", "--master", master, "--out", out, "--no-figures"]),
+         main(["explore", scenario, "--master", master, "--out", report, "--quiet"])]
+found = explore_on_spark(make("dedup_within_watermark", batches=3), master, model=PLANTED_MODEL, quiet=True)
 with open(planted, "w") as f:
-    json.dump({"code": code, "schedules": report.schedules, "distinct": report.distinct_checkpoints,
-               "fingerprint": report.checkpoint_fingerprint, "seconds": report.seconds,
-               "violations": [[v.order, v.schedule, [x.to_dict() for x in v.verdicts]] for v in report.violations]}, f)
+    json.dump({"codes": codes, "schedules": found.schedules, "distinct": found.distinct_checkpoints,
+               "fingerprint": found.checkpoint_fingerprint, "seconds": found.seconds,
+               "violations": [[v.order, v.schedule, [x.to_dict() for x in v.verdicts]] for v in found.violations]}, f)
 """
 
+EXPLORED = {"operator": "aggregate", "mode": "async_state", "batches": 3}
 
-def test_the_explorer_sharded_on_the_cluster_reports_what_a_local_run_does(tmp_path, cluster):
+
+@pytest.fixture(scope="module")
+def on_the_cluster(cluster, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """What the driver on the cluster wrote: the sweep's results, the exploration reports, its exit codes."""
+    from reference.catalogue import make
+    work = tmp_path_factory.mktemp("driver")
+    scenario = work / "scenario.json"
+    scenario.write_text(make(EXPLORED["operator"], EXPLORED["mode"], batches=EXPLORED["batches"]).to_json())
+    out, report, planted = work / "out", work / "report.json", work / "planted.json"
+    proc = subprocess.run([sys.executable, "-c", DRIVER, cluster.url, str(out), str(scenario), str(report),
+                           str(planted)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and planted.exists(), proc.stderr[-3000:]
+    return {"results": json.loads((out / "results.json").read_text()), "report": json.loads(report.read_text()),
+            "planted": json.loads(planted.read_text())}
+
+
+def test_experiment_points_run_as_tasks_on_a_standalone_cluster(cluster, on_the_cluster):
+    """``--master spark://...``: the sweep's points run as Spark tasks on the cluster's executors (the
+    project's code shipped to them), and each gives the numbers it gives when run in this process."""
+    from experiments.execution import run_point
+    from experiments.experiment import RunContext
+    from experiments.registry import get_experiment
+    assert on_the_cluster["planted"]["codes"][0] == 0
+    results = on_the_cluster["results"]
+    assert results["environment"]["executor"] == "spark"
+    assert results["environment"]["master"] == cluster.url
+    records = results["points"]
+    expected = get_experiment("offset-management").points(RunContext(backend="sim", quick=True))
+    assert sorted(r["id"] for r in records) == sorted(p.id for p in expected)
+    assert all(r["error"] is None for r in records), [r["error"] for r in records]
+    # measured in the cluster's executors (a worker starts its executors in its work directory), not the driver;
+    # the two one-core workers share the points
+    assert len({r["process"]["dir"].split("/worker-")[1][0] for r in records}) == 2, [r["process"] for r in records]
+    assert all(r["process"]["dir"].startswith(str(cluster.dir)) for r in records), records[0]["process"]
+    for record in records:
+        assert run_point(record["point"])["metrics"] == record["metrics"], record["id"]
+
+
+def test_the_explorer_sharded_on_the_cluster_reports_what_a_local_run_does(on_the_cluster):
     """``lightspeed explore --master spark://...`` spreads the schedules over the cluster's executors as Spark
     tasks; its report equals a local run's: schedules, distinct checkpoints and their fingerprint, violations
     (a clean scenario, and one with a planted mistake)."""
@@ -157,16 +173,9 @@ def test_the_explorer_sharded_on_the_cluster_reports_what_a_local_run_does(tmp_p
     from reference.explorer import explore
     namespace: dict = {}
     exec(PLANTED, namespace)
-    scenario = make("aggregate", "async_state", batches=3)
-    path = tmp_path / "scenario.json"
-    path.write_text(scenario.to_json())
-    out, planted = tmp_path / "report.json", tmp_path / "planted.json"
-    proc = subprocess.run([sys.executable, "-c", SHARDED, str(path), str(planted), cluster.url, str(out)],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0 and planted.exists(), proc.stderr[-3000:]
-    sharded, sharded_planted = json.loads(out.read_text()), json.loads(planted.read_text())
-    assert sharded_planted["code"] == 0
-    local = explore(scenario, workers=2)
+    sharded, sharded_planted = on_the_cluster["report"], on_the_cluster["planted"]
+    assert sharded_planted["codes"][1] == 0
+    local = explore(make(EXPLORED["operator"], EXPLORED["mode"], batches=EXPLORED["batches"]), workers=2)
     assert (sharded["schedules"], sharded["distinct_checkpoints"], sharded["checkpoint_fingerprint"],
             sharded["truncated"], sharded["violations"]) == (local.schedules, local.distinct_checkpoints,
                                                              local.checkpoint_fingerprint, False, [])
