@@ -184,12 +184,12 @@ def test_violations_are_the_same_however_the_schedules_are_shared_out():
     judged, as in one share: the report does not count a checkpoint's violations once per share."""
     scenario = make("dedup_within_watermark", batches=3)
     model = Model(type("ForgetsDeletesIncarnation", (Incarnation,), {"store_class": ForgetsDeletes}))
-    reports = [explore(scenario, model=model, workers=w) for w in (1, 2, 3)]
+    reports = [explore(scenario, model=model, workers=w) for w in (1, 3)]
     labels = [[(v.order, v.schedule) for v in r.violations] for r in reports]
-    assert labels[0] and labels[0] == labels[1] == labels[2]
+    assert labels[0] and labels[0] == labels[1]
     assert len({r.checkpoint_fingerprint for r in reports}) == 1
-    assert reports[0].distinct_checkpoints == reports[2].distinct_checkpoints
-    deeper = [explore(make("aggregate", batches=3), depth=2, workers=w).schedules for w in (1, 2)]
+    assert reports[0].distinct_checkpoints == reports[1].distinct_checkpoints
+    deeper = [explore(make("aggregate", batches=2), depth=2, workers=w).schedules for w in (1, 3)]
     assert deeper[0] == deeper[1], "a checkpoint's second crashes count once, in the share that judged it first"
 
 

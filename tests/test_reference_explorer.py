@@ -146,7 +146,8 @@ def test_depth_two_adds_a_second_crash_during_recovery_and_finds_nothing_wrong()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("operator", ["aggregate", "window_aggregate"])
+@pytest.mark.soak
+@pytest.mark.parametrize("operator", soak_or_short(["aggregate", "window_aggregate"], ["window_aggregate"]))
 def test_a_deeper_pipeline_is_sound_and_its_replay_bound_is_reached(operator):
     """pipeline_depth = 3: every cut recovers correctly, and some cut leaves three batches planned and
     uncommitted, so a restart re-runs three (the oracle's bound is tight, not loose)."""
