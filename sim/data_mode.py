@@ -90,11 +90,12 @@ class DataIncarnation(TimedIncarnation):
             try:
                 plan = plan_load(self.storage, sid, p, b, uid)
             except Exception:  # the load itself will fail loudly; charge one listing
-                total += svc.list_ms()
+                total += svc.list_ms(stream="executor")
                 continue
             files = ([plan.base_file] if plan.base_file else []) + list(plan.replayed)
             size = sum(len(self.storage.read(f)) for f in files if self.storage.exists(f))
-            total += prof.state_open_ms + svc.list_ms() + sum(svc.read_ms(0) for _ in files) + svc.transfer_ms(size) \
+            total += prof.state_open_ms + svc.list_ms(stream="executor") + sum(svc.read_ms(0) for _ in files) \
+                + svc.transfer_ms(size) \
                 + prof.state_replay_ms(int(size / max(prof.bytes_per_state_key, 1.0)))
         return total
 
