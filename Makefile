@@ -19,7 +19,7 @@ install: $(STAMP)
 # native Spark's checkpoint filesystem with modelled latency (spark_impl/native/checkpoint_fs.py): compiled with
 # the JDK's javac against pyspark's Hadoop jar; fails naming javac or the jar when one is missing
 NATIVE_FS_JAR := build/latency-fs/lightspeed-latency-fs.jar
-NATIVE_FS_SRC := $(wildcard spark_impl/native/java/lightspeed/checkpointfs/*.java)
+NATIVE_FS_SRC := $(wildcard spark_impl/native/java/lightspeed/*/*.java)
 
 $(NATIVE_FS_JAR): $(STAMP) $(NATIVE_FS_SRC) spark_impl/native/checkpoint_fs.py
 	$(BIN)/python -m spark_impl.native.checkpoint_fs build --out $@

@@ -143,6 +143,7 @@ from .support import (
     UNSUPPORTED_FAULTS,
     NativeUnsupported,
     check_supported,
+    uses_stat_sink,
 )
 
 __all__ = ["BACKEND", "NativeUnsupported", "SUPPORTED_FAULTS", "SUPPORTED_OPERATORS", "UNSUPPORTED_FAULTS",
@@ -150,19 +151,26 @@ __all__ = ["BACKEND", "NativeUnsupported", "SUPPORTED_FAULTS", "SUPPORTED_OPERAT
 
 
 def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | None = None,
-               realtime: bool = False) -> RunResult:
+               realtime: bool = False, storage_profile: str | None = None) -> RunResult:
     """Run ``scenario`` on Spark's own Structured Streaming; the result has no checkpoint storage.
 
     ``workdir`` keeps the input files, Spark's checkpoint (``<workdir>/checkpoint``)
     and the sink (``<workdir>/sink``); without it a temporary directory is used
     and removed afterwards. It must not hold an earlier run's checkpoint.
-    ``master`` is passed to ``spark_impl.session.session``. Raises
+    ``master`` is passed to ``spark_impl.session.session``. ``storage_profile`` (a
+    ``reference.storage_profiles`` name) puts Spark's checkpoint on the filesystem
+    that sleeps the profile's latencies, seeded by the scenario's seed
+    (``checkpoint_fs.py``); what its operations cost is in the outcome's
+    ``details["native"]["storage"]``. Raises
     ``NativeUnsupported`` (a ``ScenarioRefused`` naming the field) for anything
     the adapter cannot run, before Spark starts; ``BackendUnavailable`` when
     Spark cannot start; a failure of Spark itself is reported in the outcome's
     ``error``.
     """
+    # imported here: ``python -m spark_impl.native.checkpoint_fs`` (the build) runs it as a script
+    from .checkpoint_fs import LatencyCheckpoint, require_stat_sink, storage_profile_of
     check_supported(scenario, realtime=realtime)
+    storage_profile_of(storage_profile)   # StorageProfileError naming an unknown profile, before Spark starts
     if workdir is not None and os.path.exists(os.path.join(workdir, "checkpoint")):
         raise ValueError(f"{workdir}: already holds a checkpoint; the spark-native backend needs a fresh workdir "
                          "(Spark would resume the old query)")
@@ -170,11 +178,19 @@ def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | 
     if any(f.kind == "task_failure" for f in scenario.faults) and not spark.sparkContext.master.startswith("local"):
         raise NativeUnsupported("faults", "task_failure on the spark-native backend needs a local master: the "
                                           "fault's fired-once mark is a system property of the executor's JVM")
+    latency = LatencyCheckpoint.start(spark, storage_profile, scenario.seed) if storage_profile else None
+    if uses_stat_sink(scenario, realtime):
+        require_stat_sink(spark)
     root = workdir or tempfile.mkdtemp(prefix="lightspeed-native-")
     try:
-        with session_confs(spark, engine_confs(scenario)):
-            run = NativeRun(scenario, spark, root, realtime)
-            run.execute()
+        checkpoint = os.path.join(root, "checkpoint")
+        confs = {**engine_confs(scenario), **(latency.confs(checkpoint) if latency else {})}
+        with session_confs(spark, confs):
+            run = NativeRun(scenario, spark, root, realtime, latency.location(checkpoint) if latency else None)
+            try:
+                run.execute()
+            finally:
+                run.storage = latency.finish(checkpoint) if latency else None
             outcome = native_outcome(run)
         if workdir is None:
             outcome = _without_checkpoint_path(outcome)

@@ -44,14 +44,17 @@ import sys
 import tempfile
 import uuid
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from reference.storage_profiles import StorageProfile
+from reference.backend import BackendUnavailable
+from reference.storage_profiles import StorageProfile, storage_profile
 
 SCHEME = "lslatency"
 PACKAGE = "lightspeed.checkpointfs"
 FS_CLASS = f"{PACKAGE}.LatencyFileSystem"
+STAT_SINK_CLASS = "lightspeed.stat.StatSink"     # spark_impl/native/stat_sink.py
 DRAWS_CLASS = f"{PACKAGE}.LatencyDraws"
 CONF_PREFIX = "lightspeed.latencyfs."
 FREE_FOLDERS = ("sources",)
@@ -68,7 +71,7 @@ class CheckpointFsUnavailable(RuntimeError):
 
 
 def java_sources() -> list[Path]:
-    return sorted((JAVA_DIR / PACKAGE.replace(".", "/")).glob("*.java"))
+    return sorted(JAVA_DIR.rglob("*.java"))
 
 
 def default_jar() -> Path:
@@ -90,13 +93,22 @@ def pyspark_jars() -> Path:
     return jars
 
 
+# the jars of pyspark the Java sources compile against, each with what it provides
+COMPILE_JARS = {"hadoop-client-api-*.jar": "Hadoop's RawLocalFileSystem, which the checkpoint filesystem extends",
+                "spark-sql-api_*.jar": "Spark's ForeachWriter and Row, which the stat sink implements",
+                "scala-library-*.jar": "the Scala classes ForeachWriter is compiled to"}
+
+
 def compile_classpath() -> list[Path]:
-    """The Hadoop client API jar of pyspark (``org.apache.hadoop.fs``, ``conf``, ``util``)."""
-    found = sorted(pyspark_jars().glob("hadoop-client-api-*.jar"))
-    if not found:
-        raise CheckpointFsUnavailable(f"no hadoop-client-api-*.jar in {pyspark_jars()}: the checkpoint filesystem "
-                                      "subclasses Hadoop's RawLocalFileSystem from it")
-    return found
+    """pyspark's jars that the sources compile against (``COMPILE_JARS``)."""
+    jars = pyspark_jars()
+    out = []
+    for pattern, why in COMPILE_JARS.items():
+        found = sorted(jars.glob(pattern))
+        if not found:
+            raise CheckpointFsUnavailable(f"no {pattern} in {jars}: it holds {why}")
+        out.append(found[-1])
+    return out
 
 
 def javac() -> str:
@@ -163,15 +175,25 @@ def session_confs() -> dict[str, str]:
     return {"spark.jars": str(jar), f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS}
 
 
-def require_loaded(spark: Any) -> None:
-    """``CheckpointFsUnavailable`` unless the session's driver can load the filesystem class."""
+def require_loaded(spark: Any, cls: str = FS_CLASS) -> None:
+    """``CheckpointFsUnavailable`` unless the session's driver can load ``cls`` from the jar (the checkpoint
+    filesystem, or the stat sink built with it)."""
     try:
-        spark._jvm.java.lang.Class.forName(FS_CLASS, True, spark._jvm.Thread.currentThread().getContextClassLoader())
+        spark._jvm.java.lang.Class.forName(cls, True, spark._jvm.Thread.currentThread().getContextClassLoader())
     except Exception:  # noqa: BLE001 - py4j raises its own type for a ClassNotFoundException
         why = _unavailable or (f"the SparkSession was started without {JAR_NAME} on its class path (it is added "
                                "when the session starts, spark_impl.session; build it with `make native-fs` "
                                "before the process starts Spark)")
-        raise CheckpointFsUnavailable(f"the checkpoint filesystem {FS_CLASS} is not loaded: {why}") from None
+        raise CheckpointFsUnavailable(f"{cls} is not loaded: {why}") from None
+
+
+def require_stat_sink(spark: Any) -> None:
+    """``BackendUnavailable`` naming what is missing unless the session can load the stat sink."""
+    try:
+        require_loaded(spark, STAT_SINK_CLASS)
+    except CheckpointFsUnavailable as exc:
+        raise BackendUnavailable("spark-native", f"a realtime run of a stateless query delivers through the "
+                                                 f"stat sink, and {exc}") from None
 
 
 def new_run_name() -> str:
@@ -202,6 +224,61 @@ def run_report(spark: Any, run: str) -> dict[str, Any] | None:
 
 def forget_run(spark: Any, run: str) -> None:
     spark._jvm.lightspeed.checkpointfs.LatencyFileSystem.forget(run)
+
+
+def storage_profile_of(name: str | None) -> StorageProfile | None:
+    """The named profile, None for none; ``StorageProfileError`` naming the known ones (before Spark starts)."""
+    return None if name is None else storage_profile(name)
+
+
+def folder_bytes(checkpoint: str) -> dict[str, int]:
+    """Bytes the local checkpoint directory holds per top-level folder (``metadata`` and the like: ``""``)."""
+    out: dict[str, int] = {}
+    for directory, _dirs, names in os.walk(checkpoint):
+        rel = os.path.relpath(directory, checkpoint)
+        folder = "" if rel == "." else rel.split(os.sep)[0]
+        for name in names:
+            try:
+                out[folder] = out.get(folder, 0) + os.path.getsize(os.path.join(directory, name))
+            except OSError:
+                continue   # a temporary file renamed away meanwhile
+    return out
+
+
+@dataclass(frozen=True)
+class LatencyCheckpoint:
+    """One run's checkpoint on the filesystem with latency: its profile, seed and fresh run name."""
+
+    spark: Any
+    profile: StorageProfile
+    name: str
+    seed: int | str
+    run: str
+
+    @staticmethod
+    def start(spark: Any, name: str, seed: int | str) -> "LatencyCheckpoint":
+        """A new run on the named profile; ``BackendUnavailable`` naming what is missing when the session
+        cannot load the filesystem (no javac when it started, say)."""
+        try:
+            require_loaded(spark)
+        except CheckpointFsUnavailable as exc:
+            raise BackendUnavailable("spark-native", f"--storage-profile {name} needs {exc}") from None
+        return LatencyCheckpoint(spark, storage_profile(name), name, seed, new_run_name())
+
+    def confs(self, checkpoint: str) -> dict[str, str]:
+        return run_confs(self.profile, self.seed, checkpoint)
+
+    def location(self, checkpoint: str) -> str:
+        return checkpoint_uri(self.run, checkpoint)
+
+    def finish(self, checkpoint: str) -> dict[str, Any]:
+        """What the run's storage cost (``details["native"]["storage"]``): the profile and seed, every
+        "stream/folder/kind" with its count, ms slept and bytes, and the bytes the checkpoint holds per folder."""
+        report = run_report(self.spark, self.run) or {}
+        forget_run(self.spark, self.run)
+        return {"profile": self.name, "seed": self.seed, "run": self.run,
+                "operations": report.get("operations", {}), "free_operations": report.get("free_operations", 0),
+                "checkpoint_bytes": folder_bytes(checkpoint)}
 
 
 def java_draws(jar: Path, stream: str, profile: StorageProfile, ops: Sequence[tuple[str, int]]) -> list[float]:

@@ -73,7 +73,7 @@ public class LatencyFileSystem extends RawLocalFileSystem {
     final Set<String> free = new HashSet<>();
     final LatencyDraws.Profile profile;
     final Map<String, LatencyDraws> draws = new HashMap<>();
-    final Map<String, double[]> cost = new TreeMap<>();   // "stream/kind" -> {count, ms, bytes}
+    final Map<String, double[]> cost = new TreeMap<>();   // "stream/folder/kind" -> {count, ms, bytes}
     long freeOperations;
 
     Run(String authority, Configuration conf) throws IOException {
@@ -114,7 +114,8 @@ public class LatencyFileSystem extends RawLocalFileSystem {
       return value;
     }
 
-    /** The checkpoint's top-level folder of a local path, "" for a path outside the checkpoint. */
+    /** The first name of a local path under the checkpoint (a folder, or a top-level file such as metadata,
+     *  whose temporary ".metadata.<uuid>.tmp" counts as "metadata"); "" for the root or a path outside it. */
     String folderOf(String localPath) {
       String path = stripSlash(localPath);
       if (!path.startsWith(root + "/")) {
@@ -122,7 +123,11 @@ public class LatencyFileSystem extends RawLocalFileSystem {
       }
       String rest = path.substring(root.length() + 1);
       int slash = rest.indexOf('/');
-      return slash < 0 ? rest : rest.substring(0, slash);
+      String first = slash < 0 ? rest : rest.substring(0, slash);
+      if (slash < 0 && first.startsWith(".") && first.endsWith(".tmp") && first.indexOf('.', 1) > 1) {
+        first = first.substring(1, first.indexOf('.', 1));
+      }
+      return first;
     }
 
     /** Draw, account and sleep one operation on ``localPath``. */
@@ -136,7 +141,8 @@ public class LatencyFileSystem extends RawLocalFileSystem {
         }
         String stream = folder.equals("state") ? "executor" : "driver";
         ms = draws.get(stream).draw(kind, sizeBytes);
-        double[] c = cost.computeIfAbsent(stream + "/" + kind, k -> new double[3]);
+        double[] c = cost.computeIfAbsent(stream + "/" + (folder.isEmpty() ? "-" : folder) + "/" + kind,
+                                          k -> new double[3]);
         c[0] += 1;
         c[1] += ms;
         c[2] += sizeBytes;
