@@ -30,6 +30,8 @@ from experiments.defs import (BREAKDOWN_PARTS, batch_metrics, check_outcome_ok, 
 from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import LABEL_PT, WIDE, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
+from experiments.native_runs import (DURATION_KEYS, FEED_MS, NATIVE, duration_medians, for_backend, is_warmup,
+                                     judged_check, judgement, realtime_extra, wal_checks, warmup_point)
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, fmt_pct, group, over_seeds, reduction
 from experiments.verdicts import judge, report_lines
@@ -82,7 +84,13 @@ class OffsetManagement(Experiment):
         return SIM_RATES if ctx.backend == "sim" else SPARK_RATES[ctx.mode]
 
     def points(self, ctx: RunContext) -> list[Point]:
-        """On the sim, the fitted profile's points first, then the first-principles profile's (the headline)."""
+        """On the sim, the fitted profile's points first, then the first-principles profile's (the headline).
+        Native Spark runs a throwaway point first (``experiments.native_runs``)."""
+        if ctx.backend == NATIVE:
+            warmup = rate_scenario("offset-management-warmup", self.base_seed, rate=min(self.rates(ctx)),
+                                   duration_s=5, operator={"kind": "map"}, partitions=2, state_partitions=2,
+                                   engine=CONFIGS["baseline"])
+            return [warmup_point(self.name, ctx.backend, warmup, self.base_seed)] + self.profile_points(ctx, None)
         if ctx.backend != "sim":
             return self.profile_points(ctx, None)
         fitted = sim_profile(FITTED_PROFILE)
@@ -102,26 +110,32 @@ class OffsetManagement(Experiment):
                     operator={"kind": "map"}, partitions=8 if sim else 2,
                     state_partitions=28 if sim else 2, engine=CONFIGS[config])
                 out.append(Point(self.name, "latency", config, {"rate": rate, **(params or {})}, seed,
-                                 ctx.backend, scenario, profile, "volume"))
+                                 ctx.backend, for_backend(ctx.backend, scenario), profile, "volume",
+                                 realtime_extra(ctx.backend)))
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
         outcome = run_point_scenario(point).outcome
         check_outcome_ok(outcome)
+        if point.task == "warmup":
+            return {"warmup": True}
         metrics = latency_metrics(outcome)
         batches = batch_metrics(outcome.progress)
         metrics.update({k: batches[k] for k in ("batches", "batch_ms_mean", "trigger_ms_mean", "rows_per_s")})
         metrics["log_write_ms_mean"] = log_write_ms(outcome.progress)
         metrics["breakdown_ms"] = duration_breakdown(outcome.progress)
+        metrics["durations_ms"] = duration_medians(outcome.progress)   # Spark's own keys, medians over batches
         return metrics
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
         """``rates``: the first-principles profile (or the Spark backend); ``fitted``: the fitted profile's."""
+        records = [r for r in records if not is_warmup(r)]
         primary = [r for r in records if "profile" not in r["point"]["params"]]
         fitted = [r for r in records if "profile" in r["point"]["params"]]
         rates = rates_summary(primary)
         out = {"rates": rates, "claimed_cut": CLAIMED_CUT, "claimed_baseline_ms": CLAIMED_BASELINE_MS,
-               "claimed_both_ms": CLAIMED_BOTH_MS, "verdicts": _verdicts(rates)}
+               "claimed_both_ms": CLAIMED_BOTH_MS, "verdicts": _verdicts(rates),
+               "judged": judgement(primary)}
         if fitted:
             fitted_rates = rates_summary(fitted)
             out["fitted"] = {"profile": fitted[0]["point"]["params"]["profile"], "rates": fitted_rates,
@@ -142,14 +156,16 @@ class OffsetManagement(Experiment):
                               default=None)
             out.append(_not_above(f"both p50 <= the better single feature at {int(float(rate)):,} ev/s",
                                   _median(entry, "both", "p50"), best_single, slack))
-        return out
+        return out + wal_checks(summary["rates"], ctx, baseline="baseline", async_progress=("async-progress", "both")) \
+            + judged_check(summary.get("judged"))
 
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
         published = (f"published: baseline {CLAIMED_BASELINE_MS[0]:.0f}-{CLAIMED_BASELINE_MS[1]:.0f} ms, both "
                      f"{CLAIMED_BOTH_MS[0]:.0f}-{CLAIMED_BOTH_MS[1]:.0f} ms")
-        lines = ([f"profile {PROFILE} (first principles, stat sink)"] if ctx.backend == "sim" else []) + \
+        lines = ([f"profile {PROFILE} (first principles, stat sink)"] if ctx.backend == "sim" else
+                 [_setup_line(ctx)]) + \
             _table(summary["rates"]) + [published] + _breakdown_table(summary["rates"]) + \
-            report_lines(summary.get("verdicts", []))
+            _durations_table(summary["rates"]) + report_lines(summary.get("verdicts", []))
         fitted = summary.get("fitted")
         if fitted:
             lines += [f"profile {fitted['profile']} (fitted to the published p50 figures)"] + \
@@ -196,6 +212,9 @@ def rates_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
                          # median over seeds of each part of a batch's mean time (durationMs)
                          "breakdown_ms": {part: over_seeds(group_records, _part(part))["median"]
                                           for part in BREAKDOWN_PARTS},
+                         # medians over seeds of each run's median of Spark's durationMs keys
+                         "durations_ms": {key: over_seeds(group_records, _duration(key))["median"]
+                                          for key in DURATION_KEYS},
                          # seeds whose run did not keep up: they report no latency (reference.timing)
                          "backlogged": sum(1 for r in group_records if r["metrics"].get("backlogged")),
                          "seeds": len(group_records)}
@@ -212,6 +231,32 @@ def rates_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _part(name: str) -> Callable[[dict[str, Any]], float | None]:
     return lambda metrics: (metrics.get("breakdown_ms") or {}).get(name)
+
+
+def _duration(key: str) -> Callable[[dict[str, Any]], float | None]:
+    return lambda metrics: (metrics.get("durations_ms") or {}).get(key)
+
+
+def _setup_line(ctx: RunContext) -> str:
+    """How a Spark backend's runs were set up: retention, run length, the native feed."""
+    seconds = 10 if ctx.quick else 60
+    feed = f"; native input in files of {FEED_MS} ms of arrivals" if ctx.backend == NATIVE else ""
+    return (f"setup: minBatchesToRetain {RETAIN} (Spark purges only past it, then one entry per log per batch, "
+            f"the steady state of the post's long runs under the default 100); {seconds} s of input per run"
+            f"{feed}; checkpoint storage {ctx.storage_profile or 'local disk'}")
+
+
+def _durations_table(rates: dict[str, Any]) -> list[str]:
+    """Spark's own durationMs keys, medians (over seeds of each run's median), per rate and configuration."""
+    lines = ["durationMs medians (ms): " + ", ".join(DURATION_KEYS),
+             f"{'rate':>10}  {'configuration':<16} " + " ".join(f"{k:>16}" for k in DURATION_KEYS)]
+    for rate, entry in rates.items():
+        for config in CONFIGS:
+            durations = entry.get(config, {}).get("durations_ms") or {}
+            if any(v is not None for v in durations.values()):
+                lines.append(f"{int(float(rate)):>10,}  {config:<16} " +
+                             " ".join(f"{fmt_ms(durations.get(k)):>16}" for k in DURATION_KEYS))
+    return lines if len(lines) > 2 else []
 
 
 def _breakdown_table(rates: dict[str, Any]) -> list[str]:

@@ -184,7 +184,8 @@ def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | 
     root = workdir or tempfile.mkdtemp(prefix="lightspeed-native-")
     try:
         checkpoint = os.path.join(root, "checkpoint")
-        confs = {**engine_confs(scenario), **(latency.confs(checkpoint) if latency else {})}
+        confs = {**engine_confs(scenario, one_split_per_file=not uses_stat_sink(scenario, realtime)),
+                 **(latency.confs(checkpoint) if latency else {})}
         with session_confs(spark, confs):
             run = NativeRun(scenario, spark, root, realtime, latency.location(checkpoint) if latency else None)
             try:

@@ -1,0 +1,127 @@
+"""What the experiments add to run on Spark's own Structured Streaming (``--backend spark-native``).
+
+- Realtime points: a native point that measures latency runs with ``realtime``
+  (``RunOptions.realtime``: the input appears as it arrives, Spark runs under its
+  default trigger, a stateless query delivers through the stat sink); a point
+  asks for it with ``extra["realtime"]`` (``experiments.measure.point_options``).
+- The feed: the adapter hands Spark its input as files, one per ``FEED_MS`` of
+  arrivals (the scenario's ``batch_ms``; the engine and the simulator cut their
+  batches by trigger, so it changes nothing there). A record waits for its file
+  about ``FEED_MS / 2`` on average, a cost the engine, which sees each record
+  on arrival, does not pay.
+- Spark's own ``durationMs``: the median of each key over a run's batches after
+  the warm-up (``duration_medians``), on every backend alike, so native Spark's,
+  the engine's and the simulator's breakdowns stand side by side.
+- Checks that the storage profile is in Spark's path: the baseline's
+  ``walCommit`` median is at least the profile's offset-log write (a create and
+  a rename at their median cost), and under asynchronous progress tracking
+  ``walCommit`` falls to near zero (``wal_checks``).
+- A warm-up point: the first query of a process pays for the JVM's code paths
+  warming up (its first batches take seconds); its result is not used.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Sequence
+
+from experiments.defs import WARMUP_BATCHES
+from experiments.experiment import Check, Point, RunContext
+from reference.outcome import ProgressEvent
+from reference.storage_profiles import storage_profile
+
+NATIVE = "spark-native"
+FEED_MS = 50                  # the native feed: one input file per 50 ms of arrivals
+DURATION_KEYS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
+NEAR_ZERO_MS = 5.0            # walCommit under asynchronous progress: it only queues the write
+WARMUP_TASK = "warmup"
+
+
+def native_scenario(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with every rate or explicit source fed to native Spark in files of ``FEED_MS`` of arrivals."""
+    out = dict(raw)
+    for key in ("source", "sources"):
+        if key not in raw:
+            continue
+        sources = {"main": raw["source"]} if key == "source" else raw["sources"]
+        fed = {side: (dict(src, batch_ms=FEED_MS) if src.get("kind") in ("rate", "explicit") else src)
+               for side, src in sources.items()}
+        out[key] = fed["main"] if key == "source" else fed
+    return out
+
+
+def realtime_extra(backend: str) -> dict[str, Any]:
+    """A point's ``extra`` for a latency measurement on ``backend`` (native Spark runs realtime)."""
+    return {"realtime": True} if backend == NATIVE else {}
+
+
+def for_backend(backend: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """The scenario a latency point of ``backend`` runs: the native feed on native Spark, else ``raw``."""
+    return native_scenario(raw) if backend == NATIVE else raw
+
+
+def warmup_point(experiment: str, backend: str, scenario: dict[str, Any], seed: int) -> Point:
+    """A throwaway first point (its measurement is not used)."""
+    return Point(experiment, WARMUP_TASK, WARMUP_TASK, {}, seed, backend, for_backend(backend, scenario),
+                 extra=realtime_extra(backend))
+
+
+def is_warmup(record: dict[str, Any]) -> bool:
+    return bool(record["point"]["task"] == WARMUP_TASK)
+
+
+def duration_medians(progress: Sequence[ProgressEvent], skip: int = WARMUP_BATCHES) -> dict[str, float | None]:
+    """The median of each of Spark's ``durationMs`` keys (``DURATION_KEYS``) over the batches after the
+    warm-up (all of them when there are too few)."""
+    entries = list(progress)
+    entries = entries[skip:] if len(entries) > skip + 1 else entries
+    out: dict[str, float | None] = {}
+    for key in DURATION_KEYS:
+        values = [float(p.duration_ms[key]) for p in entries if p.duration_ms.get(key) is not None]
+        out[key] = statistics.median(values) if values else None
+    return out
+
+
+def offset_write_ms(profile: str) -> float:
+    """The profile's offset-log write at its median cost: the create and the rename that publishes it."""
+    p = storage_profile(profile)
+    return p.small_write_ms + p.rename_ms
+
+
+def wal_checks(rates: dict[str, Any], ctx: RunContext, *, baseline: str, async_progress: Sequence[str]
+               ) -> list[Check]:
+    """That the checkpoint's storage is in Spark's path: per rate, the baseline's walCommit median (over seeds,
+    of each run's median) is at least the profile's offset write; the configurations with asynchronous
+    progress tracking have walCommit near zero. Only for native Spark on a storage profile."""
+    if ctx.backend != NATIVE or ctx.storage_profile is None:
+        return []
+    floor = offset_write_ms(ctx.storage_profile)
+    out = []
+    for rate, entry in rates.items():
+        at = f"at {int(float(rate)):,} ev/s"
+        wal = ((entry.get(baseline) or {}).get("durations_ms") or {}).get("walCommit")
+        out.append(Check(f"baseline walCommit median >= the {ctx.storage_profile} offset write {at}",
+                         None if wal is None else wal >= floor,
+                         "not measured" if wal is None else f"{wal:,.1f} ms against {floor:,.1f} ms"))
+        for config in async_progress:
+            wal = ((entry.get(config) or {}).get("durations_ms") or {}).get("walCommit")
+            out.append(Check(f"{config} walCommit median near zero {at}", None if wal is None else wal <= NEAR_ZERO_MS,
+                             "not measured" if wal is None else f"{wal:,.1f} ms (at most {NEAR_ZERO_MS:.0f} ms)"))
+    return out
+
+
+def judgement(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How many latency runs ``reference.timing``'s one rule judged (kept up or backlogged), and which not."""
+    runs = [r for r in records if not is_warmup(r) and r.get("metrics")]
+    unjudged = [r["id"] for r in runs if r["metrics"].get("kept_up") is None]
+    return {"runs": len(runs), "judged": len(runs) - len(unjudged), "unjudged": unjudged}
+
+
+def judged_check(judged: dict[str, Any] | None) -> list[Check]:
+    """Every latency run was judged kept up or backlogged (a summary's ``judgement``)."""
+    if not judged:
+        return []
+    ok = judged["judged"] == judged["runs"] if judged["runs"] else None
+    tail = f"; not judged: {', '.join(judged['unjudged'][:3])}" if judged["unjudged"] else ""
+    return [Check("every run is judged kept up or backlogged", ok,
+                  f"{judged['judged']} of {judged['runs']} runs{tail}")]
