@@ -157,7 +157,7 @@ class OffsetManagement(Experiment):
             out.append(_not_above(f"both p50 <= the better single feature at {int(float(rate)):,} ev/s",
                                   _median(entry, "both", "p50"), best_single, slack))
         return out + wal_checks(summary["rates"], ctx, baseline="baseline", async_progress=("async-progress", "both")) \
-            + judged_check(summary.get("judged"))
+            + judged_check(summary.get("judged"), ctx)
 
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
         published = (f"published: baseline {CLAIMED_BASELINE_MS[0]:.0f}-{CLAIMED_BASELINE_MS[1]:.0f} ms, both "
