@@ -18,6 +18,7 @@ DEFINITIONS: dict[str, str] = {
     "fault-matrix": "experiments.defs.fault_matrix",
     "state-rebalancing": "experiments.defs.state_rebalancing",
     "parallel-store-commit": "experiments.defs.parallel_store_commit",
+    "engine-vs-native": "experiments.defs.engine_vs_native",
 }
 
 
