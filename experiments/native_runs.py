@@ -18,6 +18,9 @@
   ``walCommit`` falls to near zero (``wal_checks``).
 - A warm-up point: the first query of a process pays for the JVM's code paths
   warming up (its first batches take seconds); its result is not used.
+- Stateful runs (``native_state_metrics``): commit latency from Spark's own
+  state operator metrics, the bytes the state stores uploaded and kept on the
+  latency filesystem, and a restart's time, for changelog-checkpointing.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any, Sequence
 
 from experiments.defs import WARMUP_BATCHES
 from experiments.experiment import Check, Point, RunContext
+from experiments.stats import percentile
 from reference.outcome import ProgressEvent
 from reference.storage_profiles import storage_profile
 
@@ -126,3 +130,58 @@ def judged_check(judged: dict[str, Any] | None, ctx: RunContext) -> list[Check]:
     tail = f"; not judged: {', '.join(judged['unjudged'][:3])}" if judged["unjudged"] else ""
     return [Check("every run is judged kept up or backlogged", ok,
                   f"{judged['judged']} of {judged['runs']} runs{tail}")]
+
+
+# ------------------------------------------------------------------ stateful runs (changelog-checkpointing)
+
+
+def crash_before(batch: int) -> dict[str, Any]:
+    """A driver crash before batch ``batch`` is planned: native Spark stops at the boundary and restarts."""
+    return {"at": {"step": "plan", "batch": batch, "when": "before"}, "kind": "driver_crash"}
+
+
+def native_state_metrics(outcome: Any, partitions: int) -> dict[str, Any]:
+    """What a native stateful run with one restart says of its state checkpoints.
+
+    - ``commit_ms_*``: a task's state commit, from Spark's ``commitTimeMs`` (the sum over the batch's tasks,
+      divided by ``partitions``), over the batches that did not load state (batch 0 and each incarnation's
+      first are left out);
+    - ``file_sync_ms_mean``: the part of it spent copying files to the checkpoint (RocksDB's
+      ``rocksdbCommitFileSyncLatencyMs``, per task);
+    - ``bytes_written``: what the state stores created on the checkpoint storage (the latency filesystem's
+      count: changelogs, SST files, version zips), ``state_bytes_retained`` what ``state/`` holds at the end;
+    - ``recovery_load_ms_mean``: the restarted query's first batch's ``addBatch`` (it loads every store from
+      the checkpoint), ``restart_ms`` from the restarted query's start to that batch's end.
+    """
+    native = outcome.details["native"]
+    extras = native.get("progress") or []
+    commits, syncs = [], []
+    first_of: dict[int, tuple[Any, dict[str, Any]]] = {}
+    for event, extra in zip(outcome.progress, extras):
+        life = int(extra.get("incarnation", 0))
+        if life not in first_of:
+            first_of[life] = (event, extra)
+            continue
+        if event.batch_id == 0:
+            continue
+        commits.append(sum(op.commit_time_ms for op in event.state_operators) / partitions)
+        syncs.append(sum(float(m.get("rocksdbCommitFileSyncLatencyMs", 0) or 0)
+                         for m in extra.get("customMetrics") or []) / partitions)
+    restart_ms = load_ms = None
+    lives = sorted(first_of)
+    if len(lives) > 1:
+        event, _extra = first_of[lives[1]]
+        started_s = (native.get("timing_s") or {}).get(f"incarnation_{lives[1]}_started_s")
+        load_ms = float(event.duration_ms.get("addBatch", 0))
+        if started_s is not None and event.timestamp_ms is not None:
+            restart_ms = event.timestamp_ms + float(event.duration_ms.get("triggerExecution", 0)) - started_s * 1000.0
+    storage = native.get("storage") or {}
+    created = [v for k, v in (storage.get("operations") or {}).items()
+               if k.startswith("executor/state/") and k.endswith("/create")]
+    return {"commit_ms_p50": percentile(commits, 50), "commit_ms_p99": percentile(commits, 99),
+            "commit_ms_mean": statistics.fmean(commits) if commits else None,
+            "file_sync_ms_mean": statistics.fmean(syncs) if syncs else None,
+            "snapshot_uploads": None, "snapshot_ms_mean": None,
+            "bytes_written": sum(int(v["bytes"]) for v in created) if storage else None,
+            "state_bytes_retained": (storage.get("checkpoint_bytes") or {}).get("state"),
+            "recovery_load_ms_mean": load_ms, "restart_ms": restart_ms, "batches": len(outcome.batches)}

@@ -61,14 +61,25 @@ class StorageService:
         return self.draws[stream].write_ms(int(size_bytes))
 
     def state_writes_ms(self, sizes_bytes: Sequence[float], parallel: bool, jitter: float | None = None) -> float:
-        """State files written by a task's stores (``store_writes_ms``), counted in ``state_bytes_charged``."""
-        self.state_bytes_charged += sum(sizes_bytes)
-        return self.store_writes_ms(sizes_bytes, parallel, jitter)
+        """One state file per store of a task (``store_files_ms``), counted in ``state_bytes_charged``."""
+        return self.store_files_ms([[size] for size in sizes_bytes], parallel, jitter)
+
+    def store_files_ms(self, files_bytes: Sequence[Sequence[float]], parallel: bool,
+                       jitter: float | None = None) -> float:
+        """A partition's state commit, each store writing its files (``Profile.commit_files_bytes``), counted in
+        ``state_bytes_charged``."""
+        self.state_bytes_charged += sum(sum(files) for files in files_bytes)
+        return self._commits_ms(files_bytes, parallel, jitter)
 
     def store_writes_ms(self, sizes_bytes: Sequence[float], parallel: bool, jitter: float | None = None) -> float:
-        """A partition's state files, one per store, each an atomic write on the executor stream: one after the
-        other or in parallel (``store_commits_ms``); ``jitter``: one factor for all of them."""
-        return store_commits_ms([self.atomic_write_ms(size, jitter, "executor") for size in sizes_bytes], parallel)
+        """A partition's state files, one per store, each an atomic write on the executor stream (not counted)."""
+        return self._commits_ms([[size] for size in sizes_bytes], parallel, jitter)
+
+    def _commits_ms(self, files_bytes: Sequence[Sequence[float]], parallel: bool, jitter: float | None) -> float:
+        """Each store's files one after the other, the stores in turn or in parallel (``store_commits_ms``);
+        ``jitter``: one factor for every file of the step."""
+        return store_commits_ms([sum(self.atomic_write_ms(size, jitter, "executor") for size in files)
+                                 for files in files_bytes], parallel)
 
     def read_ms(self, size_bytes: float, jitter: float | None = None, stream: str = "executor") -> float:
         if jitter is not None:

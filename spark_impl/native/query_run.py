@@ -191,6 +191,7 @@ class NativeRun:
         if not self.realtime:
             self.files.write(self.files.batches if stop is None else stop)
         self.crash = None
+        self.timing[f"incarnation_{life}_started_s"] = time.time()   # a restart's time runs from here
         query = self.start(life)
         if self.realtime and self.feeder is None:
             self.start_feeding(query)
@@ -292,7 +293,10 @@ class NativeRun:
             self.progress_extras.append({
                 "batchId": raw["batchId"], "incarnation": life, "watermark": raw.get("eventTime", {}).get("watermark"),
                 "numRowsDroppedByWatermark": [so.get("numRowsDroppedByWatermark", 0)
-                                              for so in raw.get("stateOperators", [])]})
+                                              for so in raw.get("stateOperators", [])],
+                # the state store's own metrics (RocksDB: bytes and files copied to the checkpoint, the commit's
+                # flush, checkpoint and file sync times), per stateful operator
+                "customMetrics": [so.get("customMetrics", {}) for so in raw.get("stateOperators", [])]})
 
 
 def progress_event(raw: dict[str, Any]) -> ProgressEvent:
