@@ -135,6 +135,18 @@ def judged_check(judged: dict[str, Any] | None, ctx: RunContext) -> list[Check]:
 # ------------------------------------------------------------------ stateful runs (changelog-checkpointing)
 
 
+# What the simulator's local_spark profile must say of native Spark before any fit, from Spark's design: a Spark
+# executor's JVM keeps the state stores it loaded for every later task (the engine's Python workers each keep
+# their own, hence the profile's misses), and the stat sink writes no file to the checkpoint.
+NATIVE_PROFILE_FACTS: dict[str, Any] = {"state_cache_miss_probability": 0.0, "sink_part_files": 0}
+
+
+def native_runs_engine(engine: dict[str, Any]) -> bool:
+    """Whether open-source Spark has the engine modes of a scenario's ``engine`` block (no asynchronous state
+    checkpointing, no pipelining; ``spark_impl.native.support``)."""
+    return engine.get("state_checkpoint", "sync") != "async" and not engine.get("pipelining", False)
+
+
 def crash_before(batch: int) -> dict[str, Any]:
     """A driver crash before batch ``batch`` is planned: native Spark stops at the boundary and restarts."""
     return {"at": {"step": "plan", "batch": batch, "when": "before"}, "kind": "driver_crash"}
@@ -181,7 +193,11 @@ def native_state_metrics(outcome: Any, partitions: int) -> dict[str, Any]:
     return {"commit_ms_p50": percentile(commits, 50), "commit_ms_p99": percentile(commits, 99),
             "commit_ms_mean": statistics.fmean(commits) if commits else None,
             "file_sync_ms_mean": statistics.fmean(syncs) if syncs else None,
-            "snapshot_uploads": None, "snapshot_ms_mean": None,
+            "snapshot_ms_mean": None,
+            # snapshot versions kept at the end (nothing is purged within minBatchesToRetain): RocksDB zips,
+            # HDFS snapshot files
+            "snapshot_uploads": sum(1 for f in outcome.checkpoint_files
+                                    if f.startswith("state/") and f.endswith((".zip", ".snapshot"))),
             "bytes_written": sum(int(v["bytes"]) for v in created) if storage else None,
             "state_bytes_retained": (storage.get("checkpoint_bytes") or {}).get("state"),
             "recovery_load_ms_mean": load_ms, "restart_ms": restart_ms, "batches": len(outcome.batches)}

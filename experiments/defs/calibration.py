@@ -42,6 +42,7 @@ from experiments.backends import run_backend
 from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import WIDE, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
+from experiments.native_runs import NATIVE, NATIVE_PROFILE_FACTS, for_backend, native_runs_engine, realtime_extra
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, median_or_none, over_seeds
 from reference.backend import RunOptions
@@ -108,9 +109,11 @@ class Calibration(Experiment):
         # the first run of a process pays for the JVM, Python workers and code paths warming up; it is not used
         warmup = rate_scenario("calibration-warmup", self.base_seed, rate=1_000, duration_s=3, operator={"kind": "map"},
                                keys=1_000, partitions=2, state_partitions=2, engine={"batch_cuts": CUTS})
-        out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend, warmup)]
+        out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend,
+                     for_backend(ctx.backend, warmup), extra=realtime_extra(ctx.backend))]
         pairs = [(workload, config) for workload, (_op, _sink, configs) in WORKLOADS.items() for config in configs
-                 if not ctx.quick or config in QUICK[workload]]
+                 if (not ctx.quick or config in QUICK[workload])
+                 and (ctx.backend != NATIVE or native_runs_engine(configs[config]))]
         # the fit's workload and the validation ones alternate, so neither ran later in a long-lived process
         for seed, (workload, config) in interleaved(self.seed_list(ctx), pairs):
             operator, sink, configs = WORKLOADS[workload]
@@ -118,7 +121,8 @@ class Calibration(Experiment):
                                      rate=1_000 if ctx.quick else 2_000, duration_s=6 if ctx.quick else 60,
                                      operator=operator, keys=1_000, partitions=2, state_partitions=2,
                                      sink=sink, engine={**configs[config], "batch_cuts": CUTS})
-            out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend, scenario))
+            out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend,
+                             for_backend(ctx.backend, scenario), extra=realtime_extra(ctx.backend)))
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
@@ -134,7 +138,7 @@ class Calibration(Experiment):
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
         records = [r for r in records if r["point"]["task"] == "measure"]
-        base = sim_profile(BASE_PROFILE)
+        base = sim_profile(BASE_PROFILE, **(NATIVE_PROFILE_FACTS if ctx.backend == NATIVE else {}))
         fit_set = [(r["point"]["scenario"], targets_of(r["metrics"])) for r in records
                    if r["point"]["params"]["workload"] == FIT_WORKLOAD and r["metrics"].get("latency_p50")]
         if not fit_set:
@@ -159,7 +163,7 @@ class Calibration(Experiment):
                       if r["role"] == "validation" and r["error_fitted"] is not None]
         return {"rows": rows, "factors": factors, "fitted_profile": fitted, "base_profile": BASE_PROFILE,
                 "validation_mean_abs_error": sum(validation) / len(validation) if validation else None,
-                "anchors": ANCHORS}
+                "anchors": ANCHORS, "protocol": protocol(rows, ctx)}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         # the error is reported, never held against a number; what must hold is that there is one to report
@@ -171,8 +175,9 @@ class Calibration(Experiment):
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
         if summary.get("error"):
             return [summary["error"]]
-        lines = [f"fitted on {FIT_WORKLOAD!r}: factors " + ", ".join(f"{k} x{v:.2f}" for k, v in
-                                                                    summary["factors"].items())]
+        lines = ([f"protocol: {summary['protocol']}"] if summary.get("protocol") else []) + \
+            [f"fitted on {FIT_WORKLOAD!r}: factors " + ", ".join(f"{k} x{v:.2f}" for k, v in
+                                                                summary["factors"].items())]
         lines.append(f"{'workload/config':<28} {'role':<11} {'measured':>9} {'shipped':>9} {'err':>6} "
                      f"{'fitted':>9} {'err':>6}")
         for key, r in summary["rows"].items():
@@ -228,6 +233,17 @@ SHORT = {"running-count": "count", "async-purge": "async\npurge", "async-progres
 def _label(row: str) -> str:
     """A bar group's label, short enough for eight groups across the page."""
     return "\n".join(SHORT.get(part, part) for part in row.split("/"))
+
+
+def protocol(rows: dict[str, Any], ctx: RunContext) -> str:
+    """How the fit and its validation were separated, for the report and the paper."""
+    fit = sorted(k for k, r in rows.items() if r["role"] == "fit")
+    validation = sorted(k for k, r in rows.items() if r["role"] == "validation")
+    facts = (f"; before the fit the base profile takes native Spark's facts "
+             f"({', '.join(f'{k} {v}' for k, v in NATIVE_PROFILE_FACTS.items())})" if ctx.backend == NATIVE else "")
+    return (f"fit on {', '.join(fit) or '-'} measured on {ctx.backend}; validated on {', '.join(validation) or '-'}, "
+            f"a set fixed in the code (FIT_WORKLOAD, WORKLOADS) before any run and never used by the fit; the "
+            f"state store's parameters keep the {BASE_PROFILE} profile's values{facts}")
 
 
 def targets_of(metrics: dict[str, Any]) -> dict[str, float]:

@@ -143,6 +143,7 @@ from .support import (
     UNSUPPORTED_FAULTS,
     NativeUnsupported,
     check_supported,
+    needs_file_order,
     uses_stat_sink,
 )
 
@@ -184,7 +185,7 @@ def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | 
     root = workdir or tempfile.mkdtemp(prefix="lightspeed-native-")
     try:
         checkpoint = os.path.join(root, "checkpoint")
-        confs = {**engine_confs(scenario, one_split_per_file=not uses_stat_sink(scenario, realtime)),
+        confs = {**engine_confs(scenario, one_split_per_file=needs_file_order(scenario, realtime)),
                  **(latency.confs(checkpoint) if latency else {})}
         with session_confs(spark, confs):
             run = NativeRun(scenario, spark, root, realtime, latency.location(checkpoint) if latency else None)

@@ -24,11 +24,11 @@ SUPPORTED_FAULTS = ("driver_crash", "task_failure", "corrupt_file", "delete_file
 UNSUPPORTED_FAULTS = {
     "executor_loss": "on a local master the executor lives in the driver's JVM, so losing it is a driver crash; "
                      "use driver_crash",
-    "storage_write_error": "Spark writes its checkpoint through Hadoop's FileSystem inside the JVM; failing one "
-                           "write needs a custom FileSystem class on Spark's classpath, which the Python adapter "
-                           "cannot install",
-    "storage_latency": "a slow checkpoint write needs a custom Hadoop FileSystem inside the JVM (see "
-                       "storage_write_error)",
+    "storage_write_error": "Spark writes its checkpoint through Hadoop's FileSystem inside the JVM; the "
+                           "adapter's checkpoint filesystem (checkpoint_fs.py) sees file operations by path, not "
+                           "the protocol step and batch a fault names, so it cannot fail the one write",
+    "storage_latency": "a slow write at a step and batch needs the filesystem to know the step (see "
+                       "storage_write_error); a whole run's storage latency is --storage-profile",
     "zombie_write": "a late write of a failed attempt cannot be planted into Spark's checkpoint file manager from "
                     "Python",
     "clock_skew": "Spark reads the wall clock of its JVM; the adapter has no hook to skew it",
@@ -99,6 +99,19 @@ def uses_stat_sink(scenario: Scenario, realtime: bool) -> bool:
     foreachBatch: a realtime run of a stateless query, the published benchmark's shape and the only kind of
     query Spark runs with asynchronous progress tracking."""
     return realtime and not scenario.operator.stateful
+
+
+# operators whose state depends on the order of a batch's rows (dedup keeps the first duplicate; a session's
+# function sees the rows in order): their rows must reach each state partition in (source partition, offset) order
+ORDER_SENSITIVE = ("dedup_within_watermark", "stateful_function")
+
+
+def needs_file_order(scenario: Scenario, realtime: bool) -> bool:
+    """Whether each input file must be its own task (``session_confs.engine_confs``): always in untimed runs,
+    whose batch b must be the reference's batch b row for row; in a realtime run only for an order-sensitive
+    operator. Otherwise Spark packs a batch's small files into a few tasks, as it does by default, so that a
+    batch that reads many files (a backlog) does not become many tasks."""
+    return not realtime or any(op.kind in ORDER_SENSITIVE for op in scenario.operator.flatten())
 
 
 def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
