@@ -74,12 +74,15 @@ RUNS: tuple[Run, ...] = (
     Run("offset-management", "sim", 10, 0.5),            # 6.1 offset management
     # the engine pays an object store's latency on its checkpoint, as the published runs did (issue 15)
     Run("offset-management", "spark", 40, 3, ("--storage-profile", "object_store")),
-    Run("offset-management", "spark-native", 40, 3),
+    # Spark's own Structured Streaming on the same storage profile, through its checkpoint filesystem (issue 26)
+    Run("offset-management", "spark-native", 50, 2, ("--storage-profile", "object_store")),
+    Run("engine-vs-native", "spark-native", 45, 3),       # 12 x 2 runs of 60 s (object_store by default)
     Run("pipelining", "sim", 15, 1),                     # 6.2 pipelining
     Run("pipelining", "spark", 80, 4),                  # 144 points of about 33 s (measured 2026-11-25)
     Run("async-state-checkpoint", "sim", 20, 1),         # 6.3 async state checkpointing
     Run("async-state-checkpoint", "spark", 30, 4),
     Run("changelog-checkpointing", "sim", 20, 1),        # 6.4 changelog vs snapshot/delta
+    Run("changelog-checkpointing", "spark-native", 40, 5, ("--storage-profile", "object_store")),
     Run("checkpoint-interval", "sim", 50, 3),            # 6.5 checkpoint interval vs Young (49 min, 2026-11-26)
     Run("calibration", "spark", 60, 5),                  # 6.6 calibration error
     Run("calibration", "spark-native", 60, 5),

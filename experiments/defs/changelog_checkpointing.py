@@ -141,12 +141,13 @@ class ChangelogCheckpointing(Experiment):
     def native_points(self, ctx: RunContext, batches: int, crash_batches: list[int]) -> list[Point]:
         """Spark's own RocksDB provider (changelog on and off) and HDFS provider on the latency filesystem
         (``NATIVE_STORAGE`` unless ``--storage-profile`` names another), with the run's own ``KEYS`` keys: each
-        run crashes once before one of ``crash_batches`` (quick: the last) and restarts."""
+        run crashes once and restarts: before the last of ``crash_batches`` in quick mode, before the k-th seed's
+        own crash point otherwise (the points spread over the seeds: a native run is a minute or two)."""
         storage = ctx.storage_profile or NATIVE_STORAGE
         out = []
         for provider, interval in self.configs(ctx):
-            for seed in self.seed_list(ctx):
-                for crash in crash_batches[-1:] if ctx.quick else crash_batches[::2]:
+            for k, seed in enumerate(self.seed_list(ctx)):
+                for crash in [crash_batches[-1] if ctx.quick else crash_batches[::2][k % len(crash_batches[::2])]]:
                     scenario = with_faults(generated_scenario(
                         f"changelog-{provider}-{interval}", seed, operator={"kind": "aggregate", "agg": "count"},
                         records_per_partition=100, batches=batches, keys=KEYS, partitions=4,
