@@ -27,11 +27,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from experiments.defs import batch_metrics, check_outcome_ok, duration_breakdown, latency_metrics, rate_scenario
+from experiments.defs import rate_scenario
 from experiments.defs.offset_management import CONFIGS, LABELS
+from experiments.defs.offset_management import EXPERIMENT as OFFSET_MANAGEMENT
 from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import WIDE, figure_context, grouped_bars, save_figure
-from experiments.measure import run_point_scenario
 from experiments.native_runs import (DURATION_KEYS, FEED_MS, NATIVE, duration_medians, for_backend, is_warmup,
                                      judged_check, judgement, realtime_extra, warmup_point)
 from experiments.stats import fmt_ms, group, median_or_none, over_seeds
@@ -77,16 +77,8 @@ class EngineVsNative(Experiment):
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
-        outcome = run_point_scenario(point).outcome
-        check_outcome_ok(outcome)
-        if point.task == "warmup":
-            return {"warmup": True}
-        metrics = latency_metrics(outcome)
-        metrics.update({k: v for k, v in batch_metrics(outcome.progress).items()
-                        if k in ("batches", "batch_ms_mean", "rows_per_s")})
-        metrics["durations_ms"] = duration_medians(outcome.progress)
-        metrics["breakdown_ms"] = duration_breakdown(outcome.progress)
-        return metrics
+        """What offset-management measures of the same query (latency, kept up, durationMs medians)."""
+        return OFFSET_MANAGEMENT.measure(point)
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
         records = [r for r in records if not is_warmup(r)]
