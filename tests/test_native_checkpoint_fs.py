@@ -190,6 +190,7 @@ def test_a_native_query_writes_its_checkpoint_through_the_filesystem(spark, tmp_
     assert ops["driver/offsets/rename"]["count"] == batches
     assert ops["executor/state/create"]["count"] >= batches and ops["executor/state/create"]["bytes"] > 0
     assert not any(key.startswith("executor/") and "/state/" not in key for key in ops)
+    assert storage["async_log_write"] == {}      # synchronous progress: every log write on the query's thread
     wal_ms = sum(float(p.duration_ms["walCommit"]) for p in outcome.progress)
     offset_write_ms = ops["driver/offsets/create"]["ms"] + ops["driver/offsets/rename"]["ms"]
     assert wal_ms >= offset_write_ms - len(outcome.progress)     # durationMs are whole milliseconds

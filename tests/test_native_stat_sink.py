@@ -9,7 +9,6 @@ profile and checks the outcome against Spark's own progress events.
 from __future__ import annotations
 
 import os
-import statistics
 
 import pytest
 
@@ -73,8 +72,10 @@ def test_which_runs_use_the_stat_sink_and_which_keep_one_task_per_file():
 @pytest.mark.spark
 def test_both_features_on_the_object_store_deliver_every_record_with_its_batchs_timing(spark, tmp_path):
     """Async progress and async purge, realtime, on the object-store profile: every oracle holds (at-least-once
-    output of a map), every record is delivered, walCommit and commitOffsets only queue their writes, and each
-    record's first processing falls inside its batch as Spark's progress event times it."""
+    output of a map), every record is delivered, every offset and commit log entry is written on Spark's
+    asynchronous log writer, off the query's thread (what walCommit and commitOffsets then time is their
+    queuing: the experiment measures it), and each record's first processing falls inside its batch as Spark's
+    progress event times it."""
     from reference.oracles import check_outcome, failures
     from spark_impl.native import run_native
     scenario = _rate_map(ASYNC_BOTH)
@@ -87,11 +88,17 @@ def test_both_features_on_the_object_store_deliver_every_record_with_its_batchs_
     assert outcome.batches[-1].end_offsets == (total // 2, total // 2)
     for prev, batch in zip(outcome.batches, outcome.batches[1:]):
         assert batch.start_offsets == prev.end_offsets
-    steady = outcome.progress[2:] or outcome.progress
-    assert statistics.median(float(p.duration_ms["walCommit"]) for p in steady) <= 5.0
-    assert statistics.median(float(p.duration_ms["commitOffsets"]) for p in steady) <= 5.0
+    storage = outcome.details["native"]["storage"]
+    for log in ("offsets", "commits"):
+        written = storage["operations"][f"driver/{log}/create"]["count"]
+        assert written >= 1 and storage["async_log_write"].get(f"driver/{log}/create") == written, log
     windows = {p.batch_id: (p.timestamp_ms, p.timestamp_ms + float(p.duration_ms["triggerExecution"]))
                for p in outcome.progress}
-    for record in read_stat_sink(os.path.join(str(tmp_path), "stat")):
-        begin, end = windows[record.epoch]
-        assert begin - 2 <= record.seen_s * 1000.0 <= end + 2, record
+    records = read_stat_sink(os.path.join(str(tmp_path), "stat"))
+    epochs = {r.epoch for r in records}
+    # the adapter stops the query once the sink has every record, so the last batch may end without its event
+    assert windows and epochs - set(windows) <= {max(epochs)}
+    for record in records:
+        if record.epoch in windows:
+            begin, end = windows[record.epoch]
+            assert begin - 2 <= record.seen_s * 1000.0 <= end + 2, record

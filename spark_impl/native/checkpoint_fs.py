@@ -273,12 +273,13 @@ class LatencyCheckpoint:
 
     def finish(self, checkpoint: str) -> dict[str, Any]:
         """What the run's storage cost (``details["native"]["storage"]``): the profile and seed, every
-        "stream/folder/kind" with its count, ms slept and bytes, and the bytes the checkpoint holds per folder."""
+        "stream/folder/kind" with its count, ms slept and bytes, how many of them ran on Spark's asynchronous
+        log writer (``async_log_write``), and the bytes the checkpoint holds per folder."""
         report = run_report(self.spark, self.run) or {}
         forget_run(self.spark, self.run)
         return {"profile": self.name, "seed": self.seed, "run": self.run,
                 "operations": report.get("operations", {}), "free_operations": report.get("free_operations", 0),
-                "checkpoint_bytes": folder_bytes(checkpoint)}
+                "async_log_write": report.get("async_log_write", {}), "checkpoint_bytes": folder_bytes(checkpoint)}
 
 
 def java_draws(jar: Path, stream: str, profile: StorageProfile, ops: Sequence[tuple[str, int]]) -> list[float]:

@@ -60,6 +60,9 @@ import org.apache.hadoop.util.Progressable;
 public class LatencyFileSystem extends RawLocalFileSystem {
   public static final String SCHEME = "lslatency";
   public static final String PREFIX = "lightspeed.latencyfs.";
+  // the thread name of Spark's asynchronous offset and commit log writes
+  // (AsyncProgressTrackingMicroBatchExecution.ASYNC_LOG_WRITE_THREAD_NAME)
+  static final String ASYNC_LOG_WRITER = "async-log-write";
 
   private static final ConcurrentHashMap<String, Run> RUNS = new ConcurrentHashMap<>();
   private static final ThreadLocal<int[]> DEPTH = ThreadLocal.withInitial(() -> new int[1]);
@@ -74,6 +77,9 @@ public class LatencyFileSystem extends RawLocalFileSystem {
     final LatencyDraws.Profile profile;
     final Map<String, LatencyDraws> draws = new HashMap<>();
     final Map<String, double[]> cost = new TreeMap<>();   // "stream/folder/kind" -> {count, ms, bytes}
+    // the same keys, counting the operations made on Spark's asynchronous log writer: under asynchronous
+    // progress tracking the offset and commit logs are written there, off the query's thread
+    final Map<String, Long> onAsyncLogWriter = new TreeMap<>();
     long freeOperations;
 
     Run(String authority, Configuration conf) throws IOException {
@@ -141,11 +147,14 @@ public class LatencyFileSystem extends RawLocalFileSystem {
         }
         String stream = folder.equals("state") ? "executor" : "driver";
         ms = draws.get(stream).draw(kind, sizeBytes);
-        double[] c = cost.computeIfAbsent(stream + "/" + (folder.isEmpty() ? "-" : folder) + "/" + kind,
-                                          k -> new double[3]);
+        String key = stream + "/" + (folder.isEmpty() ? "-" : folder) + "/" + kind;
+        double[] c = cost.computeIfAbsent(key, k -> new double[3]);
         c[0] += 1;
         c[1] += ms;
         c[2] += sizeBytes;
+        if (Thread.currentThread().getName().startsWith(ASYNC_LOG_WRITER)) {
+          onAsyncLogWriter.merge(key, 1L, Long::sum);
+        }
       }
       long millis = (long) ms;
       int nanos = (int) Math.min(999_999, Math.round((ms - millis) * 1e6));
@@ -167,6 +176,12 @@ public class LatencyFileSystem extends RawLocalFileSystem {
         out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":{\"count\":").append((long) c[0])
             .append(",\"ms\":").append(String.format(Locale.ROOT, "%.6f", c[1]))
             .append(",\"bytes\":").append((long) c[2]).append('}');
+        first = false;
+      }
+      out.append("},\"async_log_write\":{");
+      first = true;
+      for (Map.Entry<String, Long> e : onAsyncLogWriter.entrySet()) {
+        out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":").append(e.getValue());
         first = false;
       }
       return out.append("}}").toString();
