@@ -9,11 +9,14 @@ reference, the simulator and the PySpark engine.
 
 Modules: ``query_run.py`` (the incarnations, the faults, foreachBatch),
 ``plan.py`` (input files and the query), ``sink.py`` (the sink files),
-``spark_checkpoint.py`` (reading Spark's logs), ``state.py`` (reading Spark's
-state), ``native_outcome.py`` (the outcome), ``session_confs.py`` (the
-scenario as Spark confs) and ``support.py`` (what is refused, and where a
-fault fires). Imports ``reference``, ``spark_impl.session``, pyspark, pandas
-and pyarrow; never ``sim`` or ``experiments``.
+``stat_sink.py`` (realtime stateless runs: Spark's foreach sink, per-record
+latency), ``checkpoint_fs.py`` (the checkpoint on a filesystem with a storage
+profile's latency; the Java sources in ``java/``), ``spark_checkpoint.py``
+(reading Spark's logs), ``state.py`` (reading Spark's state),
+``native_outcome.py`` (the outcome), ``session_confs.py`` (the scenario as
+Spark confs) and ``support.py`` (what is refused, and where a fault fires).
+Imports ``reference``, ``spark_impl.session``, pyspark, pandas and pyarrow;
+never ``sim`` or ``experiments``.
 
 How a scenario becomes a Spark query
 ------------------------------------
@@ -37,6 +40,12 @@ How a scenario becomes a Spark query
 - Sink: foreachBatch. Exactly-once: batch b's rows go to a temporary file that
   is renamed to ``sink/<b>.json``, so a re-run batch replaces its output and
   never duplicates it. At-least-once: every delivery is its own visible file.
+  A realtime run of a stateless query delivers through the stat sink instead
+  (``stat_sink.py``: Spark's foreach sink in the JVM, which asynchronous
+  progress tracking accepts), and a record's latency ends when it processed it.
+- Checkpoint storage: with ``storage_profile`` Spark writes its checkpoint
+  through ``checkpoint_fs.py``'s filesystem, which sleeps the profile's
+  latencies, drawn as the engine and the simulator draw them.
 - Triggers: ``availableNow`` by default (untimed: all of the input is there, one
   file per batch, and the latency summary is empty). ``realtime=True`` feeds
   batch b's file when its input has arrived on the scenario's clock
@@ -90,7 +99,8 @@ Not supported, refused with ``NativeUnsupported`` (a
 ``reference.backend.ScenarioRefused``) naming the field:
 ``executor_loss``, ``storage_write_error``, ``storage_latency``,
 ``zombie_write``, ``clock_skew`` (reasons in ``support.UNSUPPORTED_FAULTS``),
-faults at ``at.time_ms``, asynchronous progress tracking, asynchronous state
+faults at ``at.time_ms``, asynchronous progress tracking except in a realtime
+run of a stateless query (Spark's own rule), asynchronous state
 checkpointing and pipelining (not in open-source Spark), and
 ``stateful_function`` when pandas or pyarrow is missing.
 
