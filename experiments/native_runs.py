@@ -114,6 +114,18 @@ def wal_checks(rates: dict[str, Any], ctx: RunContext, *, baseline: str, async_p
     return out
 
 
+def kept_up_lines(rates: dict[str, Any], configs: Sequence[str]) -> list[str]:
+    """Per rate, how many runs of each configuration kept up (``reference.timing``'s rule; the others are
+    backlogged and report no latency)."""
+    lines = []
+    for rate, entry in rates.items():
+        parts = [f"{c} {entry[c]['seeds'] - entry[c].get('backlogged', 0)}/{entry[c]['seeds']}"
+                 for c in configs if c in entry and "seeds" in entry[c]]
+        if parts:
+            lines.append(f"runs kept up at {int(float(rate)):,} ev/s: " + ", ".join(parts))
+    return lines
+
+
 def judgement(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """How many latency runs ``reference.timing``'s one rule judged (kept up or backlogged), and which not."""
     runs = [r for r in records if not is_warmup(r) and r.get("metrics")]

@@ -31,7 +31,8 @@ from experiments.experiment import Check, Experiment, Point, RunContext
 from experiments.figures import LABEL_PT, WIDE, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
 from experiments.native_runs import (DURATION_KEYS, FEED_MS, NATIVE, duration_medians, for_backend, is_warmup,
-                                     judged_check, judgement, realtime_extra, wal_checks, warmup_point)
+                                     judged_check, judgement, kept_up_lines, realtime_extra, wal_checks,
+                                     warmup_point)
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, fmt_pct, group, over_seeds, reduction
 from experiments.verdicts import judge, report_lines
@@ -164,8 +165,9 @@ class OffsetManagement(Experiment):
                      f"{CLAIMED_BOTH_MS[0]:.0f}-{CLAIMED_BOTH_MS[1]:.0f} ms")
         lines = ([f"profile {PROFILE} (first principles, stat sink)"] if ctx.backend == "sim" else
                  [_setup_line(ctx)]) + \
-            _table(summary["rates"]) + [published] + _breakdown_table(summary["rates"]) + \
-            _durations_table(summary["rates"]) + report_lines(summary.get("verdicts", []))
+            _table(summary["rates"]) + kept_up_lines(summary["rates"], list(CONFIGS)) + [published] + \
+            _breakdown_table(summary["rates"]) + _durations_table(summary["rates"]) + \
+            report_lines(summary.get("verdicts", []))
         fitted = summary.get("fitted")
         if fitted:
             lines += [f"profile {fitted['profile']} (fitted to the published p50 figures)"] + \
