@@ -325,8 +325,7 @@ def _restart(rows: dict[str, Any]) -> float | None:
 
 def _in_order(rows: dict[str, Any]) -> list[str]:
     """Changelog, then delta, by snapshot interval, then RocksDB without changelog (a stored summary's keys are
-    sorted as
-    text: "changelog/10" before "changelog/2")."""
+    sorted as text: "changelog/10" before "changelog/2")."""
     rank = {"changelog": 0, "delta": 1, "snapshot": 2}
     return sorted(rows, key=lambda k: (rank.get(rows[k]["provider"], 3), rows[k]["min_deltas"]))
 
