@@ -6,6 +6,7 @@
                                [--master URL | --no-spark | --executor inline] [--workers N]
     lightspeed experiment NAME --reproduce RESULTS.json [--point ID]
     lightspeed experiment NAME --redraw RESULTS.json [--out DIR]
+    lightspeed experiment NAME --help        # the experiment's claim, defaults, backends, times, paper command
 
 Bad input raises ``ExperimentError``; the command line's ``main`` turns it
 into a message and exit code 2.
@@ -21,11 +22,22 @@ from typing import Any
 
 from experiments import exit_codes
 from experiments.backends import BACKEND_NAMES
+from experiments.conditions import Condition, header_lines
 from experiments.experiment import DEFAULT_MASTER, EXECUTORS, Experiment, ExperimentError, RunContext
 from experiments.figures import draw_figures
 from experiments.registry import DEFINITIONS, get_experiment
 from experiments.results import load_results, reproduce
 from experiments.sweep import ExperimentResult, run_experiment
+
+
+# The one exit-code rule of every experiment (``ExperimentResult.exit_code``), as --help states it.
+EXIT_RULE = (
+    f"exit codes: {exit_codes.OK} every point ran and every correctness check held, whatever the verdicts\n"
+    "against the published claims (verdicts are findings and never change the exit code);\n"
+    f"{exit_codes.CHECK_FAILED} a correctness check failed: an oracle, a point that crashed or did not finish, or a\n"
+    "sanity check that found a real inversion (a difference beyond the spread over the run's seeds; one\n"
+    f"seed reports an inversion as within noise); {exit_codes.BAD_INPUT} bad input; {exit_codes.UNAVAILABLE} the "
+    f"backend is not available here\n(nothing is estimated in its place); {exit_codes.INTERRUPTED} interrupted.")
 
 
 def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -36,13 +48,14 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
         "tasks (--master, default local[*]) or local processes (--no-spark); points on a Spark backend\n"
         "run one after another, each being a Spark job itself. Results go to results.json with the\n"
         "scenario and seed of every point, the package versions and the environment; figures to PNG\n"
-        "and PDF. A progress bar on stderr counts the points.\n\n"
-        f"{exit_codes.OK} every sanity check holds, {exit_codes.CHECK_FAILED} a check or a point failed, "
-        f"{exit_codes.BAD_INPUT} bad input,\n{exit_codes.UNAVAILABLE} the backend is not available here "
-        f"(nothing is estimated in its place), {exit_codes.INTERRUPTED} interrupted.")
+        "and PDF. A progress bar on stderr counts the points. By default a run uses the conditions its\n"
+        "claim was published under wherever its backend can (say, an object-store checkpoint on the\n"
+        "engine), and its report says which it could not meet. `lightspeed experiment NAME --help`\n"
+        "describes one experiment: its claim, defaults, backends, times and the paper's command.\n\n"
+        + EXIT_RULE)
     p = subparsers.add_parser(
         "experiment", help="run a named experiment (sweep, results JSON, figures); 'list' shows them",
-        formatter_class=argparse.RawDescriptionHelpFormatter, description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=description, add_help=False,
         epilog="experiments:\n" + "\n".join(lines) + "\n\nexamples:\n"
                "  lightspeed experiment list\n"
                "  lightspeed experiment offset-management --quick --no-spark\n"
@@ -51,7 +64,9 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
                "  lightspeed experiment offset-management --reproduce results/experiments/"
                "offset-management/sim-quick/results.json\n"
                "  lightspeed experiment pipelining --redraw paper/results/pipelining/sim-quick/results.json")
-    p.add_argument("name", metavar="NAME", help="an experiment name, or 'list'")
+    p.add_argument("-h", "--help", action="store_true", dest="show_help",
+                   help="show this help; after NAME, the experiment's own (claim, defaults, times, paper command)")
+    p.add_argument("name", metavar="NAME", nargs="?", default=None, help="an experiment name, or 'list'")
     p.add_argument("--backend", choices=BACKEND_NAMES, default=None,
                    help="where the points run (default: the experiment's own; sim for most, spark for calibration)")
     p.add_argument("--quick", action="store_true", help="the small version (seconds; what CI runs)")
@@ -80,7 +95,7 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "leaving the file as it is; they go next to it (or to --out)")
     p.add_argument("--point", action="append", default=None, metavar="ID",
                    help="with --reproduce: only this point (repeatable)")
-    p.set_defaults(fn=cmd_experiment)
+    p.set_defaults(fn=cmd_experiment, experiment_parser=p)
     return p
 
 
@@ -92,6 +107,16 @@ def _title(name: str) -> str:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
+    if args.name is None and not args.show_help:
+        args.experiment_parser.print_usage(sys.stderr)
+        print("lightspeed experiment: error: name an experiment (or 'list')", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    if args.show_help:
+        if args.name in (None, "list"):
+            args.experiment_parser.print_help()
+        else:
+            print(experiment_help(get_experiment(args.name)))
+        return exit_codes.OK
     if args.name == "list":
         return list_experiments()
     experiment = get_experiment(args.name)
@@ -111,6 +136,32 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     result = run_experiment(args.name, ctx)
     print_result(result)
     return result.exit_code
+
+
+def experiment_help(experiment: Experiment) -> str:
+    """``lightspeed experiment NAME --help``: the claim, the backends with their defaults and the conditions
+    they meet, the expected time of each mode on this machine, and the commands of the paper's runs."""
+    out = [f"lightspeed experiment {experiment.name}: {experiment.title} (version {experiment.version})", ""]
+    if experiment.claim:
+        out.append(f"claim under test: {experiment.claim}")
+    out.append(f"backends: {', '.join(experiment.backends)} (default {experiment.default_backend}); seeds: "
+               f"{experiment.seeds_quick} quick, {experiment.seeds_full} full")
+    out.append("")
+    for backend, run in experiment.runs.items():
+        ctx = RunContext(backend=backend, quick=False)
+        storage = experiment.storage(ctx)
+        out.append(f"--backend {backend}: about {_minutes(run.quick_minutes)} quick, {_minutes(run.full_minutes)} "
+                   "full on this project's 2-core machine; checkpoint storage "
+                   + (storage if storage else "the backend's own (the simulator's profile, or local disk)"))
+        out += ["  " + line for line in header_lines(experiment.conditions(ctx))]
+        out.append(f"  the paper's run: {experiment.paper_command(backend)}")
+    out += ["", "options: as `lightspeed experiment --help` lists them (--quick, --seeds N, --storage-profile NAME, "
+            "--out DIR, ...)", "", EXIT_RULE]
+    return "\n".join(out)
+
+
+def _minutes(value: float) -> str:
+    return f"{value * 60:.0f} s" if value < 1 else f"{value:.0f} min"
 
 
 def list_experiments() -> int:
@@ -164,10 +215,15 @@ def redraw_figures(experiment: Experiment, results_path: str, out_dir: Path | No
 def print_result(result: ExperimentResult, indent: str = "") -> None:
     """The experiment's report against its claim, failed points, sanity checks and the files written."""
     exp, ctx = result.experiment, result.ctx
-    storage = f", checkpoint storage {ctx.storage_profile}" if ctx.storage_profile else ""
-    out: list[str] = [f"== {exp.describe()}  [{ctx.backend}, {ctx.mode}{storage}]"]
+    storage = exp.storage(ctx)
+    seeds = len(exp.seed_list(ctx))
+    where = f", checkpoint storage {storage}" if storage else ""
+    out: list[str] = [f"== {exp.describe()}  [{ctx.backend}, {ctx.mode}, {seeds} seed{'s' * (seeds != 1)}{where}]"]
     if exp.claim:
         out.append(f"   claim under test: {exp.claim}")
+    stored = (result.summary or {}).get("conditions")
+    conditions = [Condition(**c) for c in stored] if stored is not None else exp.conditions(ctx)
+    out += ["   " + line for line in header_lines(conditions)]
     if result.unavailable:
         out.append(f"   BACKEND NOT AVAILABLE: {result.unavailable}")
         if not result.summary:
