@@ -92,7 +92,8 @@ class Claim:
             return "more" if self.high > 0 else "less"
         text = _num(self.low) if self.low == self.high else f"{_num(self.low)}-{_num(self.high)}"
         prefix = {"ceiling": "up to " if self.neutral is not None else "at most "}.get(self.kind, "")
-        return prefix + text + ("" if not self.unit else self.unit if self.unit in ("%", "x") else f" {self.unit}")
+        unit = "batch" if self.unit == "batches" and self.low == self.high == 1 else self.unit
+        return prefix + text + ("" if not unit else unit if unit in ("%", "x") else f" {unit}")
 
 
 def _num(value: float) -> str:

@@ -142,6 +142,8 @@ class Experiment:
     title = ""
     claim = ""
     runs: dict[str, BackendRun] = {"sim": BackendRun(1.0, 10.0)}
+    # backends the experiment does not run on, with the reason (the paper says it beside the missing column)
+    unsupported: dict[str, str] = {}
     default_backend = "sim"
     storage_default: dict[str, str] = {}
     seeds_quick = 1
@@ -198,10 +200,11 @@ class Experiment:
         default for the backend (None: the backend's own, local disk for the engine)."""
         return ctx.storage_profile or self.storage_default.get(ctx.backend)
 
-    def paper_command(self, backend: str, quick: bool = False) -> str:
-        """The command that makes the paper's run on ``backend`` (its full mode unless ``quick``)."""
+    def paper_command(self, backend: str, quick: bool = False, seeds: int | None = None) -> str:
+        """The command that makes the paper's run on ``backend`` (its full mode unless ``quick``; the mode's
+        default seeds unless ``seeds``)."""
         options = " ".join(self.runs[backend].options)
-        seeds = self.seeds_quick if quick else self.seeds_full
+        seeds = seeds or (self.seeds_quick if quick else self.seeds_full)
         return (f"lightspeed experiment {self.name} --backend {backend}" + (" --quick" if quick else "")
                 + f" --seeds {seeds}" + (f" {options}" if options else ""))
 

@@ -6,6 +6,7 @@
                                [--master URL | --no-spark | --executor inline] [--workers N]
     lightspeed experiment NAME --reproduce RESULTS.json [--point ID]
     lightspeed experiment NAME --redraw RESULTS.json [--out DIR]
+    lightspeed experiment NAME --resummarize RESULTS.json
     lightspeed experiment NAME --help        # the experiment's claim, defaults, backends, times, paper command
 
 Bad input raises ``ExperimentError``; the command line's ``main`` turns it
@@ -15,19 +16,22 @@ into a message and exit code 2.
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from experiments import exit_codes
 from experiments.backends import BACKEND_NAMES
 from experiments.conditions import Condition, header_lines
-from experiments.experiment import DEFAULT_MASTER, EXECUTORS, Experiment, ExperimentError, RunContext
+from experiments.experiment import DEFAULT_MASTER, EXECUTORS, Experiment, ExperimentError, RunContext, json_ready
 from experiments.figures import draw_figures
 from experiments.registry import DEFINITIONS, get_experiment
-from experiments.results import load_results, reproduce
-from experiments.sweep import ExperimentResult, run_experiment
+from experiments.provenance import git_revision
+from experiments.results import load_results, reproduce, write_results
+from experiments.sweep import ExperimentResult, run_experiment, summarize_run
 
 
 # The one exit-code rule of every experiment (``ExperimentResult.exit_code``), as --help states it.
@@ -93,6 +97,10 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--redraw", metavar="RESULTS.json", default=None,
                    help="draw the figures again from a results file's stored summary, running nothing and "
                         "leaving the file as it is; they go next to it (or to --out)")
+    p.add_argument("--resummarize", metavar="RESULTS.json", default=None,
+                   help="judge a results file's stored points again with this version's summary, verdicts and "
+                        "checks (running nothing: the measurements stay), rewrite its summary, record this source "
+                        "revision under 'resummarized', and draw its figures again")
     p.add_argument("--point", action="append", default=None, metavar="ID",
                    help="with --reproduce: only this point (repeatable)")
     p.set_defaults(fn=cmd_experiment, experiment_parser=p)
@@ -122,6 +130,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     experiment = get_experiment(args.name)
     if args.reproduce:
         return reproduce_results(experiment.name, experiment.version, args.reproduce, args.point)
+    if args.resummarize:
+        return resummarize(experiment, args.resummarize)
     if args.redraw:
         figures = redraw_figures(experiment, args.redraw, Path(args.out) if args.out else None)
         for path in figures:
@@ -195,21 +205,48 @@ def redraw_figures(experiment: Experiment, results_path: str, out_dir: Path | No
     is only read), into ``out_dir`` (default: the results file's directory). The run's backend, mode, seeds and
     storage profile come from the file, as the figures label them."""
     document = load_results(results_path)
-    if document.get("experiment") != experiment.name:
-        raise ExperimentError(f"{results_path} holds results of {document.get('experiment')}, not {experiment.name}")
+    target = out_dir if out_dir is not None else Path(results_path).parent
+    ctx = stored_context(experiment, document, results_path, target)
     summary = document.get("summary")
     if not summary:
         raise ExperimentError(f"{results_path}: its summary is empty (the run measured nothing), so there is "
                               "nothing to draw")
+    target.mkdir(parents=True, exist_ok=True)
+    return draw_figures(experiment, summary, ctx, target)
+
+
+def stored_context(experiment: Experiment, document: dict[str, Any], results_path: str,
+                   target: Path | None = None) -> RunContext:
+    """The run's context as its results file recorded it (backend, mode, seeds, storage); ``ExperimentError``
+    naming the file when it holds another experiment's results or no usable mode."""
+    if document.get("experiment") != experiment.name:
+        raise ExperimentError(f"{results_path} holds results of {document.get('experiment')}, not {experiment.name}")
     mode = document.get("mode")
     if mode not in ("quick", "full"):
         raise ExperimentError(f"{results_path}: mode is {mode!r}, not 'quick' or 'full'")
-    target = out_dir if out_dir is not None else Path(results_path).parent
-    target.mkdir(parents=True, exist_ok=True)
-    ctx = RunContext(backend=str(document.get("backend")), quick=mode == "quick",
-                     seeds=len(document.get("seeds") or []) or None, out_dir=target,
-                     storage_profile=document.get("storage_profile"), quiet=True)
-    return draw_figures(experiment, summary, ctx, target)
+    backend = str(document.get("backend"))
+    storage = document.get("storage_profile")
+    default = experiment.storage_default.get(backend)
+    return RunContext(backend=backend, quick=mode == "quick", seeds=len(document.get("seeds") or []) or None,
+                      out_dir=target, storage_profile=storage if storage != default else None, quiet=True)
+
+
+def resummarize(experiment: Experiment, results_path: str) -> int:
+    """Summarise a results file's stored points again (``sweep.summarize_run``: this version's summary, verdicts,
+    findings and checks), write it back with the revision that did it, and draw the figures again. Nothing is
+    measured: every point's metrics, the environment and the dates of the measurement stay as they were."""
+    document = load_results(results_path)
+    ctx = stored_context(experiment, document, results_path, Path(results_path).parent)
+    good = [r for r in document["points"] if not r.get("error")]
+    summary, checks = summarize_run(experiment, good, ctx)
+    document["summary"], document["checks"] = summary, [asdict(c) for c in checks]
+    document["resummarized"] = {"at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                                "git": git_revision(), "version": experiment.version}
+    write_results(Path(results_path), json_ready(document))
+    figures = draw_figures(experiment, summary, ctx, Path(results_path).parent)
+    print(f"resummarized {results_path}: {len(summary.get('findings', []))} findings, {len(checks)} checks; "
+          f"{len(figures) // 2} figures drawn again")
+    return exit_codes.OK
 
 
 def print_result(result: ExperimentResult, indent: str = "") -> None:

@@ -81,6 +81,8 @@ class AsyncStateCheckpoint(Experiment):
     version = "2"
     title = "async state checkpointing: mean and peak batch duration across state sizes, and its price"
     claim = describe("async-state-checkpoint")
+    unsupported = {"spark-native": "asynchronous state checkpointing is a Databricks Runtime feature, not part of "
+                                   "open-source Spark"}
     runs = {"sim": BackendRun(0.5, 20.0), "spark": BackendRun(4.0, 30.0)}
     storage_default = {"spark": CLAIM_STORAGE}
 

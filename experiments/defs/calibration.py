@@ -109,6 +109,7 @@ class Calibration(Experiment):
     version = "2"
     title = "fit the simulator's local-Spark profile on one Spark workload, report p50 error on the others"
     claim = describe("calibration")
+    unsupported = {"sim": "the calibration fits the simulator to a Spark backend, so it has no simulator-only run"}
     runs = {"spark": BackendRun(5.0, 60.0), "spark-native": BackendRun(5.0, 60.0)}
     default_backend = "spark"
     seeds_full = 2

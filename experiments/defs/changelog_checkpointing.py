@@ -103,6 +103,9 @@ class ChangelogCheckpointing(Experiment):
     version = "2"
     title = "changelog vs full-snapshot vs delta state checkpoints: commit latency, bytes written, recovery"
     claim = describe("changelog-checkpointing")
+    unsupported = {"spark": "it runs on the simulator only; the engine's RocksDB store is measured by the project's "
+                             "benchmarks, not by a results file",
+                   "spark-native": "it runs on the simulator only"}
     runs = {"sim": BackendRun(0.5, 20.0)}
 
     def configs(self, ctx: RunContext) -> list[tuple[str, int]]:

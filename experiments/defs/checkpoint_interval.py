@@ -84,6 +84,8 @@ class CheckpointInterval(Experiment):
     version = "2"
     title = "async-progress and snapshot intervals under a failure rate: simulated optimum vs Young's formula"
     claim = describe("checkpoint-interval")
+    unsupported = {"spark": "it runs on the simulator only (it needs hundreds of crashes)",
+                   "spark-native": "it runs on the simulator only"}
     runs = {"sim": BackendRun(1.0, 50.0)}    # full: 49 min, measured
 
     def points(self, ctx: RunContext) -> list[Point]:

@@ -85,6 +85,8 @@ class Pipelining(Experiment):
     version = "2"
     title = "micro-batch pipelining: throughput and latency across straggler distributions"
     claim = describe("pipelining")
+    unsupported = {"spark-native": "open-source Spark has no micro-batch pipelining (MicroBatchExecution runs one "
+                                   "batch at a time)"}
     runs = {"sim": BackendRun(0.5, 15.0), "spark": BackendRun(4.0, 80.0)}   # spark full: 144 points of ~33 s
 
     def stragglers(self, ctx: RunContext) -> tuple[str, ...]:
