@@ -240,8 +240,10 @@ def resummarize(experiment: Experiment, results_path: str) -> int:
     good = [r for r in document["points"] if not r.get("error")]
     summary, checks = summarize_run(experiment, good, ctx)
     document["summary"], document["checks"] = summary, [asdict(c) for c in checks]
+    # the source that judged it; results being rewritten beside it do not make that source dirty
     document["resummarized"] = {"at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                                "git": git_revision(), "version": experiment.version}
+                                "git": git_revision(exclude=("paper/results", "results")),
+                                "version": experiment.version}
     write_results(Path(results_path), json_ready(document))
     figures = draw_figures(experiment, summary, ctx, Path(results_path).parent)
     print(f"resummarized {results_path}: {len(summary.get('findings', []))} findings, {len(checks)} checks; "

@@ -195,14 +195,16 @@ def section_environment(w: Writeup) -> None:
     for run in runs:
         n = f"{key(run.experiment)}_{key(run.backend)}"
         commit = str(lookup(run.doc, ["environment", "git", "commit"]) or "?")[:10]
+        judged = str(lookup(run.doc, ["resummarized", "git", "commit"]) or "")[:10]
         rows.append([esc(run.experiment), esc(BACKEND_NAME[run.backend]), esc(run.mode),
                      w.v.of(run, f"repro_{n}_seeds", ["seeds"], "int", "len"),
                      w.v.of(run, f"repro_{n}_points", ["points"], "int", "len"),
                      w.v.of(run, f"repro_{n}_wall", ["wall_s"], "s"),
                      esc(str(lookup(run.doc, ["started_at"]) or "")[:10]),
-                     code(commit) + (" *uncommitted changes*" if run.dirty else "")])
+                     code(commit) + (" *uncommitted changes*" if run.dirty else "")
+                     + (", judged again at " + code(judged) if judged else "")])
     w.table("reproducibility", Table(["Experiment", "Backend", "Mode", "Seeds", "Points", "Wall time", "Date",
-                                      "Source revision"], rows,
+                                      "Source revision (measured; judged)"], rows,
                                      aligns=["left", "left", "left", "right", "right", "right", "left", "left"]),
             label="tab-repro", runs=runs)
     dirty = [r for r in runs if r.dirty]
