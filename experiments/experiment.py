@@ -166,6 +166,13 @@ class Experiment:
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
         raise NotImplementedError
 
+    def summarize_again(self, records: list[dict[str, Any]], stored: dict[str, Any], ctx: RunContext
+                        ) -> dict[str, Any]:
+        """The summary of a stored run's records judged again (``--resummarize``), given the summary it stored:
+        by default ``summarize`` itself; an experiment whose summary is costly to recompute may reuse the stored
+        parts that no judgement changed, and say so in the summary."""
+        return self.summarize(records, ctx)
+
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         return []
 

@@ -238,7 +238,7 @@ def resummarize(experiment: Experiment, results_path: str) -> int:
     document = load_results(results_path)
     ctx = stored_context(experiment, document, results_path, Path(results_path).parent)
     good = [r for r in document["points"] if not r.get("error")]
-    summary, checks = summarize_run(experiment, good, ctx)
+    summary, checks = summarize_run(experiment, good, ctx, stored=document.get("summary") or {})
     document["summary"], document["checks"] = summary, [asdict(c) for c in checks]
     # the source that judged it; results being rewritten beside it do not make that source dirty
     document["resummarized"] = {"at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

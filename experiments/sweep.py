@@ -98,11 +98,13 @@ def with_storage_profile(points: list[Point], name: str | None, *, default: str 
             for p in points]
 
 
-def summarize_run(experiment: Experiment, records: list[dict[str, Any]], ctx: RunContext
-                  ) -> tuple[dict[str, Any], list[Check]]:
+def summarize_run(experiment: Experiment, records: list[dict[str, Any]], ctx: RunContext,
+                  stored: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[Check]]:
     """The summary of a run's successful point records and its sanity checks: the experiment's own summary,
-    with the run's conditions, and every verdict stamped with the conditions the run did not honour."""
-    summary = json_ready(experiment.summarize(records, ctx))
+    with the run's conditions, and every verdict stamped with the conditions the run did not honour. ``stored``:
+    the summary a results file holds, when its run is judged again (``Experiment.summarize_again``)."""
+    summary = json_ready(experiment.summarize(records, ctx) if stored is None else
+                         experiment.summarize_again(records, stored, ctx))
     conditions = experiment.conditions(ctx)
     summary["run"] = {"experiment": experiment.name, "backend": ctx.backend, "mode": ctx.mode,
                       "seeds": len(experiment.seed_list(ctx)), "storage_profile": experiment.storage(ctx)}

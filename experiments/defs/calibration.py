@@ -41,7 +41,7 @@ from experiments.defs import (batch_metrics, check_outcome_ok, duration_breakdow
                               rate_scenario)
 from experiments.backends import run_backend
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
-from experiments.figures import WIDE, backend_label, figure_context, grouped_bars, save_figure
+from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, median_or_none
@@ -175,6 +175,24 @@ class Calibration(Experiment):
                 "validation_mean_abs_error": sum(validation) / len(validation) if validation else None,
                 "leaked": LEAKED, "held_out": HELD_OUT, "verdicts": _model_error_verdicts(rows)}
 
+    def summarize_again(self, records: list[dict[str, Any]], stored: dict[str, Any], ctx: RunContext
+                        ) -> dict[str, Any]:
+        """Judge a stored run again without fitting again (a fit runs the simulator thousands of times): its
+        stored fit, factors and predictions stay, each row's role and keep-up are read again from its records, and
+        the verdicts are judged by this version. ``refit: false`` in the summary says so."""
+        if not stored.get("rows") or not stored.get("factors"):
+            return self.summarize(records, ctx)
+        records = [r for r in records if r["point"]["task"] == "measure"]
+        rows = {k: dict(row) for k, row in stored["rows"].items()}
+        for (workload, config), recs in group(records, "params.workload", "config").items():
+            row = rows.get(f"{workload}/{config}")
+            if row is not None:
+                row["role"] = "fit" if workload == FIT_WORKLOAD else \
+                    "validation (not held out)" if workload in LEAKED else "validation"
+                row["keep_up"] = keep_up(recs)
+        return {**stored, "rows": rows, "leaked": LEAKED, "held_out": HELD_OUT,
+                "verdicts": _model_error_verdicts(rows), "refit": False}
+
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         # the error is reported, never held against a number; what must hold is that there is one to report
         rows = summary.get("rows", {})
@@ -237,7 +255,7 @@ class Calibration(Experiment):
                 f"measured ({backend_label(ctx.backend)})": [rows[k]["measured_p50"] for k in keys],
                 "sim, shipped profile": [rows[k]["predicted_p50_shipped"] for k in keys],
                 "sim, fitted profile": [rows[k]["predicted_p50_fitted"] for k in keys]}, unit="p50 latency (ms)")
-            ax.tick_params(axis="x", labelsize=7)
+            ax.tick_params(axis="x", labelsize=LABEL_PT)
             ax.set_title("Calibration of the local-Spark cost profile")
             return save_figure(fig, out_dir, "calibration")
 

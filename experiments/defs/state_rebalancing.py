@@ -200,7 +200,8 @@ class StateRebalancing(Experiment):
             ax.set_xlabel("s since the joins (batch planned)")
             ax.set_ylabel("batch duration, ms")
             ax.set_title("Batch duration around the move")
-            ax.legend(fontsize=LABEL_PT, loc="upper right", ncol=2)
+            # under the axis, where it hides no line
+            ax.legend(fontsize=LABEL_PT, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)
             grouped_bars(axes[1], labels, {
                 "moved partition's load": [_m(r, "rebalance", "moved_load_ms_max") for r in ordered],
                 "latency spike": [_m(r, "rebalance", "spike_ms") for r in ordered],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from experiments.writeup import Table, Writeup, esc, key
 
 EXPERIMENT = "changelog-checkpointing"
-FIGURES = (("changelog_checkpointing", "85%"),)
+FIGURES = (("changelog_checkpointing", "100%"),)
 FLINK_ROWS = (("flink_ckpt_ratio", "full over changelog, commit p50 (Flink: checkpoint p50)"),
               ("flink_storage", "state kept, changelog against full"),
               ("flink_recovery", "recovery, changelog against full"),

@@ -8,7 +8,7 @@ from typing import Any
 from experiments.writeup import Run, Table, Writeup, esc, lookup
 
 EXPERIMENT = "checkpoint-interval"
-FIGURES = (("checkpoint_interval", "85%"),)
+FIGURES = (("checkpoint_interval", "100%"),)
 VALUES = ("ci_mtbf", "ci_c_ms", "ci_free", "ci_young_ms", "ci_best_ms", "ci_snap_c", "ci_batch", "ci_young_batches",
           "ci_best_batches", "ci_grid_max_ms", "ci_grid_max_deltas", "ci_grid_min_ms", "ci_grid_min_deltas",
           "ci_restart", "ci_load_slope", "ci_replay_batches", "ci_p_0_overhead")
