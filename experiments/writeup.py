@@ -158,6 +158,7 @@ DERIVATIONS: dict[str, Callable[[list[Any]], Any]] = {
     "diff": lambda xs: xs[0] - xs[1] if _num(xs[0]) is not None and _num(xs[1]) is not None else None,
     "sum": lambda xs: sum(xs) if all(_num(x) is not None for x in xs) else None,
     "len": lambda xs: len(xs[0]) if isinstance(xs[0], (list, dict)) else None,
+    "count": lambda xs: len(xs),
     "range": lambda xs: (xs[0], xs[1]),
     # the smallest and the largest of the sources: shown as one value when both read the same ("span:" formats)
     "span": lambda xs: (min(n for x in xs if (n := _num(x)) is not None),

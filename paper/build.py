@@ -113,8 +113,7 @@ def section_summary(w: Writeup) -> None:
     rows, untested = [], []
     for cid, c in CLAIMS.items():
         if c.experiment is None:
-            untested.append(f"_Not tested:_ {esc(c.what)} ({w.v.entries[f'pub_{cid}']['text']}, {esc(c.benchmark)})"
-                            f": {esc(c.untested)}")
+            untested.append(f"{esc(c.what)} ({w.v.entries[f'pub_{cid}']['text']})")
             continue
         cells = []
         for backend in BACKENDS:
@@ -124,7 +123,7 @@ def section_summary(w: Writeup) -> None:
                 continue
             found = _findings(w, run, cid)
             if not found:
-                cells.append("not judged in this results file")
+                cells.append("no finding in this run")
                 continue
             unmet = found[0][1].get("unmet") or []
             cells.append("; ".join(_finding_text(w, f"t1_{key(cid)}_{key(backend)}_{key(f['basis'])}", run, i, f)
@@ -132,7 +131,9 @@ def section_summary(w: Writeup) -> None:
                          + f" #text(size: 7pt)[({esc(run.mode)}, {run.seeds} seed{'s' * (run.seeds != 1)}"
                          + (f"; conditions not met: {esc(', '.join(unmet))}" if unmet else "") + ")]")
         rows.append([esc(c.what), w.v.entries[f"pub_{cid}"]["text"], esc(_tolerance(cid)), *cells])
-    rows += [[u] for u in untested]
+    if untested:
+        rows.append(["_Not tested here_ (@tab-published gives each reason: a benchmark no backend can run, or a "
+                     "rule the explorer checks): " + "; ".join(untested) + "."])
     w.table("summary", Table(["Claim", "Published", "Tolerance", "Simulator", "PySpark engine", "Spark (native)"], rows,
                              aligns=["left", "right", "right", "left", "left", "left"],
                              widths=["1.3fr", "auto", "auto", "1.6fr", "1.6fr", "1.2fr"]),
@@ -171,7 +172,8 @@ def section_conclusion(w: Writeup) -> None:
             continue
         tally = ", ".join(f"{w.v.add(f'abs_{key(backend)}_{key(v)}', counts[backend], 'int', f'count {v}')} "
                           f"{esc(label.lower().split(' within')[0])}" for v, label in VERDICT_ORDER[:4])
-        sentences.append(f"on {esc(THE[backend])}, of {len(counts[backend])} claim findings, {tally}")
+        total = w.v.add(f"abs_{key(backend)}_findings", counts[backend], "int", "count")
+        sentences.append(f"on {esc(THE[backend])}, of {total} claim findings, {tally}")
     w.text("abstract_findings", ("Judged against each claim's stated tolerance, with costs not fitted to the claim: "
                                  + "; ".join(sentences) + ".") if sentences else
            "No run in this build judged a published claim.")

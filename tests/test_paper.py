@@ -400,6 +400,8 @@ def _verdict_sources() -> dict[tuple[str, int], dict[str, str]]:
     its verdict, by the part of the paper they belong to (t1_: Table 1, concl_: the conclusion, others: text)."""
     out: dict[tuple[str, int], dict[str, str]] = {}
     for name, entry in _provenance().items():
+        if entry["derivation"] != "value":        # a count of verdicts (the abstract's) names none
+            continue
         for source in entry["sources"]:
             key = source["key"]
             if len(key) == 4 and key[:2] == ["summary", "findings"] and key[3] == "verdict":
@@ -440,8 +442,8 @@ def test_a_changed_finding_changes_table_1_the_text_and_the_conclusion_together(
     path.write_text(json.dumps(doc))
     files, _copies, _drawn = build.generate(copy)
     prov = json.loads(files["provenance.json"])
-    named = {n: e["text"] for n, e in prov.items()
-             if any(s["key"] == ["summary", "findings", index, "verdict"]
+    named = {n: e["text"] for n, e in prov.items() if e["derivation"] == "value" and
+             any(s["key"] == ["summary", "findings", index, "verdict"]
                     and s["file"] == "paper/results/offset-management/sim-full/results.json" for s in e["sources"])}
     assert {n[:3] for n in named} >= {"t1_", "con", "om_"}, named
     assert set(named.values()) == {new}
