@@ -134,6 +134,14 @@ _APPROX = ("the post says 'approximately' and gives its charts' values only as b
            "rounding and the few points a cut moves between seeds")
 _STATE_DIRECTION = ("twice the spread of the mean cut over seeds in the simulator's full run (32.7-33.9% at "
                     "100,000 keys, 35.5-36.7% at 50,000,000)")
+# sentences that state two claims each
+_SAVINGS = ("The charts also show that the amount of time saved is usually a constant amount of time (200 – 250 ms "
+            "for each config) and together they can shave off around 500 ms across the board (leaving enough time "
+            "for batch planning and query processing).")
+_ASC_MEAN = ("Through testing a combination of in-house and customer workloads on both file and message bus sources, "
+             "we’ve found average micro-batch duration can improve by up to 25% for streams that have large state "
+             "sizes with millions of entries.")
+_BOTH = "Combined together, the latency reduces by 85-86% and the latency goes below 100 ms."
 _HEADLINE_UNTESTED = ("the headline summarises the Kafka-to-Kafka benchmark (its 68-75% is that benchmark's "
                       "65-75%, not the rate source's 85-86%), which needs a Kafka source and sink no backend has")
 
@@ -153,26 +161,22 @@ CLAIMS: dict[str, Claim] = {
         RATE_SOURCE, "p50 cut, async progress tracking", "range", 65.0, 65.0, "%", 10.0, _APPROX,
         experiment="offset-management"),
     "om_cut_both": Claim(
-        "subsecond", "Combined together, the latency reduces by 85-86% and the latency goes below 100 ms.",
+        "subsecond", _BOTH,
         RATE_SOURCE, "p50 cut, both features", "range", 85.0, 86.0, "%", 10.0,
         "the same 10 points as the single features' approximate cuts, so the three are judged alike",
         experiment="offset-management"),
     "om_both_below_ms": Claim(
-        "subsecond", "Combined together, the latency reduces by 85-86% and the latency goes below 100 ms.",
+        "subsecond", _BOTH,
         RATE_SOURCE, "p50 latency, both features", "ceiling", 100.0, 100.0, "ms", 0.0,
         "a bound the post states as such; absolute latencies compare only on the published cluster's shape",
         neutral=None, experiment="offset-management"),
     "om_saved_per_feature_ms": Claim(
-        "subsecond", "The charts also show that the amount of time saved is usually a constant amount of time "
-        "(200 – 250 ms for each config) and together they can shave off around 500 ms across the board (leaving "
-        "enough time for batch planning and query processing).", RATE_SOURCE,
+        "subsecond", _SAVINGS, RATE_SOURCE,
         "p50 saved by one feature", "range", 200.0, 250.0, "ms", 50.0,
         "'usually': the post's own range is 50 ms wide, and another 50 ms either way allow its charts' spread",
         experiment="offset-management"),
     "om_saved_both_ms": Claim(
-        "subsecond", "The charts also show that the amount of time saved is usually a constant amount of time "
-        "(200 – 250 ms for each config) and together they can shave off around 500 ms across the board (leaving "
-        "enough time for batch planning and query processing).", RATE_SOURCE, "p50 saved by both features",
+        "subsecond", _SAVINGS, RATE_SOURCE, "p50 saved by both features",
         "range", 500.0, 500.0, "ms", 100.0, "'around': a fifth of the value", experiment="offset-management"),
     "om_kafka_cut": Claim(
         "subsecond", "As one can see, after applying async progress and async log purging, the latency reduces by "
@@ -225,16 +229,12 @@ CLAIMS: dict[str, Claim] = {
         "micro-batches re-processed after a failure", "ceiling", 2.0, 2.0, "batches", 0.0,
         "'may need': a bound; none of it is slack", neutral=None, experiment="async-state-checkpoint"),
     "asc_mean_cut": Claim(
-        "asyncstate", "Through testing a combination of in-house and customer workloads on both file and message "
-        "bus sources, we’ve found average micro-batch duration can improve by up to 25% for streams that have large "
-        "state sizes with millions of entries.", "in-house and customer workloads (not described)",
+        "asyncstate", _ASC_MEAN, "in-house and customer workloads (not described)",
         "mean batch duration cut, largest state", "ceiling", 25.0, 25.0, "%", 10.0,
         "'up to': any cut from none to 25% keeps it; 10 points past it for workloads the post does not describe",
         experiment="async-state-checkpoint"),
     "asc_millions": Claim(
-        "asyncstate", "Through testing a combination of in-house and customer workloads on both file and message "
-        "bus sources, we’ve found average micro-batch duration can improve by up to 25% for streams that have large "
-        "state sizes with millions of entries.", "in-house and customer workloads (not described)",
+        "asyncstate", _ASC_MEAN, "in-house and customer workloads (not described)",
         "mean cut, largest state over smallest", "direction", 0.0, 1.0, "%", 2.0, _STATE_DIRECTION,
         experiment="async-state-checkpoint"),
     "asc_peak": Claim(
