@@ -69,6 +69,8 @@ class Verdict:
     def line(self) -> str:
         if self.kind == "direction":
             pub = f"{'more' if self.published_high > 0 else 'less'} than {_num(0.0, self.unit)}"
+        elif self.kind == "ceiling" and self.published_low == self.published_high:
+            pub = f"at most {_num(self.published_high, self.unit)}"
         elif self.published_low == self.published_high:
             pub = _num(self.published_low, self.unit)
         else:
