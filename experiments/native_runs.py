@@ -92,19 +92,20 @@ def offset_write_ms(profile: str) -> float:
     return p.small_write_ms + p.rename_ms
 
 
-def wal_checks(rates: dict[str, Any], ctx: RunContext, *, baseline: str, async_progress: Sequence[str]
-               ) -> list[Check]:
-    """That the checkpoint's storage is in Spark's path: per rate, the baseline's walCommit median (over seeds,
-    of each run's median) is at least the profile's offset write; the configurations with asynchronous
-    progress tracking have walCommit near zero. Only for native Spark on a storage profile."""
-    if ctx.backend != NATIVE or ctx.storage_profile is None:
+def wal_checks(rates: dict[str, Any], ctx: RunContext, storage: str | None, *, baseline: str,
+               async_progress: Sequence[str]) -> list[Check]:
+    """That the checkpoint's storage (``storage``, a profile name) is in Spark's path: per rate, the baseline's
+    walCommit median (over seeds, of each run's median) is at least the profile's offset write; the
+    configurations with asynchronous progress tracking have walCommit near zero. Only for native Spark on a
+    storage profile."""
+    if ctx.backend != NATIVE or storage is None:
         return []
-    floor = offset_write_ms(ctx.storage_profile)
+    floor = offset_write_ms(storage)
     out = []
     for rate, entry in rates.items():
         at = f"at {int(float(rate)):,} ev/s"
         wal = ((entry.get(baseline) or {}).get("durations_ms") or {}).get("walCommit")
-        out.append(Check(f"baseline walCommit median >= the {ctx.storage_profile} offset write {at}",
+        out.append(Check(f"baseline walCommit median >= the {storage} offset write {at}",
                          None if wal is None else wal >= floor,
                          "not measured" if wal is None else f"{wal:,.1f} ms against {floor:,.1f} ms"))
         for config in async_progress:
@@ -112,36 +113,6 @@ def wal_checks(rates: dict[str, Any], ctx: RunContext, *, baseline: str, async_p
             out.append(Check(f"{config} walCommit median near zero {at}", None if wal is None else wal <= NEAR_ZERO_MS,
                              "not measured" if wal is None else f"{wal:,.1f} ms (at most {NEAR_ZERO_MS:.0f} ms)"))
     return out
-
-
-def kept_up_lines(rates: dict[str, Any], configs: Sequence[str]) -> list[str]:
-    """Per rate, how many runs of each configuration kept up (``reference.timing``'s rule; the others are
-    backlogged and report no latency)."""
-    lines = []
-    for rate, entry in rates.items():
-        parts = [f"{c} {entry[c]['seeds'] - entry[c].get('backlogged', 0)}/{entry[c]['seeds']}"
-                 for c in configs if c in entry and "seeds" in entry[c]]
-        if parts:
-            lines.append(f"runs kept up at {int(float(rate)):,} ev/s: " + ", ".join(parts))
-    return lines
-
-
-def judgement(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """How many latency runs ``reference.timing``'s one rule judged (kept up or backlogged), and which not."""
-    runs = [r for r in records if not is_warmup(r) and r.get("metrics")]
-    unjudged = [r["id"] for r in runs if r["metrics"].get("kept_up") is None]
-    return {"runs": len(runs), "judged": len(runs) - len(unjudged), "unjudged": unjudged}
-
-
-def judged_check(judged: dict[str, Any] | None, ctx: RunContext) -> list[Check]:
-    """Every latency run on a Spark backend was judged kept up or backlogged (a summary's ``judgement``); the
-    simulator's volume mode has no per-record arrivals to judge from."""
-    if not judged or ctx.backend == "sim":
-        return []
-    ok = judged["judged"] == judged["runs"] if judged["runs"] else None
-    tail = f"; not judged: {', '.join(judged['unjudged'][:3])}" if judged["unjudged"] else ""
-    return [Check("every run is judged kept up or backlogged", ok,
-                  f"{judged['judged']} of {judged['runs']} runs{tail}")]
 
 
 # ------------------------------------------------------------------ stateful runs (changelog-checkpointing)

@@ -13,12 +13,13 @@ the two alternating.
 
 For each configuration: both p50s and p99s (a run that did not keep up
 reports none, ``reference.timing``), the ratio of the engine's p50 to
-native Spark's, judged within +-20% (``AGREEMENT``, a finding, not a failure),
-and Spark's ``durationMs`` medians of both, beside the simulator's prediction
-of the same scenario (volume mode, the ``local_spark`` profile on the same
-storage profile). Where the two p50s differ by more than 20%, the report names
-the mechanism from the two breakdowns: the ``durationMs`` keys whose medians
-differ most, and the input feed (native Spark's records wait about
+native Spark's, whether it lies within +-20% (``AGREEMENT``; the issue's
+criterion, not a published claim, so a finding and never a failure), and
+Spark's ``durationMs`` medians of both, beside the simulator's prediction of
+the same scenario (volume mode, the ``local_spark`` profile on the same
+storage profile). Where the two p50s differ by more than 20%, the summary
+names the mechanism from the two breakdowns: the ``durationMs`` keys whose
+medians differ most, and the input feed (native Spark's records wait about
 ``FEED_MS / 2`` for their file, the engine's none). Nothing is tuned to agree.
 """
 
@@ -27,15 +28,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from experiments.conditions import Condition
 from experiments.defs import rate_scenario
 from experiments.defs.offset_management import CONFIGS, LABELS
 from experiments.defs.offset_management import EXPERIMENT as OFFSET_MANAGEMENT
-from experiments.experiment import Check, Experiment, Point, RunContext
+from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
 from experiments.figures import WIDE, figure_context, grouped_bars, save_figure
 from experiments.native_runs import (DURATION_KEYS, FEED_MS, NATIVE, duration_medians, for_backend, is_warmup,
-                                     judged_check, judgement, realtime_extra, warmup_point)
-from experiments.stats import fmt_ms, group, median_or_none, over_seeds
-from experiments.verdicts import judge, report_lines
+                                     realtime_extra, warmup_point)
+from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, median_or_none, over_seeds
 
 ENGINE = "spark"
 BACKENDS = (ENGINE, NATIVE)
@@ -49,31 +50,45 @@ class EngineVsNative(Experiment):
     name = "engine-vs-native"
     version = "1"
     title = "the PySpark engine against Spark's own Structured Streaming: p50 and durationMs, same query and storage"
-    claim = "the engine's p50 within +-20% of native Spark's per configuration, else the mechanism from durationMs"
-    backends = (NATIVE,)
+    claim = ("no published claim: the engine's p50 within +-20% of native Spark's per configuration, else the "
+             "mechanism from the two durationMs breakdowns")
+    # one run holds both Spark backends' points (12 x 2 runs of 60 s, two warm-ups; estimated from the quick run)
+    runs = {NATIVE: BackendRun(3.0, 35.0)}
+    unsupported = {"sim": "it compares the two Spark backends; the simulator's prediction stands beside them",
+                   "spark": "the engine's points run in the spark-native run, beside native Spark's"}
     default_backend = NATIVE
+    storage_default = {NATIVE: DEFAULT_STORAGE}
     point_timeout_s = 300.0
 
+    def conditions(self, ctx: RunContext) -> list[Condition]:
+        """What makes the comparison like with like."""
+        storage = self.storage(ctx)
+        return [Condition("same scenario", "one query, rate, seed and arrivals on both backends",
+                          f"a map at {RATE:,} events/s, two partitions", honoured=True),
+                Condition("same checkpoint storage", "one storage profile on both backends", storage or "local disk",
+                          honoured=True, note="the engine sleeps it in Python, native Spark in its filesystem"),
+                Condition("same input", "every record visible on arrival", f"native Spark reads files of {FEED_MS} "
+                          "ms of arrivals", honoured=False, note="a native record waits for its file")]
+
     def points(self, ctx: RunContext) -> list[Point]:
-        storage = {"storage_profile": ctx.storage_profile or DEFAULT_STORAGE}
         duration = 10 if ctx.quick else 60
         warm = rate_scenario("engine-vs-native-warmup", self.base_seed, rate=RATE, duration_s=5,
                              operator={"kind": "map"}, partitions=2, state_partitions=2, engine=CONFIGS["baseline"])
-        out = [_with(warmup_point(self.name, backend, for_backend(NATIVE, warm), self.base_seed), storage)
-               for backend in BACKENDS]
+        out = []
+        for backend in BACKENDS:
+            w = warmup_point(self.name, backend, for_backend(NATIVE, warm), self.base_seed)
+            out.append(Point(w.experiment, w.task, w.config, {"on": backend}, w.seed, backend, w.scenario,
+                             extra=w.extra))
         configs = list(CONFIGS)
-        k = 0
         for i, seed in enumerate(self.seed_list(ctx)):
             for j in range(len(configs)):
                 config = configs[(i + j) % len(configs)]
                 scenario = for_backend(NATIVE, rate_scenario(
                     f"engine-vs-native-{config}", seed, rate=RATE, duration_s=duration, operator={"kind": "map"},
                     partitions=2, state_partitions=2, engine=CONFIGS[config]))
-                order = BACKENDS if k % 2 == 0 else BACKENDS[::-1]
-                k += 1
-                for backend in order:
+                for backend in BACKENDS if (i * len(configs) + j) % 2 == 0 else BACKENDS[::-1]:
                     out.append(Point(self.name, "latency", config, {"rate": RATE, "on": backend}, seed, backend,
-                                     scenario, extra={**realtime_extra(backend), **storage}))
+                                     scenario, extra=realtime_extra(backend)))
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
@@ -82,57 +97,59 @@ class EngineVsNative(Experiment):
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
         records = [r for r in records if not is_warmup(r)]
-        storage = ctx.storage_profile or DEFAULT_STORAGE
+        storage = self.storage(ctx)
         rows: dict[str, Any] = {}
         for (config, backend), recs in group(records, "config", "params.on").items():
             row = rows.setdefault(config, {})
-            row[backend] = {"p50": over_seeds(recs, "latency_p50"), "p99": over_seeds(recs, "latency_p99"),
-                            "backlogged": sum(1 for r in recs if r["metrics"].get("backlogged")),
-                            "seeds": len(recs),
-                            "durations_ms": {key: over_seeds(recs, _duration(key))["median"]
-                                             for key in DURATION_KEYS}}
+            row[backend] = {"p50": latency_over_seeds(recs, "latency_p50"),
+                            "p99": latency_over_seeds(recs, "latency_p99"), "keep_up": keep_up(recs),
+                            "durations_ms": {k: over_seeds(recs, _duration(k))["median"] for k in DURATION_KEYS}}
             if backend == NATIVE:
                 row["sim"] = _sim_prediction([r["point"]["scenario"] for r in recs], storage)
-        verdicts = []
-        for config, row in rows.items():
+        for row in rows.values():
             engine, native = _p50(row, ENGINE), _p50(row, NATIVE)
             row["ratio"] = engine / native if engine is not None and native else None
-            row["mechanism"] = mechanism(row) if row["ratio"] is not None and abs(row["ratio"] - 1) > AGREEMENT \
-                else []
-            verdicts.append(judge(f"{config}: engine p50 / native p50", row["ratio"], 1.0, tolerance=AGREEMENT,
-                                  neutral=None, unit="x").to_dict())
-        return {"rows": rows, "rate": RATE, "storage_profile": storage, "feed_ms": FEED_MS,
-                "verdicts": verdicts, "judged": judgement(records)}
+            row["within"] = None if row["ratio"] is None else abs(row["ratio"] - 1.0) <= AGREEMENT
+            row["mechanism"] = mechanism(row) if row["within"] is False else []
+        return {"rows": rows, "rate": RATE, "feed_ms": FEED_MS, "agreement": AGREEMENT}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         rows = summary["rows"]
         both = [c for c in CONFIGS if all(_p50(rows.get(c, {}), b) is not None for b in BACKENDS)]
-        return [Check("both backends report a p50 for every configuration", len(both) == len(CONFIGS),
-                      f"{len(both)} of {len(CONFIGS)}: {', '.join(both) or '-'}")] + \
-            judged_check(summary.get("judged"), ctx)
+        behind = [f"{c} on {b}" for c in CONFIGS for b in BACKENDS
+                  if ((rows.get(c, {}).get(b) or {}).get("keep_up") or {}).get("backlogged")]
+        return [Check("both backends report a p50 for every configuration that kept up",
+                      len(both) + len(behind) >= len(CONFIGS) if rows else None,
+                      f"{len(both)} of {len(CONFIGS)}" + (f"; backlogged: {', '.join(behind)}" if behind else ""))]
 
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
         rows = summary["rows"]
-        lines = [f"setup: {summary['rate']:,} ev/s, checkpoint storage {summary['storage_profile']} on both; native "
-                 f"input in files of {summary['feed_ms']} ms of arrivals (a record waits ~{summary['feed_ms'] // 2} "
-                 f"ms for its file); the engine sees each record on arrival",
-                 f"{'configuration':<16} {'engine p50':>10} {'native p50':>10} {'ratio':>6} "
+        lines = [f"setup: {summary['rate']:,} ev/s, checkpoint storage {self.storage(ctx) or 'local disk'} on both; "
+                 f"native input in files of {summary['feed_ms']} ms of arrivals (a record waits ~"
+                 f"{summary['feed_ms'] // 2} ms for its file); the engine sees each record on arrival",
+                 f"{'configuration':<16} {'engine p50':>10} {'native p50':>10} {'ratio':>6} {'+-20%':>6} "
                  f"{'engine p99':>10} {'native p99':>10} {'sim p50':>9}"]
         for config in [c for c in CONFIGS if c in rows]:
             row = rows[config]
-            ratio = row.get("ratio")
+            ratio, within = row.get("ratio"), row.get("within")
             lines.append(f"{config:<16} {_cell(row, ENGINE, 'p50'):>10} {_cell(row, NATIVE, 'p50'):>10} "
-                         f"{'-' if ratio is None else f'{ratio:.2f}':>6} {_cell(row, ENGINE, 'p99'):>10} "
-                         f"{_cell(row, NATIVE, 'p99'):>10} {fmt_ms((row.get('sim') or {}).get('p50')):>9}")
+                         f"{'-' if ratio is None else f'{ratio:.2f}':>6} "
+                         f"{'-' if within is None else 'within' if within else 'OUT':>6} "
+                         f"{_cell(row, ENGINE, 'p99'):>10} {_cell(row, NATIVE, 'p99'):>10} "
+                         f"{fmt_ms((row.get('sim') or {}).get('p50')):>9}")
+        lines.append("keep-up: " + "; ".join(f"{c} {b} {keep_up_text((rows[c].get(b) or {}).get('keep_up'))}"
+                                             for c in CONFIGS if c in rows for b in BACKENDS))
         lines.append("durationMs medians, engine / native / sim (ms):")
         for config in [c for c in CONFIGS if c in rows]:
             row = rows[config]
-            parts = [f"{key} {_num(_dur(row, ENGINE, key))}/{_num(_dur(row, NATIVE, key))}/"
-                     f"{_num(((row.get('sim') or {}).get('durations_ms') or {}).get(key))}" for key in DURATION_KEYS]
+            parts = [f"{k} {_num(_dur(row, ENGINE, k))}/{_num(_dur(row, NATIVE, k))}/"
+                     f"{_num(((row.get('sim') or {}).get('durations_ms') or {}).get(k))}" for k in DURATION_KEYS]
             lines.append(f"  {config:<14} " + ", ".join(parts))
         for config in [c for c in CONFIGS if c in rows and rows[c].get("mechanism")]:
-            lines.append(f"  {config} outside +-{AGREEMENT:.0%}: " + "; ".join(rows[config]["mechanism"]))
-        return lines + report_lines(summary.get("verdicts", []))
+            lines.append(f"  {config} outside +-{AGREEMENT:.0%}, engine minus native: " + "; ".join(
+                f"{m['key']} {m['diff_ms']:+,.0f} ms" for m in rows[config]["mechanism"]) +
+                f"; native input waits ~{FEED_MS // 2} ms for its file")
+        return lines
 
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
@@ -153,29 +170,25 @@ class EngineVsNative(Experiment):
                 "sim (predicted)": [((rows[c].get("sim") or {}).get("durations_ms") or {}).get("triggerExecution")
                                     for c in configs]}, unit="triggerExecution median (ms)")
             axes[1].set_title("Batch duration")
-            fig.suptitle(f"Engine against native Spark ({summary['rate']:,} ev/s, {summary['storage_profile']}, "
-                         f"{ctx.mode} mode)")
+            fig.suptitle(f"Engine against native Spark ({summary['rate']:,} ev/s, "
+                         f"{self.storage(ctx) or 'local disk'}, {ctx.mode} mode)")
             return save_figure(fig, out_dir, "engine_vs_native")
 
 
-def mechanism(row: dict[str, Any]) -> list[str]:
-    """What differs between the engine's and native Spark's batches: the durationMs keys whose medians differ
-    most (engine minus native, largest first, triggerExecution last as the total), and the input feed."""
-    diffs = []
+def mechanism(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """What differs between the engine's and native Spark's batches: the three durationMs keys (not
+    triggerExecution, their total, which comes last) whose medians differ most, engine minus native, in ms."""
+    diffs: list[tuple[str, float]] = []
     for key in DURATION_KEYS:
         a, b = _dur(row, ENGINE, key), _dur(row, NATIVE, key)
         if a is not None and b is not None:
             diffs.append((key, a - b))
     parts = sorted((d for d in diffs if d[0] != "triggerExecution"), key=lambda d: -abs(d[1]))
-    out = [f"{key} {diff:+,.0f} ms" for key, diff in parts[:3] if abs(diff) >= 1.0]
-    total = next((d for k, d in diffs if k == "triggerExecution"), None)
-    if total is not None:
-        out.append(f"triggerExecution {total:+,.0f} ms (engine minus native)")
-    out.append(f"native input waits ~{FEED_MS // 2} ms for its file")
-    return out
+    chosen = [d for d in parts[:3] if abs(d[1]) >= 1.0] + [d for d in diffs if d[0] == "triggerExecution"]
+    return [{"key": k, "diff_ms": diff} for k, diff in chosen]
 
 
-def _sim_prediction(scenarios: list[dict[str, Any]], storage: str) -> dict[str, Any]:
+def _sim_prediction(scenarios: list[dict[str, Any]], storage: str | None) -> dict[str, Any]:
     """The simulator's p50 and durationMs medians for the scenarios (volume mode, ``SIM_PROFILE`` on the run's
     storage profile), medians over seeds."""
     from experiments.backends import run_backend
@@ -190,11 +203,6 @@ def _sim_prediction(scenarios: list[dict[str, Any]], storage: str) -> dict[str, 
             durations.append(duration_medians(outcome.progress))
     return {"profile": SIM_PROFILE, "p50": median_or_none(p50s),
             "durations_ms": {key: median_or_none([d.get(key) for d in durations]) for key in DURATION_KEYS}}
-
-
-def _with(point: Point, extra: dict[str, Any]) -> Point:
-    return Point(point.experiment, point.task, point.config, {"on": point.backend}, point.seed, point.backend,
-                 point.scenario, extra={**point.extra, **extra})
 
 
 def _duration(key: str) -> Any:
@@ -212,7 +220,7 @@ def _dur(row: dict[str, Any], backend: str, key: str) -> float | None:
 def _cell(row: dict[str, Any], backend: str, metric: str) -> str:
     entry = row.get(backend) or {}
     value = (entry.get(metric) or {}).get("median")
-    return "backlogged" if value is None and entry.get("backlogged") else fmt_ms(value)
+    return "backlogged" if value is None and (entry.get("keep_up") or {}).get("backlogged") else fmt_ms(value)
 
 
 def _num(value: float | None) -> str:
