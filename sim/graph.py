@@ -30,13 +30,11 @@ real ``NodeId`` is made on demand (``node_id``) for fault handling and traces.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from reference.graph import GraphShape, Node
+from reference.incarnation import Incarnation
 from reference.steps import STEP_ORDER, TASK_STEPS, NodeId
-
-if TYPE_CHECKING:
-    from .engine import TimedIncarnation
 
 # What happens to a node once its dependencies are met.
 GATE = 0          # launch the task of one partition (its foreground steps run back to back in one slot)
@@ -176,7 +174,7 @@ class BatchGraph:
 class Graph:
     """The live part of one incarnation's step graph: batches instantiated from templates, counters, dependents."""
 
-    def __init__(self, inc: "TimedIncarnation"):
+    def __init__(self, inc: Incarnation):
         self.inc = inc
         self.shape: GraphShape = inc.shape
         self.templates: dict[tuple[bool, tuple[int, ...]], Template] = {}
