@@ -32,7 +32,7 @@ from typing import Mapping
 from . import layout
 from .clock import LogicalClock
 from .driver_steps import DriverSteps
-from .graph import GraphShape, Node, build_graph
+from .graph import Node, build_graph, shape_of
 from .logs import check_metadata, log_batches, write_metadata
 from .observer import Observer
 from .query import initial_trackers, pipeline_store_ids
@@ -67,7 +67,7 @@ class Incarnation(TaskRetries, DriverSteps, InProcessTaskEffects, LogicalClock):
         self.ops = scenario.operator.flatten()
         self.store_ids = pipeline_store_ids(self.ops)
         self.parts = scenario.state_partitions
-        self.shape = GraphShape.of(scenario, store_commit_nodes=self.store_commit_nodes)
+        self.shape = shape_of(scenario, store_commit_nodes=self.store_commit_nodes)
         self.uses_watermark = self.shape.uses_watermark
         self.stores = {}
         self.placement = PlacementTimeline(scenario)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import layout
-from .graph import GraphShape, Node
+from .graph import BatchShape, Node
 from .observer import Observer
 from .query import PartitionResult, advance_trackers, watermarks_of
 from .rebalancing import PlacementTimeline
@@ -82,7 +82,7 @@ class IncarnationState(Clock, TaskEffects, ProgressReporter, StepGraph):
     ops: tuple[OperatorSpec, ...]
     store_ids: list[str]
     parts: int
-    shape: GraphShape
+    shape: BatchShape
     uses_watermark: bool
     stores: dict[tuple[str, int], StateStore]
     placement: PlacementTimeline
