@@ -49,14 +49,13 @@ protocol, and reaches every backend through these seams.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .graph import Node
-    from .logs import PurgeRound
-    from .outcome import ProgressEvent
-    from .recovery import RestartPlan
-    from .steps import NodeId
+from .graph import Node
+from .logs import PurgeRound
+from .outcome import ProgressEvent
+from .recovery import RestartPlan
+from .steps import NodeId
 
 
 class Clock(Protocol):
