@@ -106,3 +106,11 @@ def test_a_model_variant_finds_the_surface_it_overrides_and_the_state_it_reads()
     for name in ("MAX_TASK_ATTEMPTS", "MAX_PLANNED_BATCHES", "BatchPlan", "TaskState", "DriverCrash",
                  "QueryFailure", "TaskAttemptFailed"):
         assert hasattr(engine, name), name
+
+
+def test_the_backend_classes_stay_importable_from_their_old_modules():
+    from sim import engine as sim_engine
+    from sim.incarnation_run import IncarnationRun
+
+    assert (sim_engine.TimedIncarnation, sim_engine.IncarnationRun) == (TimedIncarnation, IncarnationRun)
+    assert all(issubclass(backend, engine.Incarnation) for backend in BACKENDS)
