@@ -28,8 +28,8 @@ import time
 from collections import defaultdict
 from typing import Any, Callable
 
-from reference.incarnation import Incarnation
 from reference.graph import Node
+from reference.incarnation import Incarnation
 from reference.outcome import ProgressEvent
 from reference.query import PartitionResult, operator_watermarks
 from reference.scenario import Scenario
