@@ -18,6 +18,7 @@ from typing import Any
 
 from . import layout
 from .graph import BatchShape, Node
+from .logs import log_batches
 from .observer import Observer
 from .query import PartitionResult, advance_trackers, watermarks_of
 from .rebalancing import PlacementTimeline
@@ -27,7 +28,6 @@ from .scenario import EngineConfig, OperatorSpec, Scenario
 from .seams import Clock, ProgressReporter, StepGraph, TaskEffects
 from .sources import Record, SourceData
 from .state_store import Sealed, StateStore
-from .logs import log_batches
 from .steps import NodeId
 from .storage import Storage
 
