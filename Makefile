@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck install clean
+.PHONY: demo test typecheck install clean native-fs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +16,21 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+# native Spark's checkpoint filesystem with modelled latency (spark_impl/native/checkpoint_fs.py): compiled with
+# the JDK's javac against pyspark's Hadoop jar; fails naming javac or the jar when one is missing
+NATIVE_FS_JAR := build/latency-fs/lightspeed-latency-fs.jar
+NATIVE_FS_SRC := $(wildcard spark_impl/native/java/lightspeed/*/*.java)
+
+$(NATIVE_FS_JAR): $(STAMP) $(NATIVE_FS_SRC) spark_impl/native/checkpoint_fs.py
+	$(BIN)/python -m spark_impl.native.checkpoint_fs build --out $@
+	touch $@
+
+native-fs: $(NATIVE_FS_JAR)
+
+demo: $(STAMP) $(NATIVE_FS_JAR)
 	$(BIN)/lightspeed demo
 
-test: $(STAMP)
+test: $(STAMP) $(NATIVE_FS_JAR)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 

@@ -40,6 +40,7 @@ EXPERIMENTS: dict[str, Entry] = {
     "fault-matrix": _entry("fault_matrix"),
     "state-rebalancing": _entry("state_rebalancing"),
     "parallel-store-commit": _entry("parallel_store_commit"),
+    "engine-vs-native": _entry("engine_vs_native"),
 }
 # experiment name -> definition module (one module per experiment)
 DEFINITIONS: dict[str, str] = {name: entry.definition for name, entry in EXPERIMENTS.items()}

@@ -59,13 +59,12 @@ class DataIncarnation(TimedIncarnation):
         parallel = self.cfg.parallel_store_commit
         if step == "changelog_write":
             sealed = self.tasks[(b, p)].sealed.values()
-            if self.cfg.provider == "snapshot":  # every commit writes the whole state
-                keys = [len(s.snapshot or ()) for s in sealed]
-            else:
-                keys = [len(s.changes) for s in sealed]
             for sid, s in self.tasks[(b, p)].sealed.items():
                 self.changed_since_snapshot.setdefault((sid, p), set()).update(key for key, _value in s.changes)
-            return svc.state_writes_ms([k * prof.bytes_per_state_key for k in keys], parallel)
+            # the checkpoint's files are the reference's (a snapshot provider's holds the whole state); the cost
+            # is what Spark uploads (``Profile.commit_files_bytes``)
+            return svc.store_files_ms([prof.commit_files_bytes(self.cfg.provider, len(s.changes)) for s in sealed],
+                                      parallel)
         if step == "state_commit":
             return store_commits_ms([prof.state_commit_ms(len(sealed.changes), len(self.stores[(sid, p)].data))
                                      for sid, sealed in self.tasks[(b, p)].sealed.items()
@@ -90,11 +89,12 @@ class DataIncarnation(TimedIncarnation):
             try:
                 plan = plan_load(self.storage, sid, p, b, uid)
             except Exception:  # the load itself will fail loudly; charge one listing
-                total += svc.list_ms()
+                total += svc.list_ms(stream="executor")
                 continue
             files = ([plan.base_file] if plan.base_file else []) + list(plan.replayed)
             size = sum(len(self.storage.read(f)) for f in files if self.storage.exists(f))
-            total += prof.state_open_ms + svc.list_ms() + sum(svc.read_ms(0) for _ in files) + svc.transfer_ms(size) \
+            total += prof.state_open_ms + svc.list_ms(stream="executor") + sum(svc.read_ms(0) for _ in files) \
+                + svc.transfer_ms(size) \
                 + prof.state_replay_ms(int(size / max(prof.bytes_per_state_key, 1.0)))
         return total
 

@@ -64,7 +64,7 @@ class Simulation:
         self.scenario, self.profile, self.mode = scenario, profile, mode
         self.env = env if env is not None else simpy.Environment()
         self.rng = Draws(np.random.default_rng(scenario.seed))
-        self.service = StorageService(profile.storage, self.rng, DurableStorage())
+        self.service = StorageService(profile.storage, scenario.seed, DurableStorage())
         self.trace = Trace(trace_enabled)
         self.observer = Observer()
         step_faults, clock_faults = split_faults(scenario.faults)

@@ -255,9 +255,8 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "sink_write":
             return self.sink_write_ms(counts.output * prof.bytes_per_output_row, jitter)
         if step == "changelog_write":
-            snapshot = self.cfg.provider == "snapshot"   # every commit writes the whole state
-            sizes = [(s.total if snapshot else s.changed) * prof.bytes_per_state_key for s in counts.stores]
-            return svc.state_writes_ms(sizes, parallel, jitter)
+            return svc.store_files_ms([prof.commit_files_bytes(self.cfg.provider, s.changed) for s in counts.stores],
+                                      parallel, jitter)
         if step == "state_load":
             if b == self.restart.first_batch and b > 0:
                 keys = self.restart_keys

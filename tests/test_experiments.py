@@ -28,12 +28,13 @@ from reference.backend import BackendUnavailable, OptionRefused
 from streamtest import judged, make, run
 
 NAMES = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
-         "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing", "parallel-store-commit")
-SIM_EXPERIMENTS = tuple(n for n in NAMES if n != "calibration")
+         "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing", "parallel-store-commit",
+         "engine-vs-native")
+SIM_EXPERIMENTS = tuple(n for n in NAMES if n not in ("calibration", "engine-vs-native"))   # these measure Spark
 # a check the simulator cannot pass yet: it charges a state commit by its changed keys for every provider
 # (sim/data_mode.py and sim/volume.py, changelog_write), so a full snapshot costs what a changelog costs
 KNOWN_SIM_GAPS: tuple[str, ...] = ()
-CHANGELOG_CHECK = "changelog commit latency <= full snapshot"
+CHANGELOG_CHECK = "changelog commit latency <= RocksDB without changelog"
 
 
 @pytest.fixture(scope="module")
@@ -267,12 +268,19 @@ def test_changelog_commit_is_cheaper_than_a_full_snapshot(quick: Any) -> None:
 
 
 def test_changelog_checkpointing_bytes_and_recovery(quick: Any) -> None:
+    """Spark's RocksDB without changelog checkpointing uploads each version's new SST files (the keys it
+    changed) and a small zip, reusing what it uploaded before (RocksDBFileManager), never the whole state: so
+    it writes less than the HDFS provider, whose snapshots copy the whole map, and less than changelog
+    checkpointing, which writes each version's changes and, in the background, snapshots besides. Changelog
+    checkpointing keeps more state (its changelogs beside the newest version), Flink's direction."""
     rows = quick("changelog-checkpointing").summary["rows"]
-    snapshot = rows["snapshot"]["bytes_written"]["median"]
+    baseline = rows["snapshot"]
     for key, row in rows.items():
+        if row["provider"] in ("changelog", "delta"):
+            assert row["bytes_written"]["median"] > baseline["bytes_written"]["median"], key
         if row["provider"] == "changelog":
-            assert row["bytes_written"]["median"] < snapshot, key
             assert row["snapshot_uploads"]["median"] > 0, "maintenance uploaded no snapshot"
+            assert row["state_bytes_retained"]["median"] > baseline["state_bytes_retained"]["median"], key
 
 
 def test_checkpoint_interval_compares_with_youngs_formula(quick: Any) -> None:

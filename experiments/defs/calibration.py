@@ -43,6 +43,7 @@ from experiments.backends import run_backend
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
 from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
+from experiments.native_runs import NATIVE, NATIVE_PROFILE_FACTS, for_backend, native_runs_engine, realtime_extra
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, median_or_none
 from experiments.claims import CLAIMS, describe
@@ -119,9 +120,11 @@ class Calibration(Experiment):
         # the first run of a process pays for the JVM, Python workers and code paths warming up; it is not used
         warmup = rate_scenario("calibration-warmup", self.base_seed, rate=1_000, duration_s=3, operator={"kind": "map"},
                                keys=1_000, partitions=2, state_partitions=2, engine={"batch_cuts": CUTS})
-        out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend, warmup)]
+        out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend,
+                     for_backend(ctx.backend, warmup), extra=realtime_extra(ctx.backend))]
         pairs = [(workload, config) for workload, (_op, _sink, configs) in WORKLOADS.items() for config in configs
-                 if not ctx.quick or config in QUICK[workload]]
+                 if (not ctx.quick or config in QUICK[workload])
+                 and (ctx.backend != NATIVE or native_runs_engine(configs[config]))]
         # the fit's workload and the validation ones alternate, so neither ran later in a long-lived process
         for seed, (workload, config) in interleaved(self.seed_list(ctx), pairs):
             operator, sink, configs = WORKLOADS[workload]
@@ -129,7 +132,8 @@ class Calibration(Experiment):
                                      rate=1_000 if ctx.quick else 2_000, duration_s=6 if ctx.quick else 60,
                                      operator=operator, keys=1_000, partitions=2, state_partitions=2,
                                      sink=sink, engine={**configs[config], "batch_cuts": CUTS})
-            out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend, scenario))
+            out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend,
+                             for_backend(ctx.backend, scenario), extra=realtime_extra(ctx.backend)))
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
@@ -145,7 +149,8 @@ class Calibration(Experiment):
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
         records = [r for r in records if r["point"]["task"] == "measure"]
-        base = sim_profile(BASE_PROFILE)
+        base = sim_profile(BASE_PROFILE, **(NATIVE_PROFILE_FACTS if ctx.backend == NATIVE else {}))
+        leaked = leaked_on(ctx)
         fit_set = [(r["point"]["scenario"], targets_of(r["metrics"])) for r in records
                    if r["point"]["params"]["workload"] == FIT_WORKLOAD and r["metrics"].get("latency_p50")]
         if not fit_set:
@@ -159,7 +164,7 @@ class Calibration(Experiment):
             predicted = [predict(sc, fitted) or {} for sc in scenarios]
             before = median_or_none([t.get("latency_p50") for t in shipped])
             after = median_or_none([t.get("latency_p50") for t in predicted])
-            role = "fit" if workload == FIT_WORKLOAD else "validation (not held out)" if workload in LEAKED else \
+            role = "fit" if workload == FIT_WORKLOAD else "validation (not held out)" if workload in leaked else \
                 "validation"
             rows[f"{workload}/{config}"] = {
                 "workload": workload, "config": config, "role": role,
@@ -173,7 +178,8 @@ class Calibration(Experiment):
                       if r["role"] != "fit" and r["error_fitted"] is not None]
         return {"rows": rows, "factors": factors, "fitted_profile": fitted, "base_profile": BASE_PROFILE,
                 "validation_mean_abs_error": sum(validation) / len(validation) if validation else None,
-                "leaked": LEAKED, "held_out": HELD_OUT, "verdicts": _model_error_verdicts(rows)}
+                "leaked": leaked, "held_out": HELD_OUT, "verdicts": _model_error_verdicts(rows, leaked),
+                "protocol": protocol(rows, ctx)}
 
     def summarize_again(self, records: list[dict[str, Any]], stored: dict[str, Any], ctx: RunContext
                         ) -> dict[str, Any]:
@@ -183,15 +189,16 @@ class Calibration(Experiment):
         if not stored.get("rows") or not stored.get("factors"):
             return self.summarize(records, ctx)
         records = [r for r in records if r["point"]["task"] == "measure"]
+        leaked = leaked_on(ctx)
         rows = {k: dict(row) for k, row in stored["rows"].items()}
         for (workload, config), recs in group(records, "params.workload", "config").items():
             row = rows.get(f"{workload}/{config}")
             if row is not None:
                 row["role"] = "fit" if workload == FIT_WORKLOAD else \
-                    "validation (not held out)" if workload in LEAKED else "validation"
+                    "validation (not held out)" if workload in leaked else "validation"
                 row["keep_up"] = keep_up(recs)
-        return {**stored, "rows": rows, "leaked": LEAKED, "held_out": HELD_OUT,
-                "verdicts": _model_error_verdicts(rows), "refit": False}
+        return {**stored, "rows": rows, "leaked": leaked, "held_out": HELD_OUT,
+                "verdicts": _model_error_verdicts(rows, leaked), "refit": False}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         # the error is reported, never held against a number; what must hold is that there is one to report
@@ -207,8 +214,9 @@ class Calibration(Experiment):
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
         if summary.get("error"):
             return [summary["error"]]
-        lines = [f"fitted on {FIT_WORKLOAD!r}: factors " + ", ".join(f"{k} x{v:.2f}" for k, v in
-                                                                    summary["factors"].items())]
+        lines = ([f"protocol: {summary['protocol']}"] if summary.get("protocol") else []) + \
+            [f"fitted on {FIT_WORKLOAD!r}: factors " + ", ".join(f"{k} x{v:.2f}" for k, v in
+                                                                summary["factors"].items())]
         lines.append(f"{'workload/config':<28} {'role':<11} {'measured':>9} {'shipped':>9} {'err':>6} "
                      f"{'fitted':>9} {'err':>6}  keep-up")
         for key, r in summary["rows"].items():
@@ -227,7 +235,7 @@ class Calibration(Experiment):
         lines.append("validation mean |error| after the fit: " + (f"{mean * 100:.0f}%" if mean is not None else "-")
                      + f" (for scale: Doppio {CLAIMS['doppio_error'].published}, Ernest "
                        f"{CLAIMS['ernest_error'].published} on average)")
-        lines += [f"not held out: {workload}: {why}" for workload, why in LEAKED.items()]
+        lines += [f"not held out: {workload}: {why}" for workload, why in (summary.get("leaked") or {}).items()]
         return lines + report_lines(summary.get("verdicts", []))
 
     def write_artifacts(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
@@ -267,6 +275,25 @@ SHORT = {"running-count": "count", "async-purge": "async\npurge", "async-progres
 def _label(row: str) -> str:
     """A bar group's label, short enough for eight groups across the page."""
     return "\n".join(SHORT.get(part, part) for part in row.split("/"))
+
+
+def leaked_on(ctx: RunContext) -> dict[str, str]:
+    """The workloads whose measurements set part of the base profile before the fit (``LEAKED``). On native
+    Spark none: the profile's state-store costs measured on the engine are replaced by Spark's own facts
+    (``NATIVE_PROFILE_FACTS``: no store-cache misses, so those costs never apply)."""
+    return {} if ctx.backend == NATIVE else dict(LEAKED)
+
+
+def protocol(rows: dict[str, Any], ctx: RunContext) -> str:
+    """How the fit and its validation were separated, for the report and the paper."""
+    fit = sorted(k for k, r in rows.items() if r["role"] == "fit")
+    validation = sorted(k for k, r in rows.items() if r["role"] != "fit")
+    facts = (f"; before the fit the base profile takes native Spark's facts "
+             f"({', '.join(f'{k} {v}' for k, v in NATIVE_PROFILE_FACTS.items())})" if ctx.backend == NATIVE else "")
+    return (f"fit on {', '.join(fit) or '-'} measured on {ctx.backend}; validated on {', '.join(validation) or '-'}, "
+            f"a set fixed in the code (FIT_WORKLOAD, WORKLOADS) before any run and never used by the fit; "
+            f"held out: {HELD_OUT}" + (f", not held out: {', '.join(leaked_on(ctx))}" if leaked_on(ctx) else
+                                       ", and every other validation workload") + facts)
 
 
 def targets_of(metrics: dict[str, Any]) -> dict[str, float]:
@@ -335,13 +362,16 @@ def fit_profile(measured: Sequence[tuple[dict[str, Any], dict[str, float]]], bas
     return fitted, factors
 
 
-def _model_error_verdicts(rows: dict[str, Any]) -> list[dict[str, Any]]:
+def _model_error_verdicts(rows: dict[str, Any], leaked: dict[str, str]) -> list[dict[str, Any]]:
     """The published model errors (Doppio's largest, Ernest's mean) against the fitted profile's errors on the
     configurations the fit did not see: the held-out workload alone, and every unseen one (whose state costs
     leaked, ``LEAKED``). Fitted to other runs: the stateless workload."""
     out = []
     for scope, keep in ((f"{HELD_OUT} workload, held out", lambda r: r["workload"] == HELD_OUT),
-                        ("every unseen configuration, the running count not held out", lambda r: r["role"] != "fit")):
+                        ("every unseen configuration" + (", " + " and ".join(f"the {w.replace('-', ' ')}"
+                                                                         for w in leaked) +
+                                                         " not held out" if leaked else ""),
+                         lambda r: r["role"] != "fit")):
         errors = [abs(r["error_fitted"]) * 100 for r in rows.values() if keep(r) and r["error_fitted"] is not None]
         out.append(judge("doppio_error", max(errors) if errors else None, scope=scope, basis=FITTED_ELSEWHERE))
         out.append(judge("ernest_error", statistics.fmean(errors) if errors else None, scope=scope,
