@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 from . import checkpoint_rules
-from .engine import Incarnation
+from .incarnation import Incarnation
 from .oracles import Verdict, check_outcome, failures
 from .observer import Observer
 from .recovery import plan_restart

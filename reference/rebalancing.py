@@ -4,7 +4,7 @@ A scenario names the executors present at the start (``executors``) and the
 executors that join or leave before a given batch (``events``; see
 ``scenario.ExecutorEvent``). The first placement is ``placement.place`` from
 scratch (for the default executors ``["0", "1"]``: partition p on executor
-p % 2, the reference engine's rule before rebalancing existed); each event
+p % 2, the reference model's rule before rebalancing existed); each event
 rebalances it with ``placement.join`` / ``placement.leave``, in the order the
 scenario lists them. The placement in effect for batch b is therefore a pure
 function of the scenario and b, so a restarted driver recomputes the same

@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, NoReturn
 
-from .engine import DriverCrash, Incarnation, QueryFailure
+from .failures import DriverCrash, QueryFailure
 from .faults import FaultBook, apply_fault, zombie_landings
+from .incarnation import Incarnation
 from .observer import Observer, build_outcome
 from .outcome import Outcome
 from .recovery import RestartPlan

@@ -18,12 +18,12 @@ import numpy as np
 
 from reference.outcome import ProgressEvent
 from reference.query import route
+from reference.seams import StepNode
 from reference.state_store import plan_load
 
 from .cost_model import store_commits_ms
-from .engine import TimedIncarnation
-from .graph import SimNode
 from .latency import RecordLatency
+from .timed_incarnation import TimedIncarnation
 
 MISS_STREAM = 7   # the seed component of a task's state-cache draw (``state_cache_miss_probability``)
 
@@ -47,7 +47,7 @@ class DataIncarnation(TimedIncarnation):
         return self.trigger_ms(float(self.data.input_ready_ms(*plan.bounds)))
 
     # ------------------------------------------------------------- costs
-    def task_cost_ms(self, node: SimNode) -> float:
+    def task_cost_ms(self, node: StepNode) -> float:
         step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service
         if step == "state_load":
@@ -111,9 +111,8 @@ class DataIncarnation(TimedIncarnation):
         return total
 
     # ------------------------------------------------------- observations
-    def step_sink_commit(self, b: int) -> None:
+    def output_visible(self, b: int) -> None:
         """The batch's output becomes visible: its records' latencies may end here (if this is their first)."""
-        super().step_sink_commit(b)
         plan = self.plans[b]
         self.latency_book.delivered(((r.source_partition, r.offset, r.arrival_ms)
                                      for r in self.data.slice(*plan.bounds)), self.clock.now)

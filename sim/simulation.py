@@ -31,11 +31,12 @@ from reference.supervisor import Supervisor
 
 from .cost_model import Profile, resolve_profile
 from .data_mode import DataIncarnation
-from .engine import IncarnationRun, TimedIncarnation
 from .faults import fault_clock, split_faults
+from .incarnation_run import IncarnationRun
 from .latency import RangeLatency, RecordLatency, timing_of
 from .random_draws import Draws
 from .storage_service import StorageService
+from .timed_incarnation import TimedIncarnation
 from .trace import Trace
 from .volume import VolumeIncarnation, VolumeSource
 
