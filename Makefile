@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck install clean native-fs
+.PHONY: demo test soak typecheck install clean native-fs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ demo: $(STAMP) $(NATIVE_FS_JAR)
 test: $(STAMP) $(NATIVE_FS_JAR)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# the soak runs whole (tests/soak.py): every case of the exhaustive tests (make test runs a short form of each)
+soak: $(STAMP)
+	LIGHTSPEED_SOAK=1 $(BIN)/python -m pytest -m soak
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -243,10 +243,29 @@ def shape_of(scenario: Scenario, *, store_commit_nodes: bool = True) -> BatchSha
 
 
 def build_graph(shape: BatchShape, batches: Iterable[int]) -> dict[NodeId, Node]:
-    """The graph of an incarnation that runs ``batches``, in creation order (the canonical schedule)."""
+    """The graph of an incarnation that runs ``batches``, in creation order (the canonical schedule).
+
+    A pure function of its arguments, so the graph of a (shape, batches) built once is copied after that
+    (the explorer builds the same incarnation's graph for every schedule). The copy is a new dict of the
+    same frozen nodes: a caller may add or drop nodes in its own. Another shape than ``GraphShape`` (a
+    subclass, another mode's) may derive nodes from more than its fields, so its graphs are always built."""
+    ordered = tuple(sorted(batches))
+    key = (shape, ordered)
+    if type(shape) is GraphShape:
+        built = _BUILT.get(key)
+        if built is not None:
+            return dict(built)
     nodes: dict[NodeId, Node] = {}
-    for b in sorted(batches):
+    for b in ordered:
         for node in shape.batch_nodes(b):
             real = tuple(d for d in node.deps if d in nodes)
             nodes[node.id] = Node(node.id, real, node.background)
+    if type(shape) is GraphShape:
+        if len(_BUILT) >= _BUILT_KEPT:
+            _BUILT.clear()
+        _BUILT[key] = dict(nodes)
     return nodes
+
+
+_BUILT: dict[tuple[BatchShape, tuple[int, ...]], dict[NodeId, Node]] = {}
+_BUILT_KEPT = 64   # graphs kept: an exploration needs a handful (the first incarnation, each restart point)

@@ -24,6 +24,7 @@ Additions to the SPEC (documented in docs/spec-additions.md):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -108,7 +109,18 @@ class Scenario:
         return out
 
     def to_json(self) -> str:
+        return self._json
+
+    @functools.cached_property
+    def _json(self) -> str:
+        # a scenario is a value (frozen; its sources never change after parsing), so its JSON is computed
+        # once: the judge keys its failure-free runs by it, and the explorer judges thousands of outcomes
         return json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
+
+    @functools.cached_property
+    def sources_key(self) -> str:
+        """What makes two scenarios' input the same records: the seed and the sources (``SourceData.of``)."""
+        return json.dumps([self.seed, {k: v.to_dict() for k, v in self.sources.items()}], sort_keys=True)
 
     def with_changes(self, **changes: Any) -> "Scenario":
         from dataclasses import replace
@@ -119,6 +131,10 @@ class Scenario:
 
         Not the modes or the faults: a checkpoint may be resumed under other modes, as Spark allows.
         """
+        return self._query_digest
+
+    @functools.cached_property
+    def _query_digest(self) -> str:
         d = self.to_dict()
         core = {k: d[k] for k in ("seed", "source", "sources", "query", "sink") if k in d}
         return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()[:16]

@@ -590,12 +590,32 @@ def _stateless_fit_scenarios() -> list[dict[str, Any]]:
             for name, engine in calibration.WORKLOADS["stateless"][2].items() if name in ("baseline", "both")]
 
 
+_PREDICTED: dict[str, Any] = {}
+
+
+def _shorter_fit_search(monkeypatch: pytest.MonkeyPatch, calibration: Any) -> None:
+    """A shorter search for the tests of where the fit goes, not how closely: one pass of the fine steps.
+    And the fit's simulator runs are deterministic (each scenario has its seed), and a search tries the same
+    profile again (every grid holds the factor 1; both tests below start from the shipped profile): each
+    (scenario, profile) is simulated once per test session."""
+    monkeypatch.setattr(calibration, "FINE_PASSES", 1)   # the fine steps once: these tests judge directions
+    predict = calibration.predict
+
+    def remembered(scenario: dict[str, Any], profile: dict[str, Any]) -> Any:
+        key = json.dumps([scenario, profile], sort_keys=True)
+        if key not in _PREDICTED:
+            _PREDICTED[key] = predict(scenario, profile)
+        return _PREDICTED[key]
+    monkeypatch.setattr(calibration, "predict", remembered)
+
+
 def test_calibration_fit_recovers_a_perturbed_profile(monkeypatch: pytest.MonkeyPatch) -> None:
     """Measurements made by the simulator itself with a known profile: the fit must get closer than the start."""
     from experiments.defs import calibration
     from experiments.profiles import sim_profile
     monkeypatch.setattr(calibration, "PASSES", 1)                                   # a coarser, faster search
     monkeypatch.setattr(calibration, "GRID", tuple(2.0 ** k for k in range(-3, 4)))
+    _shorter_fit_search(monkeypatch, calibration)
     truth = calibration.scaled(sim_profile("local_spark"), {"driver": 2.0, "file_writes": 4.0, "listings": 4.0})
     scenarios = _stateless_fit_scenarios()
     predicted = [(sc, calibration.predict(sc, truth)) for sc in scenarios]
@@ -615,6 +635,7 @@ def test_calibration_fit_tells_the_driver_from_the_tasks(monkeypatch: pytest.Mon
     from experiments.profiles import sim_profile
     monkeypatch.setattr(calibration, "PASSES", 1)
     monkeypatch.setattr(calibration, "GRID", tuple(2.0 ** k for k in range(-3, 4)))
+    _shorter_fit_search(monkeypatch, calibration)
     base = sim_profile("local_spark")
     truth = calibration.scaled(base, {"driver": 0.25, "tasks": 4.0})
     measured = [(sc, calibration.predict(sc, truth)) for sc in _stateless_fit_scenarios()]
