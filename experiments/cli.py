@@ -4,7 +4,7 @@
     lightspeed run SCENARIO.json --backend reference [--out OUTCOME.json] [--checkpoint DIR [--overwrite]]
                    [--storage-profile local_disk|hdfs|object_store]
     lightspeed check OUTCOME.json --scenario SCENARIO.json [--checkpoint DIR]
-    lightspeed explore SCENARIO.json [--depth 2] [--workers N] [--out REPORT.json]
+    lightspeed explore SCENARIO.json [--depth 2] [--workers N] [--master URL] [--out REPORT.json]
     lightspeed diff SCENARIO.json --backends reference,sim [--out DIR]
     lightspeed demo [--out DIR]
     lightspeed experiment NAME ...
@@ -155,11 +155,17 @@ def workers_ceiling() -> int:
 
 def cmd_explore(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
-    if args.workers is not None and not 1 <= args.workers <= workers_ceiling():
+    if args.workers is not None and args.workers < 1:
+        raise ExperimentError(f"--workers must be at least 1, got {args.workers}")
+    if args.workers is not None and not args.master and args.workers > workers_ceiling():
         raise ExperimentError(f"--workers {args.workers}: expected 1 to {workers_ceiling()} ({WORKERS_PER_CORE} per "
                               "core of this machine); more processes only contend for the cores")
     out = output_file(args.out, "the exploration report (--out)") if args.out is not None else None
-    report = explore_with_progress(scenario, depth=args.depth, workers=args.workers, quiet=args.quiet)
+    if args.master:
+        from experiments.explore_spark import explore_on_spark
+        report = explore_on_spark(scenario, args.master, depth=args.depth, shares=args.workers, quiet=args.quiet)
+    else:
+        report = explore_with_progress(scenario, depth=args.depth, workers=args.workers, quiet=args.quiet)
     print("\n".join(report_lines(report)))
     for violation in report.violations:
         print(f"reproduce {violation.schedule} with: " + json.dumps(violation.reproduce)[:500])
@@ -167,6 +173,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         write_text(out, json.dumps({
             "summary": report.summary(), "schedules": report.schedules,
             "distinct_checkpoints": report.distinct_checkpoints, "truncated": report.truncated,
+            "checkpoint_fingerprint": report.checkpoint_fingerprint, "seconds": round(report.seconds, 3),
             "violations": [{"schedule": v.schedule, "verdicts": [x.to_dict() for x in v.verdicts],
                             "reproduce": v.reproduce} for v in report.violations]}, indent=1), "the report")
         print(f"report written to {out}", file=sys.stderr)
@@ -331,7 +338,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     p.add_argument("--out", default=None, help="write the report JSON here")
     p.add_argument("--workers", type=int, default=None,
                    help=f"processes sharing the schedules (default: one per core, at most 4; at most "
-                        f"{WORKERS_PER_CORE} per core)")
+                        f"{WORKERS_PER_CORE} per core); with --master, the Spark tasks (default: two per task slot)")
+    p.add_argument("--master", default=None, metavar="URL",
+                   help="spread the schedules as Spark tasks over this cluster (spark://HOST:PORT, or local[N]); "
+                        "the report is the same as a local run's")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = subs["diff"] = _sub(sub, "diff", "run several backends, judge each, and compare their outcomes",

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 import platform
 import tempfile
@@ -172,8 +173,10 @@ def _execute_spark(raws: list[dict[str, Any]], master: str, workers: int | None,
     return [r for r in results if r is not None]
 
 
+@functools.cache
 def _package_zip() -> Path:
-    """A zip of the packages a point imports, for the workers of a cluster (they need numpy and simpy installed)."""
+    """A zip of the packages a point imports, for the workers of a cluster (they need numpy and simpy installed).
+    One per process: a SparkContext refuses a second file of the same name from another path."""
     root = Path(__file__).resolve().parent.parent
     path = Path(tempfile.mkdtemp(prefix="lightspeed-points-")) / "lightspeed_points.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:

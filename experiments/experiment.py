@@ -11,7 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from experiments.conditions import Condition
 
 DEFAULT_MASTER = "local[*]"               # where points run as Spark tasks unless --master names another
 EXECUTORS = ("spark", "processes", "inline")
@@ -70,14 +73,20 @@ def _short(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Check:
-    """A sanity check on a summary: a trend or bound the model implies. ``ok`` None means not applicable."""
+    """A sanity check on a summary: a trend or bound the model implies, or a correctness condition.
+
+    ``ok`` False fails the run (exit code 1): a real inversion or a correctness problem. ``ok`` None decides
+    nothing: not applicable, or (``within_noise``) a comparison whose difference is inside the spread the run
+    measured over its seeds, or that one seed cannot judge (``experiments.sanity``).
+    """
 
     name: str
     ok: bool | None
     detail: str
+    within_noise: bool = False
 
     def describe(self) -> str:
-        mark = {True: "PASS", False: "FAIL", None: "N/A "}[self.ok]
+        mark = "NOISE" if self.within_noise else {True: "PASS", False: "FAIL", None: "N/A "}[self.ok]
         return f"[{mark}] {self.name}: {self.detail}"
 
 
@@ -103,22 +112,40 @@ class RunContext:
         return "quick" if self.quick else "full"
 
 
+@dataclass(frozen=True)
+class BackendRun:
+    """An experiment on one backend: how long each mode takes on this project's 2-core machine (minutes,
+    measured where a run was timed, else estimated from its points) and the options of the paper's run."""
+
+    quick_minutes: float
+    full_minutes: float
+    options: tuple[str, ...] = ()
+
+
 class Experiment:
     """Base class of an experiment definition; one subclass instance per module (``EXPERIMENT``).
 
     A definition sets ``name``, ``version`` (bump it whenever its points or
     metrics change, so old result files are not mixed with new ones),
     ``title``, ``claim`` (the published claim under test, for the report),
-    ``backends`` and the seed counts, and implements ``points``, ``measure``,
-    ``summarize``, ``checks`` and ``figures``.
+    ``runs`` (the backends it runs on, with their times and the paper's
+    options) and the seed counts, and implements ``points``, ``measure``,
+    ``summarize``, ``checks`` and ``figures``. ``conditions`` says under what
+    the published claim was measured and how a run meets it;
+    ``storage_default`` names the checkpoint storage a backend uses unless
+    ``--storage-profile`` names another, so that a run with the defaults tests
+    the claim under its conditions.
     """
 
     name = ""
     version = "1"
     title = ""
     claim = ""
-    backends: tuple[str, ...] = ("sim",)
+    runs: dict[str, BackendRun] = {"sim": BackendRun(1.0, 10.0)}
+    # backends the experiment does not run on, with the reason (the paper says it beside the missing column)
+    unsupported: dict[str, str] = {}
     default_backend = "sim"
+    storage_default: dict[str, str] = {}
     seeds_quick = 1
     seeds_full = 3
     base_seed = 1
@@ -139,6 +166,13 @@ class Experiment:
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
         raise NotImplementedError
 
+    def summarize_again(self, records: list[dict[str, Any]], stored: dict[str, Any], ctx: RunContext
+                        ) -> dict[str, Any]:
+        """The summary of a stored run's records judged again (``--resummarize``), given the summary it stored:
+        by default ``summarize`` itself; an experiment whose summary is costly to recompute may reuse the stored
+        parts that no judgement changed, and say so in the summary."""
+        return self.summarize(records, ctx)
+
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         return []
 
@@ -149,11 +183,38 @@ class Experiment:
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         return []
 
+    def conditions(self, ctx: RunContext) -> list["Condition"]:
+        """The conditions the published claim was measured under, as a run on ``ctx.backend`` meets them."""
+        return []
+
     def write_artifacts(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         """Files besides results.json and the figures (e.g. a fitted profile); written whenever there is a summary."""
         return []
 
     # -- helpers for definitions
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return tuple(self.runs)
+
+    def basis(self, ctx: RunContext) -> str:
+        """How this run's verdicts were reached (``experiments.verdicts``): measured on an engine, or on the
+        simulator's first-principles costs."""
+        from experiments.verdicts import FIRST_PRINCIPLES, MEASURED
+        return FIRST_PRINCIPLES if ctx.backend == "sim" else MEASURED
+
+    def storage(self, ctx: RunContext) -> str | None:
+        """The checkpoint storage of this run's points: ``--storage-profile`` when given, else the experiment's
+        default for the backend (None: the backend's own, local disk for the engine)."""
+        return ctx.storage_profile or self.storage_default.get(ctx.backend)
+
+    def paper_command(self, backend: str, quick: bool = False, seeds: int | None = None) -> str:
+        """The command that makes the paper's run on ``backend`` (its full mode unless ``quick``; the mode's
+        default seeds unless ``seeds``)."""
+        options = " ".join(self.runs[backend].options)
+        seeds = seeds or (self.seeds_quick if quick else self.seeds_full)
+        return (f"lightspeed experiment {self.name} --backend {backend}" + (" --quick" if quick else "")
+                + f" --seeds {seeds}" + (f" {options}" if options else ""))
+
     def seed_list(self, ctx: RunContext) -> list[int]:
         count = ctx.seeds if ctx.seeds is not None else (self.seeds_quick if ctx.quick else self.seeds_full)
         return [self.base_seed + i for i in range(count)]

@@ -6,6 +6,8 @@
                                [--master URL | --no-spark | --executor inline] [--workers N]
     lightspeed experiment NAME --reproduce RESULTS.json [--point ID]
     lightspeed experiment NAME --redraw RESULTS.json [--out DIR]
+    lightspeed experiment NAME --resummarize RESULTS.json
+    lightspeed experiment NAME --help        # the experiment's claim, defaults, backends, times, paper command
 
 Bad input raises ``ExperimentError``; the command line's ``main`` turns it
 into a message and exit code 2.
@@ -14,18 +16,32 @@ into a message and exit code 2.
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from experiments import exit_codes
 from experiments.backends import BACKEND_NAMES
-from experiments.experiment import DEFAULT_MASTER, EXECUTORS, Experiment, ExperimentError, RunContext
+from experiments.conditions import Condition, header_lines
+from experiments.experiment import DEFAULT_MASTER, EXECUTORS, Experiment, ExperimentError, RunContext, json_ready
 from experiments.figures import draw_figures
 from experiments.registry import DEFINITIONS, get_experiment
-from experiments.results import load_results, reproduce
-from experiments.sweep import ExperimentResult, run_experiment
+from experiments.provenance import git_revision
+from experiments.results import load_results, reproduce, write_results
+from experiments.sweep import ExperimentResult, run_experiment, summarize_run
+
+
+# The one exit-code rule of every experiment (``ExperimentResult.exit_code``), as --help states it.
+EXIT_RULE = (
+    f"exit codes: {exit_codes.OK} every point ran and every correctness check held, whatever the verdicts\n"
+    "against the published claims (verdicts are findings and never change the exit code);\n"
+    f"{exit_codes.CHECK_FAILED} a correctness check failed: an oracle, a point that crashed or did not finish, or a\n"
+    "sanity check that found a real inversion (a difference beyond the spread over the run's seeds; one\n"
+    f"seed reports an inversion as within noise); {exit_codes.BAD_INPUT} bad input; {exit_codes.UNAVAILABLE} the "
+    f"backend is not available here\n(nothing is estimated in its place); {exit_codes.INTERRUPTED} interrupted.")
 
 
 def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -36,13 +52,14 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
         "tasks (--master, default local[*]) or local processes (--no-spark); points on a Spark backend\n"
         "run one after another, each being a Spark job itself. Results go to results.json with the\n"
         "scenario and seed of every point, the package versions and the environment; figures to PNG\n"
-        "and PDF. A progress bar on stderr counts the points.\n\n"
-        f"{exit_codes.OK} every sanity check holds, {exit_codes.CHECK_FAILED} a check or a point failed, "
-        f"{exit_codes.BAD_INPUT} bad input,\n{exit_codes.UNAVAILABLE} the backend is not available here "
-        f"(nothing is estimated in its place), {exit_codes.INTERRUPTED} interrupted.")
+        "and PDF. A progress bar on stderr counts the points. By default a run uses the conditions its\n"
+        "claim was published under wherever its backend can (say, an object-store checkpoint on the\n"
+        "engine), and its report says which it could not meet. `lightspeed experiment NAME --help`\n"
+        "describes one experiment: its claim, defaults, backends, times and the paper's command.\n\n"
+        + EXIT_RULE)
     p = subparsers.add_parser(
         "experiment", help="run a named experiment (sweep, results JSON, figures); 'list' shows them",
-        formatter_class=argparse.RawDescriptionHelpFormatter, description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=description, add_help=False,
         epilog="experiments:\n" + "\n".join(lines) + "\n\nexamples:\n"
                "  lightspeed experiment list\n"
                "  lightspeed experiment offset-management --quick --no-spark\n"
@@ -51,7 +68,9 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
                "  lightspeed experiment offset-management --reproduce results/experiments/"
                "offset-management/sim-quick/results.json\n"
                "  lightspeed experiment pipelining --redraw paper/results/pipelining/sim-quick/results.json")
-    p.add_argument("name", metavar="NAME", help="an experiment name, or 'list'")
+    p.add_argument("-h", "--help", action="store_true", dest="show_help",
+                   help="show this help; after NAME, the experiment's own (claim, defaults, times, paper command)")
+    p.add_argument("name", metavar="NAME", nargs="?", default=None, help="an experiment name, or 'list'")
     p.add_argument("--backend", choices=BACKEND_NAMES, default=None,
                    help="where the points run (default: the experiment's own; sim for most, spark for calibration)")
     p.add_argument("--quick", action="store_true", help="the small version (seconds; what CI runs)")
@@ -78,9 +97,13 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--redraw", metavar="RESULTS.json", default=None,
                    help="draw the figures again from a results file's stored summary, running nothing and "
                         "leaving the file as it is; they go next to it (or to --out)")
+    p.add_argument("--resummarize", metavar="RESULTS.json", default=None,
+                   help="judge a results file's stored points again with this version's summary, verdicts and "
+                        "checks (running nothing: the measurements stay), rewrite its summary, record this source "
+                        "revision under 'resummarized', and draw its figures again")
     p.add_argument("--point", action="append", default=None, metavar="ID",
                    help="with --reproduce: only this point (repeatable)")
-    p.set_defaults(fn=cmd_experiment)
+    p.set_defaults(fn=cmd_experiment, experiment_parser=p)
     return p
 
 
@@ -92,11 +115,23 @@ def _title(name: str) -> str:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
+    if args.name is None and not args.show_help:
+        args.experiment_parser.print_usage(sys.stderr)
+        print("lightspeed experiment: error: name an experiment (or 'list')", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    if args.show_help:
+        if args.name in (None, "list"):
+            args.experiment_parser.print_help()
+        else:
+            print(experiment_help(get_experiment(args.name)))
+        return exit_codes.OK
     if args.name == "list":
         return list_experiments()
     experiment = get_experiment(args.name)
     if args.reproduce:
         return reproduce_results(experiment.name, experiment.version, args.reproduce, args.point)
+    if args.resummarize:
+        return resummarize(experiment, args.resummarize)
     if args.redraw:
         figures = redraw_figures(experiment, args.redraw, Path(args.out) if args.out else None)
         for path in figures:
@@ -111,6 +146,32 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     result = run_experiment(args.name, ctx)
     print_result(result)
     return result.exit_code
+
+
+def experiment_help(experiment: Experiment) -> str:
+    """``lightspeed experiment NAME --help``: the claim, the backends with their defaults and the conditions
+    they meet, the expected time of each mode on this machine, and the commands of the paper's runs."""
+    out = [f"lightspeed experiment {experiment.name}: {experiment.title} (version {experiment.version})", ""]
+    if experiment.claim:
+        out.append(f"claim under test: {experiment.claim}")
+    out.append(f"backends: {', '.join(experiment.backends)} (default {experiment.default_backend}); seeds: "
+               f"{experiment.seeds_quick} quick, {experiment.seeds_full} full")
+    out.append("")
+    for backend, run in experiment.runs.items():
+        ctx = RunContext(backend=backend, quick=False)
+        storage = experiment.storage(ctx)
+        out.append(f"--backend {backend}: about {_minutes(run.quick_minutes)} quick, {_minutes(run.full_minutes)} "
+                   "full on this project's 2-core machine; checkpoint storage "
+                   + (storage if storage else "the backend's own (the simulator's profile, or local disk)"))
+        out += ["  " + line for line in header_lines(experiment.conditions(ctx))]
+        out.append(f"  the paper's run: {experiment.paper_command(backend)}")
+    out += ["", "options: as `lightspeed experiment --help` lists them (--quick, --seeds N, --storage-profile NAME, "
+            "--out DIR, ...)", "", EXIT_RULE]
+    return "\n".join(out)
+
+
+def _minutes(value: float) -> str:
+    return f"{value * 60:.0f} s" if value < 1 else f"{value:.0f} min"
 
 
 def list_experiments() -> int:
@@ -144,30 +205,64 @@ def redraw_figures(experiment: Experiment, results_path: str, out_dir: Path | No
     is only read), into ``out_dir`` (default: the results file's directory). The run's backend, mode, seeds and
     storage profile come from the file, as the figures label them."""
     document = load_results(results_path)
-    if document.get("experiment") != experiment.name:
-        raise ExperimentError(f"{results_path} holds results of {document.get('experiment')}, not {experiment.name}")
+    target = out_dir if out_dir is not None else Path(results_path).parent
+    ctx = stored_context(experiment, document, results_path, target)
     summary = document.get("summary")
     if not summary:
         raise ExperimentError(f"{results_path}: its summary is empty (the run measured nothing), so there is "
                               "nothing to draw")
+    target.mkdir(parents=True, exist_ok=True)
+    return draw_figures(experiment, summary, ctx, target)
+
+
+def stored_context(experiment: Experiment, document: dict[str, Any], results_path: str,
+                   target: Path | None = None) -> RunContext:
+    """The run's context as its results file recorded it (backend, mode, seeds, storage); ``ExperimentError``
+    naming the file when it holds another experiment's results or no usable mode."""
+    if document.get("experiment") != experiment.name:
+        raise ExperimentError(f"{results_path} holds results of {document.get('experiment')}, not {experiment.name}")
     mode = document.get("mode")
     if mode not in ("quick", "full"):
         raise ExperimentError(f"{results_path}: mode is {mode!r}, not 'quick' or 'full'")
-    target = out_dir if out_dir is not None else Path(results_path).parent
-    target.mkdir(parents=True, exist_ok=True)
-    ctx = RunContext(backend=str(document.get("backend")), quick=mode == "quick",
-                     seeds=len(document.get("seeds") or []) or None, out_dir=target,
-                     storage_profile=document.get("storage_profile"), quiet=True)
-    return draw_figures(experiment, summary, ctx, target)
+    backend = str(document.get("backend"))
+    storage = document.get("storage_profile")
+    default = experiment.storage_default.get(backend)
+    return RunContext(backend=backend, quick=mode == "quick", seeds=len(document.get("seeds") or []) or None,
+                      out_dir=target, storage_profile=storage if storage != default else None, quiet=True)
+
+
+def resummarize(experiment: Experiment, results_path: str) -> int:
+    """Summarise a results file's stored points again (``sweep.summarize_run``: this version's summary, verdicts,
+    findings and checks), write it back with the revision that did it, and draw the figures again. Nothing is
+    measured: every point's metrics, the environment and the dates of the measurement stay as they were."""
+    document = load_results(results_path)
+    ctx = stored_context(experiment, document, results_path, Path(results_path).parent)
+    good = [r for r in document["points"] if not r.get("error")]
+    summary, checks = summarize_run(experiment, good, ctx, stored=document.get("summary") or {})
+    document["summary"], document["checks"] = summary, [asdict(c) for c in checks]
+    # the source that judged it; results being rewritten beside it do not make that source dirty
+    document["resummarized"] = {"at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                                "git": git_revision(exclude=("paper/results", "results")),
+                                "version": experiment.version}
+    write_results(Path(results_path), json_ready(document))
+    figures = draw_figures(experiment, summary, ctx, Path(results_path).parent)
+    print(f"resummarized {results_path}: {len(summary.get('findings', []))} findings, {len(checks)} checks; "
+          f"{len(figures) // 2} figures drawn again")
+    return exit_codes.OK
 
 
 def print_result(result: ExperimentResult, indent: str = "") -> None:
     """The experiment's report against its claim, failed points, sanity checks and the files written."""
     exp, ctx = result.experiment, result.ctx
-    storage = f", checkpoint storage {ctx.storage_profile}" if ctx.storage_profile else ""
-    out: list[str] = [f"== {exp.describe()}  [{ctx.backend}, {ctx.mode}{storage}]"]
+    storage = exp.storage(ctx)
+    seeds = len(exp.seed_list(ctx))
+    where = f", checkpoint storage {storage}" if storage else ""
+    out: list[str] = [f"== {exp.describe()}  [{ctx.backend}, {ctx.mode}, {seeds} seed{'s' * (seeds != 1)}{where}]"]
     if exp.claim:
         out.append(f"   claim under test: {exp.claim}")
+    stored = (result.summary or {}).get("conditions")
+    conditions = [Condition(**c) for c in stored] if stored is not None else exp.conditions(ctx)
+    out += ["   " + line for line in header_lines(conditions)]
     if result.unavailable:
         out.append(f"   BACKEND NOT AVAILABLE: {result.unavailable}")
         if not result.summary:

@@ -14,6 +14,16 @@ if TYPE_CHECKING:
 WIDE = 7.0
 LABEL_PT = 8     # value labels on bars, legends, tick labels of crowded axes
 
+# How a figure names a backend: "spark" alone reads as Spark itself, so the project's engine on PySpark and
+# Spark's own Structured Streaming are named apart.
+BACKEND_LABEL = {"reference": "reference model", "sim": "simulator", "spark": "PySpark engine",
+                 "spark-native": "Spark (native)"}
+
+
+def backend_label(backend: str) -> str:
+    return BACKEND_LABEL.get(backend, backend)
+
+
 # One palette for every figure, close to the published bar charts (muted, high contrast).
 PALETTE = ("#1b3139", "#ff3621", "#00a972", "#ffab00", "#2272b4", "#98102a", "#6b7f86")
 
@@ -54,13 +64,25 @@ def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
+Span = tuple[float, float] | None     # (min, max) over seeds of one bar's value; None: one seed, or none
+
+
+def seed_span(stats: Mapping[str, Any] | None, scale: float = 1.0) -> Span:
+    """The (min, max) over seeds of an ``experiments.stats.over_seeds`` entry, scaled; None with fewer than two
+    seeds (no spread was measured)."""
+    if not stats or (stats.get("n") or 0) < 2 or stats.get("min") is None or stats.get("max") is None:
+        return None
+    return stats["min"] * scale, stats["max"] * scale
+
+
 def grouped_bars(ax: Any, categories: Sequence[str], series: Mapping[str, Sequence[float | None]],
                  unit: str = "ms", value_format: str = "{:,.0f}", legend: bool = True,
-                 missing: str | None = None) -> None:
+                 missing: str | None = None, spread: Mapping[str, Sequence[Span]] | None = None) -> None:
     """Bars per category, one colour per series, each bar labelled with its value (the published style).
 
     The legend sits in one row above the bars, in headroom the y axis keeps for it. A value of None has no bar;
-    with ``missing`` that text stands upright where the bar would be (say why it has no value).
+    with ``missing`` that text stands upright where the bar would be (say why it has no value). ``spread`` gives
+    per series each bar's (min, max) over seeds, drawn as an error bar (the bar is the median).
     """
     n = max(len(series), 1)
     width = 0.8 / n
@@ -75,13 +97,19 @@ def grouped_bars(ax: Any, categories: Sequence[str], series: Mapping[str, Sequen
         heights = [v if v is not None else 0.0 for v in values]
         top = max([top] + heights)
         bars = ax.bar(xs, heights, width * 0.92, label=label, color=PALETTE[i % len(PALETTE)])
-        for bar, v in zip(bars, values):
+        spans = list((spread or {}).get(label, [None] * len(values)))
+        for bar, v, span in zip(bars, values, spans):
+            x = bar.get_x() + bar.get_width() / 2
+            if v is not None and span is not None:
+                ax.errorbar([x], [v], yerr=[[max(0.0, v - span[0])], [max(0.0, span[1] - v)]], fmt="none",
+                            ecolor="0.25", elinewidth=0.8, capsize=2)
+                top = max(top, span[1])
             if v is not None:
-                ax.annotate(value_format.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ax.annotate(value_format.format(v), (x, max(v, span[1]) if span else bar.get_height()),
                             ha="center", va="bottom", fontsize=LABEL_PT, xytext=(0, 1), textcoords="offset points",
                             rotation=90 if upright else 0)
             elif missing:
-                ax.annotate(missing, (bar.get_x() + bar.get_width() / 2, 0), ha="center", va="bottom",
+                ax.annotate(missing, (x, 0), ha="center", va="bottom",
                             rotation=90, fontsize=LABEL_PT, color="0.3", xytext=(0, 2),
                             textcoords="offset points")
     ax.set_xticks(range(len(categories)))

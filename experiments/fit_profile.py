@@ -1,19 +1,24 @@
-"""Fit the cloud cost profile to the published offset-management p50 figures (least squares).
+"""Fit the cloud cost profile to the published rate-source figures of the offset-management post (least squares).
 
-The published "rate source to stat sink" benchmark (Databricks' Project
-Lightspeed post, ``paper/results/published.json``: ``om_before_ms``,
-``om_cut_purge``, ``om_cut_progress``, ``om_cut_both``) gives, at 100K, 500K
-and 1M events/s, a baseline p50 of 700-900 ms and p50 cuts of about 50%
-(async log purge), 65% (async progress) and 85-86% (both). The fit runs the
-offset-management experiment's quick points (4 configurations x 3 rates, seed
-1, volume mode) on ``lightspeed_cluster.json`` with the stat sink and a few
-parameters changed, and minimises the sum of squared residuals, each in
-percentage points: the baseline p50 against the middle of its range (as a
-percentage of it) and each cut against its published value.
+The sub-second post's "rate source to stat sink" benchmark (``experiments.claims``:
+``om_cut_purge``, ``om_cut_progress``, ``om_cut_both``, ``om_both_below_ms``,
+``om_saved_per_feature_ms``) gives, at 100K, 500K and 1M events/s, p50 cuts of
+about 50% (async log purge), 65% (async progress) and 85-86% (both), a p50
+below 100 ms with both, and 200-250 ms saved by each feature. Those are the
+only targets: the post's headline (700-900 ms to 150-250 ms) belongs to its
+Kafka benchmark and is not fitted. The fit runs the offset-management
+experiment's quick points (4 configurations x 3 rates, seed 1, volume mode) on
+``lightspeed_cluster.json`` with the stat sink and a few parameters changed,
+and minimises the sum of squared residuals, each in percentage points: each cut
+against its published value (the middle of a range), each feature's saving
+against the middle of 200-250 ms (in percent of it), and the p50 with both
+features past 100 ms (in percent of 100 ms; nothing below it).
 
 The search is a Nelder-Mead simplex of our own over the logarithms of the
 parameters (so they stay positive), started from the first-principles values
-with a fixed initial simplex: the same command gives the same profile.
+with a fixed initial simplex: the same command gives the same profile. What
+the fit reaches is printed, and the offset-management experiment judges the
+fitted profile against the same claims, labelled as fitted.
 
     python -m experiments.fit_profile            # fit, print residuals, write the fitted profile
     python -m experiments.fit_profile --check    # only evaluate the shipped fitted profile
@@ -27,8 +32,8 @@ import math
 import os
 from typing import Any, Callable, Sequence
 
-from experiments.defs.offset_management import (CLAIMED_BASELINE_MS, CLAIMED_CUT_RANGE, CONFIGS, EXPERIMENT,
-                                                FITTED_PROFILE, PROFILE)
+from experiments.claims import CLAIMS
+from experiments.defs.offset_management import CONFIGS, CUT_CLAIMS, EXPERIMENT, FITTED_PROFILE, PROFILE
 from experiments.experiment import RunContext
 from experiments.profiles import sim_profile
 
@@ -37,7 +42,8 @@ from experiments.profiles import sim_profile
 FIT_PARAMETERS = ("storage__delete_ms", "storage__rename_ms", "planning_ms")
 MAX_EVALUATIONS = 60
 INITIAL_STEP = 0.5            # the initial simplex: each log-parameter moved by this much
-TARGET_BASELINE_MS = sum(CLAIMED_BASELINE_MS) / 2
+SAVING = CLAIMS["om_saved_per_feature_ms"]
+BOUND = CLAIMS["om_both_below_ms"]
 
 
 def profile_with(values: Sequence[float], base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -56,17 +62,25 @@ def measure_p50(profile: dict[str, Any]) -> dict[tuple[int, str], float]:
 
 
 def residuals(p50: dict[tuple[int, str], float]) -> list[dict[str, Any]]:
-    """Each published figure against the model, in percentage points (baseline: % of the range's middle)."""
+    """Each published rate-source figure against the model, in percentage points: a cut against its published
+    value (the middle of a range), a feature's saving in percent of the published saving's middle, and the p50
+    with both features past its published bound in percent of the bound (0 below it)."""
     out = []
+    saving_target = (SAVING.low + SAVING.high) / 2
     for rate in sorted({r for r, _ in p50}):
         base = p50[(rate, "baseline")]
-        out.append({"rate": rate, "figure": "baseline p50", "published": TARGET_BASELINE_MS, "model": base,
-                    "residual_pp": (base - TARGET_BASELINE_MS) / TARGET_BASELINE_MS * 100})
-        for config, (low, high) in CLAIMED_CUT_RANGE.items():
+        for config, claim_id in CUT_CLAIMS.items():
             cut = (1 - p50[(rate, config)] / base) * 100
-            target = (low + high) / 2
+            target = (CLAIMS[claim_id].low + CLAIMS[claim_id].high) / 2
             out.append({"rate": rate, "figure": f"{config} p50 cut", "published": target, "model": cut,
-                        "residual_pp": cut - target})
+                        "unit": "%", "residual_pp": cut - target})
+        for config in ("async-purge", "async-progress"):
+            saved = base - p50[(rate, config)]
+            out.append({"rate": rate, "figure": f"{config} p50 saved", "published": saving_target, "model": saved,
+                        "unit": "ms", "residual_pp": (saved - saving_target) / saving_target * 100})
+        both = p50[(rate, "both")]
+        out.append({"rate": rate, "figure": "both p50 (bound)", "published": BOUND.high, "model": both, "unit": "ms",
+                    "residual_pp": max(0.0, both - BOUND.high) / BOUND.high * 100})
     return out
 
 
@@ -136,14 +150,15 @@ def fit(max_evaluations: int = MAX_EVALUATIONS, progress: Callable[[str], None] 
     profile["description"] = (
         "lightspeed_cluster with the benchmark's stat sink (sink_part_files 0) and "
         f"{', '.join(n.replace('storage__', 'storage.') for n in FIT_PARAMETERS)} fitted by least squares to "
-        "the published rate-source p50 figures (python -m experiments.fit_profile; sim/profiles/README.md)")
+        "the sub-second post's rate-source figures only: the p50 cuts, the bound with both features and the "
+        "saving per feature (python -m experiments.fit_profile; sim/profiles/README.md)")
     return profile, residuals(measure_p50(profile))
 
 
 def residual_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = [f"{'rate':>10}  {'figure':<24} {'published':>10} {'model':>10} {'residual':>9}"]
     for r in rows:
-        unit = "ms" if r["figure"] == "baseline p50" else "%"
+        unit = r["unit"]
         lines.append(f"{r['rate']:>10,}  {r['figure']:<24} {r['published']:>8.1f}{unit:>2} {r['model']:>8.1f}{unit:>2} "
                      f"{r['residual_pp']:>+7.1f}pp")
     worst = max(abs(r["residual_pp"]) for r in rows)

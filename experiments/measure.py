@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 def point_options(point: Point, **options: Any) -> RunOptions:
     """The ``RunOptions`` of a point: its profile, its simulator mode (for a backend that has modes), its master
-    (``extra["master"]``), its checkpoint storage profile (``extra["storage_profile"]``), and ``options`` given
-    as not None. A backend refuses what it does not take."""
+    (``extra["master"]``), its checkpoint storage profile (``extra["storage_profile"]``), whether it runs
+    realtime (``extra["realtime"]``), and ``options`` given as not None. A backend refuses what it does not
+    take."""
     fields: dict[str, Any] = {}
     if point.profile is not None:
         fields["profile"] = point.profile
@@ -35,6 +36,8 @@ def point_options(point: Point, **options: Any) -> RunOptions:
         fields["master"] = point.extra["master"]
     if point.extra.get("storage_profile") is not None:
         fields["storage_profile"] = point.extra["storage_profile"]
+    if point.extra.get("realtime"):
+        fields["realtime"] = True     # native Spark: paced input, latency measured (experiments.native_runs)
     fields.update({k: v for k, v in options.items() if v is not None})
     return RunOptions(**fields)
 

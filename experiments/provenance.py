@@ -42,12 +42,14 @@ def java_version() -> str | None:
     return text.splitlines()[0] if text else None
 
 
-def git_revision() -> dict[str, Any] | None:
-    """The commit this source tree is at, and whether it has uncommitted changes; None outside git."""
+def git_revision(exclude: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """The commit this source tree is at, and whether it has uncommitted changes (outside the paths ``exclude``
+    names: the results a command is rewriting are not the source that rewrites them); None outside git."""
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                 timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
+        paths = ["--", "."] + [f":(exclude){path}" for path in exclude] if exclude else []
+        dirty = subprocess.run(["git", "status", "--porcelain", *paths], cwd=ROOT, capture_output=True, text=True,
                                timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None

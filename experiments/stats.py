@@ -41,6 +41,39 @@ def over_seeds(records: Sequence[Record], metric: str | Callable[[dict[str, Any]
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
+def keep_up(records: Sequence[Record]) -> dict[str, Any]:
+    """How a group's seeds fared against the keep-up rule (``reference.timing``; each point's metric
+    ``kept_up``): how many seeds were judged and how many fell behind, with the median input and processed
+    rates of those that did."""
+    judged = [r["metrics"] for r in records if (r.get("metrics") or {}).get("kept_up") is not None]
+    behind = [m for m in judged if not m["kept_up"]]
+    out: dict[str, Any] = {"seeds": len(records), "judged": len(judged), "backlogged": len(behind)}
+    if behind:
+        out["input_rows_per_s"] = median_or_none([m.get("input_rows_per_s") for m in behind])
+        out["processed_rows_per_s"] = median_or_none([m.get("processed_rows_per_s") for m in behind])
+    return out
+
+
+def keep_up_text(status: dict[str, Any] | None) -> str:
+    """A report's keep-up cell: ``kept up``, ``BACKLOGGED (x of y rows/s)``, or why it cannot say."""
+    if not status or not status.get("judged"):
+        return "keep-up not judged"
+    seeds, judged, behind = status.get("seeds", 0), status["judged"], status.get("backlogged", 0)
+    if behind:
+        processed, offered = status.get("processed_rows_per_s"), status.get("input_rows_per_s")
+        rates = f"{processed:,.0f} of {offered:,.0f} rows/s" if processed is not None and offered else "rates unknown"
+        return f"BACKLOGGED ({rates}" + (f"; {behind} of {seeds} seeds)" if seeds > 1 else ")")
+    return "kept up" if judged == seeds else f"kept up ({judged} of {seeds} seeds judged)"
+
+
+def latency_over_seeds(records: Sequence[Record], metric: str) -> dict[str, Any]:
+    """``over_seeds`` of a latency metric, empty when any seed of the group fell behind its input: a
+    backlogged row shows no latency (its latency measured a queue), not the median of the seeds that kept up."""
+    if keep_up(records)["backlogged"]:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return over_seeds(records, metric)
+
+
 def config_median(entry: dict[str, Any], config: str, metric: str) -> float | None:
     """The median over seeds of ``metric`` for one config of a summary entry (``over_seeds`` results by config)."""
     return entry.get(config, {}).get(metric, {}).get("median")

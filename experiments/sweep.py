@@ -18,6 +18,8 @@ from typing import Any
 from experiments import exit_codes
 from experiments.backends import BACKEND_NAMES, get_backend, on_spark, require_available
 from experiments.execution import execute
+from experiments.conditions import unmet
+from experiments.verdicts import findings
 from experiments.experiment import EXECUTORS, Check, Experiment, ExperimentError, Point, RunContext, json_ready
 from experiments.figures import draw_figures
 from experiments.provenance import environment
@@ -83,12 +85,35 @@ def validate_context(experiment: Experiment, ctx: RunContext) -> None:
                                   "set (the spark engine sleeps the profile, the sim charges it)")
 
 
-def with_storage_profile(points: list[Point], name: str | None) -> list[Point]:
+def with_storage_profile(points: list[Point], name: str | None, *, default: str | None = None) -> list[Point]:
     """Every point with its checkpoint storage named (``extra["storage_profile"]``, which ``point_options``
-    hands to the backend), so that a results file alone reproduces it."""
-    if name is None:
+    hands to the backend), so that a results file alone reproduces it: ``name`` (``--storage-profile``) for
+    every point; else ``default`` (the experiment's, for the claim's conditions) for every point that does not
+    choose its own (a point that sets ``storage_profile`` to None keeps the backend's local disk)."""
+    if name is not None:
+        return [replace(p, extra={**p.extra, "storage_profile": name}) for p in points]
+    if default is None:
         return points
-    return [replace(p, extra={**p.extra, "storage_profile": name}) for p in points]
+    return [p if "storage_profile" in p.extra else replace(p, extra={**p.extra, "storage_profile": default})
+            for p in points]
+
+
+def summarize_run(experiment: Experiment, records: list[dict[str, Any]], ctx: RunContext,
+                  stored: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[Check]]:
+    """The summary of a run's successful point records and its sanity checks: the experiment's own summary,
+    with the run's conditions, and every verdict stamped with the conditions the run did not honour. ``stored``:
+    the summary a results file holds, when its run is judged again (``Experiment.summarize_again``)."""
+    summary = json_ready(experiment.summarize(records, ctx) if stored is None else
+                         experiment.summarize_again(records, stored, ctx))
+    conditions = experiment.conditions(ctx)
+    summary["run"] = {"experiment": experiment.name, "backend": ctx.backend, "mode": ctx.mode,
+                      "seeds": len(experiment.seed_list(ctx)), "storage_profile": experiment.storage(ctx)}
+    summary["conditions"] = [c.to_dict() for c in conditions]
+    missed = list(unmet(conditions))
+    for verdict in summary.get("verdicts", []):
+        verdict["unmet"] = missed
+    summary["findings"] = json_ready(findings(summary.get("verdicts", [])))
+    return summary, experiment.checks(summary, ctx)
 
 
 def run_experiment(name: str, ctx: RunContext) -> ExperimentResult:
@@ -103,7 +128,8 @@ def run_experiment(name: str, ctx: RunContext) -> ExperimentResult:
     unavailable = None
     try:
         require_available(ctx.backend)
-        points = with_storage_profile(experiment.points(ctx), ctx.storage_profile)
+        points = with_storage_profile(experiment.points(ctx), ctx.storage_profile,
+                                      default=experiment.storage_default.get(ctx.backend))
         ids = [p.id for p in points]
         if len(set(ids)) != len(ids):
             duplicate = next(i for i in ids if ids.count(i) > 1)
@@ -120,13 +146,12 @@ def run_experiment(name: str, ctx: RunContext) -> ExperimentResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     good = [r for r in records if not r.get("error")]
     if unavailable is None or (experiment.partial_ok and good):
-        summary = json_ready(experiment.summarize(good, ctx))
-        checks = experiment.checks(summary, ctx)
+        summary, checks = summarize_run(experiment, good, ctx)
         artifacts = experiment.write_artifacts(summary, ctx, out_dir)
     results_path = out_dir / "results.json"
     write_results(results_path, {
         "experiment": experiment.name, "version": experiment.version, "title": experiment.title,
-        "claim": experiment.claim, "backend": ctx.backend, "mode": ctx.mode, "storage_profile": ctx.storage_profile,
+        "claim": experiment.claim, "backend": ctx.backend, "mode": ctx.mode, "storage_profile": experiment.storage(ctx),
         "seeds": experiment.seed_list(ctx), "started_at": started_at,
         "wall_s": round(time.perf_counter() - started, 3), "environment": environment(ctx),
         "unavailable": unavailable, "summary": summary,

@@ -48,6 +48,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "paper" / "results"
 SCENARIOS = ROOT / "experiments" / "scenarios"
 
@@ -67,29 +69,15 @@ class Run:
         return RESULTS / self.experiment / f"{self.backend}-{'quick' if quick else 'full'}"
 
 
-# The single table of the runs behind the paper (section numbers are the paper's).
-# Times: the earlier sessions' measurements where there are some (fault-matrix spark full: 14 min;
-# offset-management spark full, one seed: 12 min), otherwise estimates from the points' durations.
-RUNS: tuple[Run, ...] = (
-    Run("offset-management", "sim", 10, 0.5),            # 6.1 offset management
-    # the engine pays an object store's latency on its checkpoint, as the published runs did (issue 15)
-    Run("offset-management", "spark", 40, 3, ("--storage-profile", "object_store")),
-    Run("offset-management", "spark-native", 40, 3),
-    Run("pipelining", "sim", 15, 1),                     # 6.2 pipelining
-    Run("pipelining", "spark", 80, 4),                  # 144 points of about 33 s (measured 2026-11-25)
-    Run("async-state-checkpoint", "sim", 20, 1),         # 6.3 async state checkpointing
-    Run("async-state-checkpoint", "spark", 30, 4),
-    Run("changelog-checkpointing", "sim", 20, 1),        # 6.4 changelog vs snapshot/delta
-    Run("checkpoint-interval", "sim", 50, 3),            # 6.5 checkpoint interval vs Young (49 min, 2026-11-26)
-    Run("calibration", "spark", 60, 5),                  # 6.6 calibration error
-    Run("calibration", "spark-native", 60, 5),
-    Run("fault-matrix", "sim", 10, 1),                   # 7 correctness: reference and simulator
-    Run("fault-matrix", "spark", 15, 3),                 # ... plus the PySpark engine
-    Run("fault-matrix", "spark-native", 15, 3),          # ... plus Spark's own Structured Streaming
-    Run("state-rebalancing", "sim", 2, 0.5),             # state rebalancing on executor joins (issue 17)
-    Run("parallel-store-commit", "sim", 1, 0.5),         # a join's two store commits in turn or in parallel
-    Run("parallel-store-commit", "spark", 8, 4),
-)
+def registry_runs() -> tuple[Run, ...]:
+    """The runs behind the paper: every backend of every registered experiment (``experiments.registry``), with
+    its times and options as the experiment's definition states them (``Experiment.runs``)."""
+    from experiments.registry import EXPERIMENTS, get_experiment
+    return tuple(Run(name, backend, run.full_minutes, run.quick_minutes, run.options)
+                 for name in EXPERIMENTS for backend, run in get_experiment(name).runs.items())
+
+
+RUNS: tuple[Run, ...] = registry_runs()
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,10 @@ class RunOptions:
     group: int = 1                            # spark engine: batches per Spark job (group scheduling)
     straggler: tuple[float, float, int] | None = None   # spark engine: (probability, extra ms, seed)
     pace: bool = True                         # spark engine: plan a batch only once its input has arrived
-    storage_profile: str | None = None        # spark engine: sleep each checkpoint operation's latency from a
+    storage_profile: str | None = None        # spark backends: sleep each checkpoint operation's latency from a
                                               # reference.storage_profiles profile (local_disk, hdfs, object_store)
+    realtime: bool = False                    # spark-native: feed the input as it arrives and measure latency
+                                              # (the engine always paces its input: pace)
 
     def given(self) -> list[str]:
         """The options set to something other than their default."""

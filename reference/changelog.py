@@ -39,7 +39,11 @@ Change = tuple[str, Any]  # (key, value); value None means delete
 
 def encode_value(value: Any) -> bytes:
     """Canonical JSON: every backend writes the same bytes for the same value."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return _canonical(value).encode()
+
+
+# what json.dumps(value, sort_keys=True, separators=(",", ":")) does, without building an encoder per value
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
 def decode_value(data: bytes) -> Any:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 from . import checkpoint_rules
-from .engine import Incarnation
+from .incarnation import Incarnation
 from .oracles import Verdict, check_outcome, failures
 from .observer import Observer
 from .recovery import plan_restart
@@ -45,7 +45,7 @@ from .storage import DurableStorage
 
 WRITING = ("offset_log_write", "purge", "changelog_write", "snapshot_upload", "sink_write", "sink_commit",
            "commit_log_write")
-MAX_CUTS = 50_000
+MAX_CUTS = 200_000   # crash cuts explored at most (the 6-batch running count at pipeline depth 3 has 64,285)
 
 
 def writing_steps(scenario: Scenario) -> tuple[str, ...]:
@@ -69,6 +69,10 @@ class Violation:
 
 @dataclass
 class Report:
+    """What an exploration did: the schedules it ran, and the distinct crash checkpoints they reached (as TLC
+    reports distinct states beside the states it generated). ``checkpoint_fingerprint`` identifies that set of
+    checkpoints: two explorations reached the same ones exactly when their fingerprints are equal."""
+
     scenario: str
     schedules: int = 0
     distinct_checkpoints: int = 0
@@ -76,6 +80,7 @@ class Report:
     truncated: bool = False
     seconds: float = 0.0
     interrupted_violations: int | None = None   # set when an interrupt stopped the run (violations found so far)
+    checkpoint_fingerprint: str = ""
 
     def summary(self) -> str:
         rate = self.schedules / self.seconds if self.seconds else 0.0
@@ -171,6 +176,11 @@ def writing_cuts(inc: Incarnation) -> Iterator[list[NodeId]]:
             needed |= ancestors[w]
         assert all(n.step not in writing_steps(inc.sc) or n in chosen for n in needed), "cuts are down-closed"
         yield sorted(needed, key=index.__getitem__)
+
+
+def fingerprint(digests: set[str]) -> str:
+    """One digest of a set of checkpoint digests (``Report.checkpoint_fingerprint``)."""
+    return hashlib.sha256("\n".join(sorted(digests)).encode()).hexdigest()
 
 
 def _digest(storage: DurableStorage) -> str:
@@ -288,21 +298,37 @@ def explore(scenario: Scenario, *, depth: int = 1, model: Model | None = None,
             raise ExplorationInterrupted(_partial(scenario, done, found, started)) from None
     else:
         shares = _explore_in_workers(scenario, depth, model, workers, context, (done, found), tick, started)
-    report = Report(scenario.name)
-    digests: set[str] = set()
-    for share in shares:
-        report.schedules += share.schedules
-        report.truncated |= share.truncated
-        digests |= share.digests
-        report.violations.extend(share.violations)
-    report.distinct_checkpoints = len(digests)
-    report.violations.sort(key=lambda v: v.order)
+    report = merged(scenario.name, shares)
     report.seconds = time.perf_counter() - started
     return report
 
 
+def merged(name: str, shares: list["Share"]) -> Report:
+    """One report from the shares of an exploration, the same however the schedules were shared out.
+
+    A share judges the first cut of its own that reaches a checkpoint; an exploration in one share judges
+    the first cut of all. So of the cuts that reached one checkpoint only the first in exploration order
+    keeps its violations and, at depth 2, its second crashes: with several shares, a later one judged again
+    elsewhere is dropped."""
+    report = Report(name)
+    first: dict[str, int] = {}
+    for share in shares:
+        report.schedules += share.schedules
+        report.truncated |= share.truncated
+        for digest, order in share.digests.items():
+            first[digest] = min(order, first.get(digest, order))
+    for share in shares:
+        again = {order for digest, order in share.digests.items() if first[digest] != order}
+        report.violations.extend(v for v in share.violations if v.order not in again)
+        report.schedules -= sum(share.second_crashes.get(order, 0) for order in again)
+    report.distinct_checkpoints = len(first)
+    report.checkpoint_fingerprint = fingerprint(set(first))
+    report.violations.sort(key=lambda v: v.order)
+    return report
+
+
 def _explore_in_workers(scenario: Scenario, depth: int, model: Model, workers: int, context: Any,
-                        counters: tuple[Any, Any], tick: "_Ticker", started: float) -> list["_Share"]:
+                        counters: tuple[Any, Any], tick: "_Ticker", started: float) -> list["Share"]:
     # forked workers inherit the job, so models defined anywhere (even in a test) need no pickling
     _FORKED_JOB[:] = [scenario, depth, model, counters]
     interrupted = threading.Event()
@@ -369,35 +395,49 @@ class _Ticker:
 _FORKED_JOB: list[Any] = []
 
 
-def _explore_forked_share(share: int, workers: int) -> "_Share":
+def _explore_forked_share(share: int, workers: int) -> "Share":
     scenario, depth, model, counters = _FORKED_JOB
     return _explore_share(scenario, depth, model, share, workers, counters, None)
 
 
 @dataclass
-class _Share:
+class Share:
+    """What one share of an exploration found (``explore_share``); ``merged`` makes the report of all shares."""
+
     schedules: int = 0
     truncated: bool = False
-    digests: set[str] = field(default_factory=set)
+    digests: dict[str, int] = field(default_factory=dict)   # each crash checkpoint judged -> its cut's position
     violations: list[Violation] = field(default_factory=list)
+    second_crashes: dict[int, int] = field(default_factory=dict)   # depth 2: a judged cut's position -> its runs
+
+
+def explore_share(scenario: Scenario, share: int, shares: int, *, depth: int = 1,
+                  model: Model | None = None) -> Share:
+    """One of ``shares`` parts of an exploration, to run anywhere (a worker process, a Spark task): the
+    schedules whose position is ``share`` modulo ``shares``. ``merged`` of every part is the report
+    ``explore`` gives."""
+    if not 0 <= share < shares:
+        raise ValueError(f"share {share} is not one of 0..{shares - 1}")
+    return _explore_share(scenario, depth, model or Model(), share, shares, None, None)
 
 
 def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, workers: int,
-                   counters: tuple[Any, Any], tick: Callable[[], None] | None) -> _Share:
+                   counters: tuple[Any, Any] | None, tick: Callable[[], None] | None) -> Share:
     """The schedules whose index is ``share`` modulo ``workers``; counts them in the shared ``counters``."""
-    done, found = counters
 
     def tally(schedules: int = 1, violations: int = 0) -> None:
-        with done.get_lock():
-            done.value += schedules
-        if violations:
-            with found.get_lock():
-                found.value += violations
+        if counters is not None:
+            done, found = counters
+            with done.get_lock():
+                done.value += schedules
+            if violations:
+                with found.get_lock():
+                    found.value += violations
         if tick is not None:
             tick()
 
     base = replace(scenario, faults=())
-    out = _Share()
+    out = Share()
     inc = first_graph(base, model)
     order = 0
     for count, prefix in enumerate(writing_cuts(inc)):
@@ -416,7 +456,7 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
         crash_state = _digest(run.storage)
         if crash_state in out.digests:
             continue
-        out.digests.add(crash_state)
+        out.digests[crash_state] = order
         label = f"driver_crash after [{', '.join(str(n) for n in prefix[-3:])}]"
         broken = checkpoint_rules.violations(run.storage, base)
         if broken:
@@ -469,7 +509,7 @@ def _lazy_order(inc: Incarnation) -> list[NodeId]:
     return order
 
 
-def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report: "_Share", label: str,
+def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report: "Share", label: str,
                     order: int) -> None:
     """Depth 2: crash again at every writing step of the recovery incarnation."""
     if len(first.executed) < 2:
@@ -483,6 +523,7 @@ def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report
         result = model.run(replace(scenario, faults=(fault,)),
                            Schedule(prefix=first.executed[0], crash_after_prefix=True))
         report.schedules += 1
+        report.second_crashes[order] = report.second_crashes.get(order, 0) + 1
         bad = failures(check_outcome(scenario, result.outcome(), result.storage, external_crashes=2))
         if bad:
             report.violations.append(Violation(f"{label}, then driver_crash after {crash} during recovery", bad,

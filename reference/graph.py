@@ -24,12 +24,14 @@ simulator and the Spark engine's scheduler all consume it and re-derive
 nothing. ``GraphShape.batch_nodes`` gives one batch's nodes with every
 dependency it may have; ``build_graph`` keeps the dependencies on nodes that
 exist (a dependency on a batch before a restart is already satisfied).
+Schedulers read a shape only through ``BatchShape``, so a mode whose batches
+are made differently is one more shape, which ``shape_of`` picks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Hashable, Iterable, Protocol
 
 from .rebalancing import PlacementTimeline
 from .scenario import EngineConfig, Scenario
@@ -45,6 +47,49 @@ class Node:
     id: NodeId
     deps: tuple[NodeId, ...]
     background: bool = False
+
+
+class BatchShape(Protocol):
+    """A mode's step graph, one batch at a time: what every scheduler reads (the mode seam).
+
+    ``GraphShape`` is the micro-batch protocol's shape, in every Lightspeed mode. A new mode of the protocol
+    (one whose batches are made of other steps or other edges) is a new shape, chosen by ``shape_of``; the
+    reference's sequential scheduler, the simulator's templates and the PySpark engine's scheduler consume
+    any shape through these members alone.
+    """
+
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def uses_watermark(self) -> bool: ...
+
+    @property
+    def moved(self) -> frozenset[tuple[int, int]]:
+        """(batch, partition) whose task runs on another executor than the batch before (``rebalancing.py``)."""
+        ...
+
+    @property
+    def commit_stores(self) -> tuple[str, ...]:
+        """The stores whose commits are nodes of their own, tagged with the store (parallel store commit)."""
+        ...
+
+    def batch_nodes(self, b: int) -> list[Node]:
+        """The nodes of batch ``b`` in creation order, each with every dependency it may have."""
+        ...
+
+    def batch_variant(self, b: int) -> Hashable:
+        """Batches of one variant have the same nodes and edges, shifted by their batch id (the simulator
+        builds one template per variant)."""
+        ...
+
+    def variant_batches(self) -> tuple[int, ...]:
+        """A batch of each variant every run meets; others (a moved partition's) are met as they come."""
+        ...
+
+    def maintenance_every(self) -> int: ...
+
+    def is_maintenance_batch(self, batch: int) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -92,6 +137,15 @@ class GraphShape:
     def is_maintenance_batch(self, batch: int) -> bool:
         """Whether maintenance (``snapshot_upload``) runs after ``batch``'s state commit."""
         return self.stateful and self.cfg.provider != "snapshot" and (batch + 1) % self.maintenance_every() == 0
+
+    def batch_variant(self, b: int) -> Hashable:
+        """A maintenance batch has ``snapshot_upload`` nodes; under async state checkpointing a moved
+        partition's ``state_load`` waits for its previous commit."""
+        moved = tuple(sorted(p for bb, p in self.moved if bb == b)) if self.async_state else ()
+        return (self.is_maintenance_batch(b), moved)
+
+    def variant_batches(self) -> tuple[int, ...]:
+        return (0, self.maintenance_every() - 1)
 
     def plan_lag(self) -> int:
         """How many batches may be planned and not yet committed."""
@@ -182,11 +236,36 @@ class GraphShape:
         return out + [Node(n("state_commit", b, p), every, bg)]
 
 
-def build_graph(shape: GraphShape, batches: Iterable[int]) -> dict[NodeId, Node]:
-    """The graph of an incarnation that runs ``batches``, in creation order (the canonical schedule)."""
+def shape_of(scenario: Scenario, *, store_commit_nodes: bool = True) -> BatchShape:
+    """The step graph's shape for the scenario's mode: the micro-batch protocol's (``GraphShape``), the only
+    mode today. ``store_commit_nodes`` as ``GraphShape.of``."""
+    return GraphShape.of(scenario, store_commit_nodes=store_commit_nodes)
+
+
+def build_graph(shape: BatchShape, batches: Iterable[int]) -> dict[NodeId, Node]:
+    """The graph of an incarnation that runs ``batches``, in creation order (the canonical schedule).
+
+    A pure function of its arguments, so the graph of a (shape, batches) built once is copied after that
+    (the explorer builds the same incarnation's graph for every schedule). The copy is a new dict of the
+    same frozen nodes: a caller may add or drop nodes in its own. Another shape than ``GraphShape`` (a
+    subclass, another mode's) may derive nodes from more than its fields, so its graphs are always built."""
+    ordered = tuple(sorted(batches))
+    key = (shape, ordered)
+    if type(shape) is GraphShape:
+        built = _BUILT.get(key)
+        if built is not None:
+            return dict(built)
     nodes: dict[NodeId, Node] = {}
-    for b in sorted(batches):
+    for b in ordered:
         for node in shape.batch_nodes(b):
             real = tuple(d for d in node.deps if d in nodes)
             nodes[node.id] = Node(node.id, real, node.background)
+    if type(shape) is GraphShape:
+        if len(_BUILT) >= _BUILT_KEPT:
+            _BUILT.clear()
+        _BUILT[key] = dict(nodes)
     return nodes
+
+
+_BUILT: dict[tuple[BatchShape, tuple[int, ...]], dict[NodeId, Node]] = {}
+_BUILT_KEPT = 64   # graphs kept: an exploration needs a handful (the first incarnation, each restart point)

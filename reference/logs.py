@@ -19,7 +19,10 @@ LOG_VERSION = "v1"
 
 
 def encode_entry(body: dict[str, Any]) -> bytes:
-    return (LOG_VERSION + "\n" + json.dumps(body, sort_keys=True, separators=(",", ":"))).encode()
+    return (LOG_VERSION + "\n" + _canonical(body)).encode()
+
+
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode   # json.dumps's, built once
 
 
 def decode_entry(data: bytes, path: str) -> dict[str, Any]:
@@ -110,7 +113,14 @@ class CommitEntry:
 
 
 def log_batches(storage: Storage, folder: str) -> list[int]:
-    """Batch ids present in ``offsets/`` or ``commits/``, ascending."""
+    """Batch ids present in ``offsets/`` or ``commits/``, ascending (a fresh list)."""
+    remembered = getattr(storage, "remembered", None)
+    if remembered is not None:
+        return list(remembered(("log_batches", folder), lambda: _listed_batches(storage, folder)))
+    return _listed_batches(storage, folder)
+
+
+def _listed_batches(storage: Storage, folder: str) -> list[int]:
     out = []
     for path in storage.list(folder + "/"):
         batch = layout.batch_of(path, folder)

@@ -15,7 +15,7 @@ reference plugin apache/spark#32422), was closed without being merged.
 
 * Home. Sort the executor ids (plain string order). Partition p's home is
   ``executors[p % len(executors)]``: the round-robin of the first placement,
-  which for executors ``["0", "1"]`` is the reference engine's ``p % 2``.
+  which for executors ``["0", "1"]`` is the reference model's ``p % 2``.
 * Targets. With q, r = divmod(P, E), r executors hold q + 1 partitions and the
   rest q. The q + 1 slots go first to executors that already hold more than q
   (this is what keeps the most partitions in place), then to executors with the

@@ -4,7 +4,7 @@ A scenario names the executors present at the start (``executors``) and the
 executors that join or leave before a given batch (``events``; see
 ``scenario.ExecutorEvent``). The first placement is ``placement.place`` from
 scratch (for the default executors ``["0", "1"]``: partition p on executor
-p % 2, the reference engine's rule before rebalancing existed); each event
+p % 2, the reference model's rule before rebalancing existed); each event
 rebalances it with ``placement.join`` / ``placement.leave``, in the order the
 scenario lists them. The placement in effect for batch b is therefore a pure
 function of the scenario and b, so a restarted driver recomputes the same
@@ -29,16 +29,19 @@ class PlacementTimeline:
     """The placement in effect for every batch of a scenario, and the moves between them."""
 
     def __init__(self, scenario: Scenario):
-        self.initial = place(scenario.state_partitions, scenario.executors)
+        # a pure function of the partitions, executors and events: computed once per process for each
+        # (every incarnation the explorer starts asks for the same one); the placements are frozen values
+        key = (scenario.state_partitions, scenario.executors, scenario.events)
+        known = _TIMELINES.get(key)
+        if known is None:
+            if len(_TIMELINES) >= 256:
+                _TIMELINES.clear()
+            known = _TIMELINES[key] = _timeline(scenario)
+        self.initial, changes = known
         # whether the scenario names its executors: a backend with executors of its own then runs each
         # partition where the placement says, else where it always has (sim: p % executors; Spark: last ran)
         self.named = bool(scenario.events) or scenario.executors != DEFAULT_EXECUTORS
-        self.changes: dict[int, Placement] = {}   # batch -> the placement in effect from that batch on
-        current = self.initial
-        for event in scenario.events:
-            current = join(current, event.executor) if event.kind == "executor_join" \
-                else leave(current, event.executor)
-            self.changes[event.before_batch] = current
+        self.changes: dict[int, Placement] = dict(changes)   # batch -> the placement in effect from then on
         self._batches = sorted(self.changes)
 
     def placement_at(self, batch: int) -> Placement:
@@ -60,3 +63,16 @@ class PlacementTimeline:
     def moves(self, through: int | None = None) -> tuple[StateMove, ...]:
         """Every move (of batches 0..``through`` when given), by batch then partition: what a run records."""
         return tuple(m for b in self._batches if through is None or b <= through for m in self.moves_at(b))
+
+
+_TIMELINES: dict[tuple, tuple[Placement, dict[int, Placement]]] = {}
+
+
+def _timeline(scenario: Scenario) -> tuple[Placement, dict[int, Placement]]:
+    """The first placement, and the placement each event leads to, by the batch it comes before."""
+    initial = current = place(scenario.state_partitions, scenario.executors)
+    changes: dict[int, Placement] = {}
+    for event in scenario.events:
+        current = join(current, event.executor) if event.kind == "executor_join" else leave(current, event.executor)
+        changes[event.before_batch] = current
+    return initial, changes

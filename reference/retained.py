@@ -32,7 +32,15 @@ class ChainLink:
 
 
 def committed_chain(storage: Storage, sid: str, partition: int, version: int, uid: str) -> list[ChainLink]:
-    """Links from ``version`` down to the lowest version with a file, newest first."""
+    """Links from ``version`` down to the lowest version with a file, newest first (a fresh list)."""
+    remembered = getattr(storage, "remembered", None)
+    if remembered is not None:
+        return list(remembered(("committed_chain", sid, partition, version, uid),
+                               lambda: _walked_chain(storage, sid, partition, version, uid)))
+    return _walked_chain(storage, sid, partition, version, uid)
+
+
+def _walked_chain(storage: Storage, sid: str, partition: int, version: int, uid: str) -> list[ChainLink]:
     files = store_files(storage, sid, partition)
     chain = []
     v, u = version, uid
@@ -134,7 +142,7 @@ def retained_states(storage: Storage, store_ids: list[str], partitions: int, ret
                     ) -> tuple[dict[str, dict[str, dict[str, list[list[Any]]]]], list[str]]:
     """store -> partition -> version -> sorted pairs, and the load errors met. With ``retain``
     (``min_batches_to_retain``), a retained version that has no loadable file is an error too."""
-    from .state_store import load_version
+    from .state_store import load_versions
     out: dict[str, dict[str, dict[str, list[list[Any]]]]] = {}
     errors: list[str] = []
     latest = latest_lineage(storage)
@@ -155,11 +163,9 @@ def retained_states(storage: Storage, store_ids: list[str], partitions: int, ret
             loadable = retained_range(chain)
             if retain is not None:
                 errors.extend(unretained(storage, sid, p, chain, loadable, version, retain))
-            for v in loadable:
-                try:
-                    data = load_version(storage, sid, p, v, uids[v])
-                except CheckpointFormatError as exc:
-                    errors.append(str(exc))
+            for v, data in load_versions(storage, sid, p, [(v, uids[v]) for v in loadable]).items():
+                if isinstance(data, CheckpointFormatError):
+                    errors.append(str(data))
                     continue
                 per_version[str(v)] = [[k, data[k]] for k in sorted(data)]
     return out, errors

@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, NoReturn
 
-from .engine import DriverCrash, Incarnation, QueryFailure
+from .failures import DriverCrash, QueryFailure
 from .faults import FaultBook, apply_fault, zombie_landings
+from .incarnation import Incarnation
 from .observer import Observer, build_outcome
 from .outcome import Outcome
 from .recovery import RestartPlan
@@ -103,17 +104,21 @@ class SequentialScheduler:
         return all(d in self.done for d in self.inc.nodes[node_id].deps)
 
     def run(self) -> None:
+        """The schedule's prefix, then the canonical order: the first ready node in creation order."""
         pending = list(self.inc.nodes)
         prefix = list(self.schedule.prefix) if self.schedule else []
+        ready, nodes, done = self.ready, self.inc.nodes, self.done
+        for node_id in prefix:
+            if not pending:
+                break
+            if node_id not in nodes or node_id in done or not ready(node_id):
+                raise ValueError(f"schedule step {node_id} is not ready")
+            pending.remove(node_id)
+            self.run_node(node_id)
+        if pending and self.schedule and self.schedule.crash_after_prefix:
+            raise DriverCrash("crash after the explored prefix")
         while pending:
-            if prefix:
-                node_id = prefix.pop(0)
-                if node_id not in self.inc.nodes or node_id in self.done or not self.ready(node_id):
-                    raise ValueError(f"schedule step {node_id} is not ready")
-            else:
-                if self.schedule and self.schedule.crash_after_prefix:
-                    raise DriverCrash("crash after the explored prefix")
-                node_id = next(n for n in pending if self.ready(n))
+            node_id = next(n for n in pending if ready(n))
             pending.remove(node_id)
             self.run_node(node_id)
         if self.schedule and self.schedule.crash_after_prefix and self.schedule.prefix:
@@ -122,6 +127,11 @@ class SequentialScheduler:
 
     def run_node(self, node_id: NodeId) -> None:
         inc = self.inc
+        if not self.faults.pending and not self.in_place.zombies:   # nothing can fire: just the step
+            inc.run_step(node_id)
+            self.done.add(node_id)
+            self.order.append(node_id)
+            return
         time_ms = inc.logical_time_ms(node_id.batch)
         background = inc.nodes[node_id].background
         skip = False

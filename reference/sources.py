@@ -14,7 +14,6 @@ boundaries in the outcome, which is all the oracles need.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import zlib
@@ -117,7 +116,7 @@ class SourceData:
     @classmethod
     def of(cls, scenario: Scenario) -> "SourceData":
         """The records of a scenario, generated once while its sources and seed are the latest asked for."""
-        key = json.dumps([scenario.seed, {k: v.to_dict() for k, v in scenario.sources.items()}], sort_keys=True)
+        key = scenario.sources_key
         data = cls._cache.get(key)
         if data is None:    # returned from here, not read back: another thread may replace the entry meanwhile
             data = cls(scenario)

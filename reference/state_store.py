@@ -26,10 +26,11 @@ loudly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from . import layout
 from .changelog import MAGIC, Change, StateFileHeader, decode_state_file, encode_state_file
+from .lineage_memo import LineageMemo
 from .storage import CheckpointFormatError, Storage
 
 PROVIDERS = ("changelog", "delta", "snapshot")
@@ -199,7 +200,14 @@ class StateStore:
 
 
 def store_files(storage: Storage, op: str, partition: int) -> dict[tuple[int, str, str], str]:
-    """Map (version, uid, kind) -> path for every state file of one store."""
+    """Map (version, uid, kind) -> path for every state file of one store (a fresh dict the caller may change)."""
+    remembered = getattr(storage, "remembered", None)
+    if remembered is not None:
+        return dict(remembered(("store_files", op, partition), lambda: _listed_store_files(storage, op, partition)))
+    return _listed_store_files(storage, op, partition)
+
+
+def _listed_store_files(storage: Storage, op: str, partition: int) -> dict[tuple[int, str, str], str]:
     out = {}
     for path in storage.list(layout.store_dir(op, partition) + "/"):
         parsed = layout.parse_state_file(path)
@@ -263,12 +271,21 @@ def read_state_file(storage: Storage, path: str) -> tuple[StateFileHeader, tuple
 
 def load_version(storage: Storage, op: str, partition: int, version: int, uid: str | None,
                  *, skip_snapshots: frozenset[int] = frozenset()) -> dict[str, Any]:
-    """Rebuild version ``version``: snapshot plus replayed changelogs.
+    """Rebuild version ``version``: snapshot plus replayed changelogs (a fresh dict the caller may change).
 
     A snapshot that fails to decode is skipped in favour of an older base when
     the changelog of its version exists (SPARK-21696); the error propagates
     when there is nothing to fall back on.
     """
+    remembered = getattr(storage, "remembered", None)
+    if remembered is not None:
+        key = ("load_version", op, partition, version, uid, skip_snapshots)
+        return dict(remembered(key, lambda: _rebuilt(storage, op, partition, version, uid, skip_snapshots)))
+    return _rebuilt(storage, op, partition, version, uid, skip_snapshots)
+
+
+def _rebuilt(storage: Storage, op: str, partition: int, version: int, uid: str | None,
+             skip_snapshots: frozenset[int]) -> dict[str, Any]:
     skip = set(skip_snapshots)
     damaged: list[str] = []   # the snapshots skipped so far, with why: named again if the fallback fails
     while True:
@@ -292,6 +309,59 @@ def load_version(storage: Storage, op: str, partition: int, version: int, uid: s
                     f"{exc}; no changelog of version {plan.base_version} to fall back on") from None
             damaged.append(str(exc))
             skip.add(plan.base_version)
+
+
+def load_versions(storage: Storage, op: str, partition: int,
+                  wanted: list[tuple[int, str]]) -> dict[int, dict[str, Any] | CheckpointFormatError]:
+    """``load_version`` of each (version, uid) in ``wanted`` (ascending): its state, or the error it raises.
+
+    Loading a run's retained versions one by one replays the changelogs below each again, so judging a long
+    run cost the square of its length. Here a version whose file is a changelog (or delta) naming the version
+    just loaded as its parent starts from that version's state: its load plan is the previous one plus this
+    file, so the state is the same. Only a version the previous one loaded at its first try (no fallback past
+    a damaged snapshot) is a start; anything else, or any error on the way, is loaded by ``load_version``
+    itself, which gives its own answer and error."""
+    files = store_files(storage, op, partition)
+    out: dict[int, dict[str, Any] | CheckpointFormatError] = {}
+    previous: tuple[int, str, LoadPlan, dict[str, Any]] | None = None
+    for version, uid in wanted:
+        try:
+            step = _next_load(storage, files, previous, version, uid)
+            if step is None:
+                plan = plan_load(storage, op, partition, version, uid)
+                step = plan, apply_plan(storage, plan)
+            previous = (version, uid, *step)
+            out[version] = dict(step[1])
+        except CheckpointFormatError:
+            previous = None
+            try:
+                out[version] = load_version(storage, op, partition, version, uid)
+            except CheckpointFormatError as exc:
+                out[version] = exc
+    return out
+
+
+def _next_load(storage: Storage, files: dict[tuple[int, str, str], str],
+               previous: tuple[int, str, LoadPlan, dict[str, Any]] | None, version: int,
+               uid: str) -> tuple[LoadPlan, dict[str, Any]] | None:
+    """The plan and state of (version, uid) from the previous version's, when its file follows on from it."""
+    if previous is None or previous[0] != version - 1 or (version, uid, "snapshot") in files:
+        return None
+    delta = files.get((version, uid, "changelog")) or files.get((version, uid, "delta"))
+    if delta is None:
+        return None
+    header, records = read_state_file(storage, delta)
+    if header.parent_uid != previous[1]:
+        return None
+    _check_header(header, delta, version, None)
+    plan = previous[2]
+    data = dict(previous[3])
+    for key, value in records:
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return LoadPlan(version, uid, plan.base_version, plan.base_file, plan.replayed + (delta,)), data
 
 
 def apply_plan(storage: Storage, plan: LoadPlan) -> dict[str, Any]:
@@ -366,19 +436,57 @@ def cleanup_store(storage: Storage, op: str, partition: int, min_versions_to_ret
     an earlier cleanup with a higher latest version already deleted them, and
     the store has since been rolled back (a restart reloading an older
     retained version). Nothing below such a snapshot is loadable anyway.
+
+    On a storage that reports its changes (``DurableStorage``) the walk and the
+    listing are remembered between purges (``reference.lineage_memo``), so a
+    purge costs what changed since the last one; the answer is the same.
     """
     oldest = max(latest_version - min_versions_to_retain + 1, 1)
-    files = store_files(storage, op, partition)
-    v, u = latest_version, latest_uid
-    while v > 0:
-        snapshot = files.get((v, u, "snapshot"))
-        if v <= oldest and snapshot is not None and readable(storage, snapshot):
-            break
-        parent = parent_uid(storage, files, op, partition, v, u)
-        if snapshot is not None and not any((v - 1, parent, k) in files for k in layout.STATE_KINDS):
-            break
-        u, v = parent, v - 1
-    doomed = sorted(path for (ver, _u, _k), path in files.items() if ver < v)
+    folder = layout.store_dir(op, partition)
+    memo = LineageMemo.found(storage, folder)
+    if memo is None:
+        files = store_files(storage, op, partition)
+        base = lineage_base(storage, files, op, partition, latest_version, latest_uid, oldest)
+        doomed = sorted(path for (ver, _u, _k), path in files.items() if ver < base)
+        if latest_version - base > REMEMBER_WALKS_PAST:   # a long walk: remember it from the next purge on
+            LineageMemo.of(storage, folder, readable)
+    else:
+        known = memo.files
+        base = memo.walk(latest_version, latest_uid, oldest,
+                         lambda v, u: lineage_step(storage, known, op, partition, v, u, oldest, memo.readable))
+        doomed = memo.below(base)
     for path in doomed:
         storage.delete(path)
     return doomed
+
+
+# A walk this many versions long makes cleanup remember the store's lineage (``reference.lineage_memo``): shorter
+# ones cost less than keeping the memo in step with every write (the explorer's runs are a few batches long).
+REMEMBER_WALKS_PAST = 32
+
+
+def lineage_base(storage: Storage, files: dict[tuple[int, str, str], str], op: str, partition: int,
+                 latest_version: int, latest_uid: str, oldest: int) -> int:
+    """The version S cleanup's walk stops at (``cleanup_store``), walked afresh from (latest, uid); 0 if none."""
+    v, u = latest_version, latest_uid
+    while v > 0:
+        parent = lineage_step(storage, files, op, partition, v, u, oldest, lambda path: readable(storage, path))
+        if parent is None:
+            break
+        u, v = parent, v - 1
+    return v
+
+
+def lineage_step(storage: Storage, files: dict[tuple[int, str, str], str], op: str, partition: int,
+                 version: int, uid: str, oldest: int, decodes: Callable[[str], bool]) -> str | None:
+    """One node of cleanup's walk: None where the walk stops at (version, uid), else the parent uid.
+
+    It stops at a snapshot that decodes at or below ``oldest``, and at a snapshot whose parent version has
+    no file left; reading the parent raises ``CheckpointFormatError`` when no file of the node reads."""
+    snapshot = files.get((version, uid, "snapshot"))
+    if version <= oldest and snapshot is not None and decodes(snapshot):
+        return None
+    parent = parent_uid(storage, files, op, partition, version, uid)
+    if snapshot is not None and not any((version - 1, parent, k) in files for k in layout.STATE_KINDS):
+        return None
+    return parent

@@ -38,6 +38,9 @@ class CheckpointFormatError(Exception):
 # any process-wide registration.
 SnapshotReader = Callable[["Storage", str, bytes], Any]
 
+# Told of a change to a file of a watched folder: (path, "create" | "replace" | "delete").
+Watcher = Callable[[str, str], None]
+
 
 class Storage(Protocol):
     """What the protocol needs from a checkpoint filesystem, and how to decode its foreign snapshots."""
@@ -57,8 +60,11 @@ class DurableStorage:
     """In-memory durable storage with atomic create, rename, delete and list.
 
     ``bytes_written`` and ``ops`` are counters the experiments read; they have
-    no effect on behaviour. ``folders`` indexes paths by parent folder so that
-    listing a folder does not scan the whole checkpoint.
+    no effect on behaviour. ``folders`` indexes paths by every folder they lie
+    under, so that listing a folder does not scan the whole checkpoint.
+    ``watchers`` are told of every change under a folder (``watch``); a copy,
+    or a pickled one, has none. ``memo`` holds what pure functions of the files
+    computed (``remembered``); every change empties it.
     """
 
     files: dict[str, bytes] = field(default_factory=dict)
@@ -66,31 +72,64 @@ class DurableStorage:
     ops: int = 0
     folders: dict[str, set[str]] = field(default_factory=dict, repr=False)
     snapshot_readers: tuple[SnapshotReader, ...] = ()
+    watchers: dict[str, list[Watcher]] = field(default_factory=dict, repr=False, compare=False)
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for path in self.files:
             self._index(path)
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "watchers": {}, "memo": {}}
+
+    def remembered(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, a pure function of the files (and of ``snapshot_readers``, part of the key), computed
+        once until the next change: the judge reads the same retained versions several times per outcome."""
+        key = (key, self.snapshot_readers)
+        if key in self.memo:
+            return self.memo[key]
+        value = self.memo[key] = compute()
+        return value
+
+    def watch(self, folder: str, watcher: Watcher) -> None:
+        """Call ``watcher(path, change)`` after every change to a file anywhere under ``folder``: ``change`` is
+        ``"create"``, ``"replace"`` (an existing file rewritten) or ``"delete"``. Watchers are how a cache of
+        what the files say (``reference.lineage_memo``) stays exact without listing the folder again."""
+        self.watchers.setdefault(folder, []).append(watcher)
+
+    def _changed(self, path: str, change: str) -> None:
+        folder = path
+        while "/" in folder:
+            folder = folder.rpartition("/")[0]
+            for watcher in self.watchers.get(folder, ()):
+                watcher(path, change)
+
     def _index(self, path: str) -> None:
-        self.folders.setdefault(path.rpartition("/")[0], set()).add(path)
+        for folder in _folders_of(path):
+            self.folders.setdefault(folder, set()).add(path)
 
     def _unindex(self, path: str) -> None:
-        folder = path.rpartition("/")[0]
-        members = self.folders.get(folder)
-        if members is not None:
-            members.discard(path)
-            if not members:
-                del self.folders[folder]
+        for folder in _folders_of(path):
+            members = self.folders.get(folder)
+            if members is not None:
+                members.discard(path)
+                if not members:
+                    del self.folders[folder]
 
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         """Atomically create ``path`` (temp file + rename). Refuses to replace unless ``overwrite``."""
         _check_path(path)
-        if not overwrite and path in self.files:
+        existed = path in self.files
+        if not overwrite and existed:
             raise StorageError(f"{path}: already exists (atomic create refuses to overwrite)")
         self.files[path] = bytes(data)
-        self._index(path)
+        self.memo.clear()
+        if not existed:
+            self._index(path)
         self.bytes_written += len(data)
         self.ops += 1
+        if self.watchers:
+            self._changed(path, "replace" if existed else "create")
 
     def read(self, path: str) -> bytes:
         try:
@@ -103,23 +142,28 @@ class DurableStorage:
 
     def delete(self, path: str) -> None:
         if self.files.pop(path, None) is not None:
+            self.memo.clear()
             self._unindex(path)
+            if self.watchers:
+                self._changed(path, "delete")
         self.ops += 1
 
     def rename(self, src: str, dst: str) -> None:
         if src not in self.files:
             raise StorageError(f"rename {src} -> {dst}: source does not exist")
+        existed = dst in self.files
         self.files[dst] = self.files.pop(src)
+        self.memo.clear()
         self._unindex(src)
         self._index(dst)
         self.ops += 1
+        if self.watchers:
+            self._changed(src, "delete")
+            self._changed(dst, "replace" if existed else "create")
 
     def list(self, prefix: str = "") -> list[str]:
         if prefix.endswith("/"):
-            folder = prefix[:-1]
-            out = [p for f, members in self.folders.items() if f == folder or f.startswith(prefix)
-                   for p in members]
-            return sorted(out)
+            return sorted(self.folders.get(prefix[:-1], ()))
         return sorted(p for p in self.files if p.startswith(prefix))
 
     def copy(self) -> "DurableStorage":
@@ -348,6 +392,17 @@ def excerpt(data: bytes | str, limit: int = 40) -> str:
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     more = len(text) - limit
     return json.dumps(text[:limit]) + (f" (and {more:,} more characters)" if more > 0 else "")
+
+
+def _folders_of(path: str) -> list[str]:
+    """Every folder ``path`` lies under, innermost first: ``a/b/c`` -> ``a/b``, ``a``; a top-level file's is ``""``."""
+    out = []
+    folder = path.rpartition("/")[0]
+    out.append(folder)
+    while "/" in folder:
+        folder = folder.rpartition("/")[0]
+        out.append(folder)
+    return out
 
 
 def _check_path(path: str) -> None:

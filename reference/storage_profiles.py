@@ -10,7 +10,10 @@ on both, so their results can be compared.
 
 An operation's latency is its base cost times a log-normal jitter factor of
 shape ``jitter_sigma`` (median 1); a write of ``n`` bytes adds
-``n / bandwidth``; an atomic create is a write plus a rename.
+``n / bandwidth``; an atomic create is a write plus a rename. The factor of
+the n-th operation of a kind on a stream is a pure function of (stream, kind,
+n) (``LatencyDraws``, below), computed alike by the simulator, the Spark
+engine and the Java filesystem under native Spark's checkpoint.
 
 Where the numbers come from (medians for one small file):
 
@@ -37,8 +40,10 @@ and keeps both the first-principles profile below and the fitted one.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import asdict, dataclass
+
+
+MAX_JITTER_SIGMA = 5.0        # a jitter factor within exp(+-42): beyond that a profile describes no storage
 
 
 class StorageProfileError(ValueError):
@@ -68,6 +73,8 @@ class StorageProfile:
                 raise StorageProfileError(name, f"expected a finite number >= 0, got {value!r}")
         if self.bandwidth_mb_per_s <= 0:
             raise StorageProfileError("bandwidth_mb_per_s", "must be > 0")
+        if self.jitter_sigma > MAX_JITTER_SIGMA:
+            raise StorageProfileError("jitter_sigma", f"must be at most {MAX_JITTER_SIGMA}, got {self.jitter_sigma}")
 
     def transfer_ms(self, size_bytes: float) -> float:
         return size_bytes / (self.bandwidth_mb_per_s * 1e6) * 1000.0
@@ -110,31 +117,170 @@ def storage_profile_from_dict(raw: object, path: str = "storage") -> StorageProf
     return StorageProfile(**{n: raw[n] for n in names})
 
 
+# ------------------------------------------------------------------ the seeded draws
+#
+# Every backend draws an operation's latency from one pure function of (stream, operation kind, sequence
+# number): the simulator on its clock (sim/storage_service.py), the Spark engine's checkpoint storage on the
+# wall clock (spark_impl/engine/storage_latency.py), and the Hadoop filesystem through which Spark's own
+# Structured Streaming writes its checkpoint (spark_impl/native/java/lightspeed/checkpointfs/LatencyDraws.java,
+# a line-by-line twin of this code). The function uses integer hashing and the four IEEE operations (plus an
+# exact split by powers of two and the correctly rounded square root), which Python and Java compute to the
+# same bits; tests/test_native_checkpoint_fs.py runs both on the same test vector and requires equal numbers.
+#
+# - the uniform variate: FNV-1a 64 of the UTF-8 key "<stream>/<kind>/<n>", then SplitMix64's output
+#   function (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014);
+# - the normal variate: Acklam's rational approximation of the normal quantile (relative error below 1.2e-9);
+# - the log-normal factor exp(sigma * z), with exp and log written out below (libm's may differ by an ulp
+#   between languages).
+
+OPERATION_KINDS = ("create", "rename", "read", "exists", "list", "delete")
+
+_MASK64 = (1 << 64) - 1
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_GOLDEN_GAMMA = 0x9E3779B97F4A7C15
+_LN2 = 0.6931471805599453
+_SQRT_HALF = 0.7071067811865476
+_LOG_TERMS = 14
+_EXP_TERMS = 18
+_ACKLAM_A = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+             -3.066479806614716e+01, 2.506628277459239e+00)
+_ACKLAM_B = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+             -1.328068155288572e+01)
+_ACKLAM_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+             4.374664141464968e+00, 2.938163982698783e+00)
+_ACKLAM_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+_ACKLAM_LOW = 0.02425
+
+
+def fnv1a64(data: bytes) -> int:
+    """The 64-bit FNV-1a hash of ``data``."""
+    h = _FNV_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK64
+    return h
+
+
+def splitmix64(state: int) -> int:
+    """SplitMix64's next output from generator state ``state`` (the golden-gamma step, then the mix)."""
+    z = (state + _GOLDEN_GAMMA) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def unit_uniform(key: str) -> float:
+    """A uniform variate in (0, 1), a function of ``key`` alone: 52 bits of ``splitmix64(fnv1a64(key))``,
+    centred in their cell (so never 0 or 1; the sum is exact in a double)."""
+    bits = splitmix64(fnv1a64(key.encode("utf-8"))) >> 12
+    return (bits + 0.5) * math.ldexp(1.0, -52)
+
+
+def exact_log(x: float) -> float:
+    """The natural logarithm of ``x > 0`` from an exact split ``x = m * 2**e`` and the series of
+    ``2 atanh((m - 1) / (m + 1))`` (about 1e-16 relative), in the same operations as the Java twin."""
+    m, e = math.frexp(x)
+    if m < _SQRT_HALF:        # m in [sqrt(1/2), sqrt(2)): |t| <= 0.172, so the series converges fast
+        m *= 2.0
+        e -= 1
+    t = (m - 1.0) / (m + 1.0)
+    t2 = t * t
+    s = 0.0
+    for k in range(_LOG_TERMS - 1, -1, -1):
+        s = s * t2 + 1.0 / (2 * k + 1)
+    return 2.0 * t * s + e * _LN2
+
+
+def exact_exp(x: float) -> float:
+    """``e ** x`` from ``x = k ln 2 + r`` (``|r| <= 0.35``) and the Taylor series of ``e ** r`` (Horner), in the
+    same operations as the Java twin."""
+    k = math.floor(x / _LN2 + 0.5)
+    r = x - k * _LN2
+    s = 1.0
+    for i in range(_EXP_TERMS, 0, -1):
+        s = 1.0 + r * s / i
+    return math.ldexp(s, k)
+
+
+def normal_quantile(u: float) -> float:
+    """The standard normal quantile of ``u`` in (0, 1) (P. J. Acklam's rational approximation)."""
+    a, b, c, d = _ACKLAM_A, _ACKLAM_B, _ACKLAM_C, _ACKLAM_D
+    if u < _ACKLAM_LOW or u > 1.0 - _ACKLAM_LOW:
+        q = math.sqrt(-2.0 * exact_log(u if u < _ACKLAM_LOW else 1.0 - u))
+        tail = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / \
+            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0)
+        return tail if u < _ACKLAM_LOW else -tail
+    q = u - 0.5
+    r = q * q
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0)
+
+
+def jitter_factor(sigma: float, key: str) -> float:
+    """The log-normal jitter factor (median 1, shape ``sigma``) drawn for ``key``; 1 when ``sigma`` is 0."""
+    if sigma <= 0:
+        return 1.0
+    return exact_exp(sigma * normal_quantile(unit_uniform(key)))
+
+
+def draw_key(stream: str, kind: str, sequence: int) -> str:
+    """The key of the ``sequence``-th operation of ``kind`` on ``stream`` (``"<seed>/<name>"``)."""
+    return f"{stream}/{kind}/{sequence}"
+
+
+def operation_ms(profile: StorageProfile, kind: str, size_bytes: int, factor: float) -> float:
+    """One operation's latency: its base cost (with the transfer of ``size_bytes`` for a create or a read)
+    times the jitter ``factor``. ``create`` is a file's create, write and close; ``exists`` a metadata
+    request (getFileStatus); ``read`` an open and the transfer of the file."""
+    p = profile
+    if kind == "create":
+        return (p.small_write_ms + p.transfer_ms(size_bytes)) * factor
+    if kind == "read":
+        return (p.read_ms + p.transfer_ms(size_bytes)) * factor
+    base = {"rename": p.rename_ms, "exists": p.read_ms, "list": p.list_ms, "delete": p.delete_ms}.get(kind)
+    if base is None:
+        raise ValueError(f"unknown storage operation {kind!r}; expected one of {', '.join(OPERATION_KINDS)}")
+    return base * factor
+
+
 class LatencyDraws:
-    """Seeded per-operation latencies of one profile: the same seed gives the same sequence."""
+    """Seeded per-operation latencies of one profile on one stream of operations (``"<seed>/<name>"``).
 
-    def __init__(self, profile: StorageProfile, seed: int | str):
-        self.profile = profile
-        self.rng = random.Random(f"storage-latency/{seed}")
+    The n-th operation of each kind draws ``jitter_factor(sigma, draw_key(stream, kind, n))``: the same
+    stream gives the same latencies, operation kind by operation kind, in every backend and language.
+    """
 
-    def jitter(self) -> float:
-        sigma = self.profile.jitter_sigma
-        return self.rng.lognormvariate(0.0, sigma) if sigma > 0 else 1.0
+    def __init__(self, profile: StorageProfile, stream: int | str):
+        self.profile, self.stream = profile, str(stream)
+        self.sequence = {kind: 0 for kind in OPERATION_KINDS}
+
+    def draw(self, kind: str, size_bytes: int = 0) -> float:
+        """The next operation of ``kind``'s latency, ms."""
+        if kind not in self.sequence:
+            raise ValueError(f"unknown storage operation {kind!r}; expected one of {', '.join(OPERATION_KINDS)}")
+        n = self.sequence[kind]
+        self.sequence[kind] = n + 1
+        return operation_ms(self.profile, kind, size_bytes,
+                            jitter_factor(self.profile.jitter_sigma, draw_key(self.stream, kind, n)))
 
     def write_ms(self, size_bytes: int) -> float:
-        """An atomic create: the write of ``size_bytes`` and the rename that publishes it."""
-        p = self.profile
-        return (p.small_write_ms + p.transfer_ms(size_bytes)) * self.jitter() + p.rename_ms * self.jitter()
+        """An atomic create: the create of ``size_bytes`` and the rename that publishes it."""
+        return self.draw("create", size_bytes) + self.draw("rename")
+
+    def create_ms(self, size_bytes: int) -> float:
+        return self.draw("create", size_bytes)
 
     def read_ms(self, size_bytes: int) -> float:
-        p = self.profile
-        return (p.read_ms + p.transfer_ms(size_bytes)) * self.jitter()
+        return self.draw("read", size_bytes)
+
+    def exists_ms(self) -> float:
+        return self.draw("exists")
 
     def list_ms(self) -> float:
-        return self.profile.list_ms * self.jitter()
+        return self.draw("list")
 
     def delete_ms(self) -> float:
-        return self.profile.delete_ms * self.jitter()
+        return self.draw("delete")
 
     def rename_ms(self) -> float:
-        return self.profile.rename_ms * self.jitter()
+        return self.draw("rename")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from .engine import DriverCrash, QueryFailure, TaskAttemptFailed
+from .failures import DriverCrash, QueryFailure, TaskAttemptFailed
 from .observer import Observer
 from .recovery import RestartPlan, plan_restart
 from .storage import CheckpointFormatError, Storage, StorageError

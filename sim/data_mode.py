@@ -18,12 +18,12 @@ import numpy as np
 
 from reference.outcome import ProgressEvent
 from reference.query import route
+from reference.seams import StepNode
 from reference.state_store import plan_load
 
 from .cost_model import store_commits_ms
-from .engine import TimedIncarnation
-from .graph import SimNode
 from .latency import RecordLatency
+from .timed_incarnation import TimedIncarnation
 
 MISS_STREAM = 7   # the seed component of a task's state-cache draw (``state_cache_miss_probability``)
 
@@ -47,7 +47,7 @@ class DataIncarnation(TimedIncarnation):
         return self.trigger_ms(float(self.data.input_ready_ms(*plan.bounds)))
 
     # ------------------------------------------------------------- costs
-    def task_cost_ms(self, node: SimNode) -> float:
+    def task_cost_ms(self, node: StepNode) -> float:
         step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service
         if step == "state_load":
@@ -59,13 +59,12 @@ class DataIncarnation(TimedIncarnation):
         parallel = self.cfg.parallel_store_commit
         if step == "changelog_write":
             sealed = self.tasks[(b, p)].sealed.values()
-            if self.cfg.provider == "snapshot":  # every commit writes the whole state
-                keys = [len(s.snapshot or ()) for s in sealed]
-            else:
-                keys = [len(s.changes) for s in sealed]
             for sid, s in self.tasks[(b, p)].sealed.items():
                 self.changed_since_snapshot.setdefault((sid, p), set()).update(key for key, _value in s.changes)
-            return svc.state_writes_ms([k * prof.bytes_per_state_key for k in keys], parallel)
+            # the checkpoint's files are the reference's (a snapshot provider's holds the whole state); the cost
+            # is what Spark uploads (``Profile.commit_files_bytes``)
+            return svc.store_files_ms([prof.commit_files_bytes(self.cfg.provider, len(s.changes)) for s in sealed],
+                                      parallel)
         if step == "state_commit":
             return store_commits_ms([prof.state_commit_ms(len(sealed.changes), len(self.stores[(sid, p)].data))
                                      for sid, sealed in self.tasks[(b, p)].sealed.items()
@@ -90,11 +89,12 @@ class DataIncarnation(TimedIncarnation):
             try:
                 plan = plan_load(self.storage, sid, p, b, uid)
             except Exception:  # the load itself will fail loudly; charge one listing
-                total += svc.list_ms()
+                total += svc.list_ms(stream="executor")
                 continue
             files = ([plan.base_file] if plan.base_file else []) + list(plan.replayed)
             size = sum(len(self.storage.read(f)) for f in files if self.storage.exists(f))
-            total += prof.state_open_ms + svc.list_ms() + sum(svc.read_ms(0) for _ in files) + svc.transfer_ms(size) \
+            total += prof.state_open_ms + svc.list_ms(stream="executor") + sum(svc.read_ms(0) for _ in files) \
+                + svc.transfer_ms(size) \
                 + prof.state_replay_ms(int(size / max(prof.bytes_per_state_key, 1.0)))
         return total
 
@@ -111,9 +111,8 @@ class DataIncarnation(TimedIncarnation):
         return total
 
     # ------------------------------------------------------- observations
-    def step_sink_commit(self, b: int) -> None:
+    def output_visible(self, b: int) -> None:
         """The batch's output becomes visible: its records' latencies may end here (if this is their first)."""
-        super().step_sink_commit(b)
         plan = self.plans[b]
         self.latency_book.delivered(((r.source_partition, r.offset, r.arrival_ms)
                                      for r in self.data.slice(*plan.bounds)), self.clock.now)

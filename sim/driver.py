@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .step_thread import StepThread
+from .step_thread import StepRunner, StepThread
 
 if TYPE_CHECKING:
-    from .engine import IncarnationRun
     from .graph import SimNode
 
 ASYNC_LOG_QUEUE_DEPTH = 2
@@ -25,7 +24,7 @@ ASYNC_LOG_QUEUE_DEPTH = 2
 class Driver:
     """One driver incarnation; its threads die with it."""
 
-    def __init__(self, run: "IncarnationRun"):
+    def __init__(self, run: StepRunner):
         self.micro_batch = StepThread(run)
         self.log_writer = StepThread(run)
         self.purger = StepThread(run)

@@ -20,17 +20,16 @@ from typing import TYPE_CHECKING, Sequence
 
 import simpy
 
-from .step_thread import StepThread
+from .step_thread import StepRunner, StepThread
 
 if TYPE_CHECKING:
-    from .engine import IncarnationRun
     from .graph import SimNode
 
 
 class Executor:
     """One executor of one incarnation (a restarted query gets fresh executors)."""
 
-    def __init__(self, env: simpy.Environment, index: int, cores: int, run: "IncarnationRun"):
+    def __init__(self, env: simpy.Environment, index: int, cores: int, run: StepRunner):
         assert cores >= 1, "an executor has at least one task slot"
         self.env, self.index, self.run = env, index, run
         self.free_slots = cores

@@ -43,20 +43,46 @@ that fire at a step follow the same rule through the reference's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generator, NoReturn
+from typing import Generator, NoReturn, Protocol
 
 import simpy
 
-from reference.engine import DriverCrash, QueryFailure
+from reference.failures import DriverCrash, QueryFailure
+from reference.observer import Observer
 from reference.run import InPlaceFaultEffects
 from reference.scenario import Fault
 from reference.steps import NodeId
 
-if TYPE_CHECKING:
-    from .engine import TimedIncarnation
-    from .simulation import Simulation
+from .storage_service import StorageService
+from .timed_incarnation import TimedIncarnation
+from .trace import Trace
 
 CLOCK_FAULT_KINDS = ("driver_crash", "storage_latency")
+
+
+class RunningIncarnation(Protocol):
+    """An incarnation running on the simulated cluster, as a clock fault stops it."""
+
+    @property
+    def stopped(self) -> bool: ...
+
+    def stop(self, exc: BaseException | None) -> None: ...
+
+
+class FaultedQuery(Protocol):
+    """What a clock fault reads and changes of the simulated query (``simulation.Simulation``)."""
+
+    @property
+    def current_run(self) -> RunningIncarnation | None: ...
+
+    incarnation: int                      # the number of the latest incarnation started
+    incarnation_started: simpy.Event      # triggered at every start, and at the end of the query
+    query_ended: bool
+    observer: Observer
+    trace: Trace
+    service: StorageService
+    clock_faults_fired: list[Fault]
+    clock_faults_left: int
 
 
 class ClusterSubstrate:
@@ -65,7 +91,7 @@ class ClusterSubstrate:
     ``extra_ms`` collects the simulated time the faults of the current step add.
     """
 
-    def __init__(self, inc: "TimedIncarnation"):
+    def __init__(self, inc: TimedIncarnation):
         self.inc = inc
         self.storage = inc.storage
         self.extra_ms = 0.0
@@ -118,7 +144,7 @@ def split_faults(faults: tuple[Fault, ...]) -> tuple[tuple[Fault, ...], tuple[Fa
     return (tuple(f for f in faults if not is_clock_fault(f)), tuple(f for f in faults if is_clock_fault(f)))
 
 
-def fault_clock(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Generator[simpy.Event, object, None]:
+def fault_clock(env: simpy.Environment, fault: Fault, sim: FaultedQuery) -> Generator[simpy.Event, object, None]:
     """Fire one timed fault at its simulated time, in its incarnation."""
     try:
         yield from _fire(env, fault, sim)
@@ -126,7 +152,7 @@ def fault_clock(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Gene
         sim.clock_faults_left -= 1
 
 
-def _fire(env: simpy.Environment, fault: Fault, sim: "Simulation") -> Generator[simpy.Event, object, None]:
+def _fire(env: simpy.Environment, fault: Fault, sim: FaultedQuery) -> Generator[simpy.Event, object, None]:
     assert fault.at.time_ms is not None
     yield env.timeout(max(0.0, fault.at.time_ms - env.now))
     wanted = fault.at.restart

@@ -8,8 +8,9 @@ that of batch ``b - 1`` shifted by one batch, except for maintenance:
 ``snapshot_upload`` nodes exist only in maintenance batches
 (``GraphShape.is_maintenance_batch``), and under asynchronous state
 checkpointing the state load of a partition that moves to another executor
-waits for its previous commit (``GraphShape.moved``). So the simulator turns the nodes of one
-batch of each shape into a ``Template`` with batch-relative edges: a
+waits for its previous commit (``GraphShape.moved``): the batch's variant,
+``BatchShape.batch_variant``. So the simulator turns the nodes of one
+batch of each variant into a ``Template`` with batch-relative edges: a
 ``TemplateNode`` names its dependencies as ``(batch delta, slot)`` pairs,
 where a slot numbers (step, partition) pairs.
 
@@ -30,13 +31,11 @@ real ``NodeId`` is made on demand (``node_id``) for fault handling and traces.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Hashable
 
-from reference.graph import GraphShape, Node
+from reference.graph import BatchShape, Node
+from reference.incarnation import Incarnation
 from reference.steps import STEP_ORDER, TASK_STEPS, NodeId
-
-if TYPE_CHECKING:
-    from .engine import TimedIncarnation
 
 # What happens to a node once its dependencies are met.
 GATE = 0          # launch the task of one partition (its foreground steps run back to back in one slot)
@@ -75,7 +74,7 @@ def slot_of(step: str, partition: int, parts: int) -> int:
     return STEP_ORDER[step] * (parts + 1) + partition + 1
 
 
-def batch_template(shape: GraphShape, b: int) -> Template:
+def batch_template(shape: BatchShape, b: int) -> Template:
     """Batch ``b``'s nodes (``shape.batch_nodes(b)``), batch-relative, plus one gate per task."""
     parts = shape.partitions
     created = shape.batch_nodes(b)
@@ -176,21 +175,19 @@ class BatchGraph:
 class Graph:
     """The live part of one incarnation's step graph: batches instantiated from templates, counters, dependents."""
 
-    def __init__(self, inc: "TimedIncarnation"):
+    def __init__(self, inc: Incarnation):
         self.inc = inc
-        self.shape: GraphShape = inc.shape
-        self.templates: dict[tuple[bool, tuple[int, ...]], Template] = {}
+        self.shape: BatchShape = inc.shape
+        self.templates: dict[Hashable, Template] = {}
         self.batches: dict[int, BatchGraph] = {}
         self.fusion = False
 
     def template(self, b: int) -> Template:
-        """The template of batch ``b``'s shape (built from the first batch of that shape asked for)."""
-        shape = self.shape
-        moved = tuple(sorted(p for bb, p in shape.moved if bb == b)) if shape.async_state else ()
-        key = (shape.is_maintenance_batch(b), moved)
+        """The template of batch ``b``'s variant (built from the first batch of that variant asked for)."""
+        key = self.shape.batch_variant(b)
         found = self.templates.get(key)
         if found is None:
-            found = self.templates[key] = batch_template(shape, b)
+            found = self.templates[key] = batch_template(self.shape, b)
             if self.fusion:
                 self.mark_fusable()
                 found = self.templates[key]
@@ -203,7 +200,7 @@ class Graph:
         the steps after it under one timeout (``IncarnationRun.run_fused``).
         """
         self.fusion = True
-        for b in (0, self.shape.maintenance_every() - 1):   # every shape a batch can have (and moves, when met)
+        for b in self.shape.variant_batches():   # every variant a batch can have (and moves, when met)
             self.template(b)
         watched: set[int] = set()
         for template in self.templates.values():

@@ -14,6 +14,11 @@ to ``reference.timing.summarize_segments``, the one percentile definition.
   offsets not yet visible, as one segment whose latencies are spread between
   those of its newest and oldest record.
 
+Both also judge whether the run kept up with its input, by the one rule of
+``reference.timing`` (``summarize_throughput``; volume mode over its delivered
+ranges, ``summarize_throughput_groups``), so a simulated latency point gets
+the same kept-up or backlogged verdict as a timed engine's.
+
 Both live in the ``Simulation``, outside any incarnation: they are the
 observer's view, and survive crashes.
 """
@@ -23,7 +28,8 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from reference.outcome import Timing
-from reference.timing import LatencySummary, Segment, first_visible_ms, summarize_segments
+from reference.timing import (DeliveryGroup, LatencySummary, Segment, Throughput, first_visible_ms,
+                              summarize_segments, summarize_throughput, summarize_throughput_groups)
 
 
 class RecordLatency:
@@ -46,6 +52,11 @@ class RecordLatency:
     def summary(self) -> LatencySummary:
         return summarize_segments(self.segments())
 
+    def throughput(self) -> Throughput | None:
+        first = first_visible_ms(self.deliveries)
+        keys = sorted(first)
+        return summarize_throughput([float(self.arrival_ms[k]) for k in keys], [first[k] for k in keys])
+
 
 class RangeLatency:
     """Volume mode: per source partition, the visible offsets as disjoint ``[lo, hi)`` ranges."""
@@ -53,11 +64,13 @@ class RangeLatency:
     def __init__(self) -> None:
         self.visible: dict[int, list[tuple[int, int]]] = {}
         self.spread: list[Segment] = []
+        self.groups: list[DeliveryGroup] = []    # the same deliveries by creation time, for the keep-up rule
 
     def delivered(self, sp: int, lo: int, hi: int, now_ms: float, arrival_ms: Callable[[int], float]) -> None:
         """Offsets ``[lo, hi)`` of source partition ``sp`` became visible at ``now_ms``."""
         for first, end in self._not_yet_visible(sp, lo, hi):
             self.spread.append((end - first, now_ms - arrival_ms(end - 1), now_ms - arrival_ms(first)))
+            self.groups.append((end - first, arrival_ms(first), arrival_ms(end - 1), now_ms))
 
     def _not_yet_visible(self, sp: int, lo: int, hi: int) -> list[tuple[int, int]]:
         """The parts of ``[lo, hi)`` not visible before, which are visible from now on."""
@@ -81,6 +94,9 @@ class RangeLatency:
     def summary(self) -> LatencySummary:
         return summarize_segments(self.spread)
 
+    def throughput(self) -> Throughput | None:
+        return summarize_throughput_groups(self.groups)
+
 
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
@@ -93,5 +109,6 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def timing_of(book: RecordLatency | RangeLatency) -> Timing:
-    """The outcome's timing block: the latency summary; no wall time (a simulated run has none)."""
-    return Timing(book.summary())
+    """The outcome's timing block: the latency summary and whether the run kept up with its input; no wall time
+    (a simulated run has none)."""
+    return Timing(book.summary(), throughput=book.throughput())

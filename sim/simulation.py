@@ -31,11 +31,12 @@ from reference.supervisor import Supervisor
 
 from .cost_model import Profile, resolve_profile
 from .data_mode import DataIncarnation
-from .engine import IncarnationRun, TimedIncarnation
 from .faults import fault_clock, split_faults
+from .incarnation_run import IncarnationRun
 from .latency import RangeLatency, RecordLatency, timing_of
 from .random_draws import Draws
 from .storage_service import StorageService
+from .timed_incarnation import TimedIncarnation
 from .trace import Trace
 from .volume import VolumeIncarnation, VolumeSource
 
@@ -63,7 +64,7 @@ class Simulation:
         self.scenario, self.profile, self.mode = scenario, profile, mode
         self.env = env if env is not None else simpy.Environment()
         self.rng = Draws(np.random.default_rng(scenario.seed))
-        self.service = StorageService(profile.storage, self.rng, DurableStorage())
+        self.service = StorageService(profile.storage, scenario.seed, DurableStorage())
         self.trace = Trace(trace_enabled)
         self.observer = Observer()
         step_faults, clock_faults = split_faults(scenario.faults)

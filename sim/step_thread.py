@@ -10,11 +10,24 @@ put on a busy thread waits for the steps before it.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 if TYPE_CHECKING:
-    from .engine import IncarnationRun
     from .graph import SimNode
+
+
+class StepRunner(Protocol):
+    """What runs a step for a simulated thread or a task slot (``incarnation_run.IncarnationRun``): charge its
+    cost, land its effect, then call ``on_done``; nothing runs once the incarnation has stopped."""
+
+    @property
+    def stopped(self) -> bool: ...
+
+    def run_step(self, node: "SimNode", on_done: Callable[[], None]) -> None: ...
+
+    def may_fuse(self) -> bool: ...
+
+    def run_fused(self, nodes: Sequence["SimNode"], on_done: Callable[[], None]) -> None: ...
 
 
 class StepThread:
@@ -22,7 +35,7 @@ class StepThread:
 
     __slots__ = ("run", "queue", "busy")
 
-    def __init__(self, run: "IncarnationRun"):
+    def __init__(self, run: StepRunner):
         self.run = run
         self.queue: deque[SimNode] = deque()
         self.busy = False

@@ -33,16 +33,17 @@ from typing import Any, cast
 
 import numpy as np
 
-from reference.engine import BatchPlan, TaskState
+from reference.incarnation_state import BatchPlan, TaskState
 from reference.outcome import ProgressEvent, StateOperatorProgress
 from reference.query import watermarks_of
 from reference.recovery import RestartPlan
+from reference.seams import StepNode
 from reference.sources import SourceData
 
 from .cost_model import store_commits_ms
-from .engine import TimedIncarnation
 from .graph import SimNode
 from .latency import RangeLatency
+from .timed_incarnation import TimedIncarnation
 from .volume_state import OperatorModel, StoreCounts, VolumeSource, Window, distinct_keys
 
 __all__ = ["VolumeIncarnation", "VolumeSource", "distinct_keys"]
@@ -199,8 +200,8 @@ class VolumeIncarnation(TimedIncarnation):
         return [[maxima] * len(self.ops)]
 
     # ---------------------------------------------------------------- steps
-    def step_purge(self, b: int) -> None:
-        self.purge_log_entries(self.purge_round_of(b))   # the logs only: volume mode keeps no state files
+    def purge_state_files(self, b: int) -> None:
+        """Nothing: volume mode keeps no state files (``purge`` deletes the logs only)."""
 
     def step_state_load(self, b: int, p: int) -> None:
         if (b, p) not in self.tasks:
@@ -224,21 +225,23 @@ class VolumeIncarnation(TimedIncarnation):
     def step_sink_write(self, b: int, p: int) -> None:
         pass
 
-    def step_sink_commit(self, b: int) -> None:
+    def commit_output(self, b: int) -> None:
+        """Nothing: the tasks wrote no files for a manifest to name."""
+
+    def output_visible(self, b: int) -> None:
         """The batch's output becomes visible: the offsets not visible before end their latency here."""
         plan, now = self.plans[b], self.clock.now
         for sp, (lo, hi) in enumerate(zip(*plan.bounds)):
             if hi > lo:
                 self.latency_book.delivered(sp, lo, hi, now, partial(self.source.arrival_ms, sp))
 
-    def step_commit_log_write(self, b: int) -> None:
-        super().step_commit_log_write(b)
+    def batch_committed(self, b: int) -> None:
         for p in range(self.parts):   # lineage of versions a restart could still name is in the commit log
             for sid in self.store_ids:
                 self.lineage.pop((sid, p, b - 2), None)
 
     # ---------------------------------------------------------------- costs
-    def task_cost_ms(self, node: SimNode) -> float:
+    def task_cost_ms(self, node: StepNode) -> float:
         step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service
         counts = self.volumes.get(b) or self.volume(b)
@@ -252,9 +255,8 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "sink_write":
             return self.sink_write_ms(counts.output * prof.bytes_per_output_row, jitter)
         if step == "changelog_write":
-            snapshot = self.cfg.provider == "snapshot"   # every commit writes the whole state
-            sizes = [(s.total if snapshot else s.changed) * prof.bytes_per_state_key for s in counts.stores]
-            return svc.state_writes_ms(sizes, parallel, jitter)
+            return svc.store_files_ms([prof.commit_files_bytes(self.cfg.provider, s.changed) for s in counts.stores],
+                                      parallel, jitter)
         if step == "state_load":
             if b == self.restart.first_batch and b > 0:
                 keys = self.restart_keys

@@ -95,7 +95,10 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None)
             # local[N] gives up on the first task failure unless told otherwise; Spark's own default
             # for a cluster is 4 attempts, and the protocol's task retry relies on it
             builder = builder.master(f"local[{_threads(wanted)},4]")
-        for key, value in (extra_conf or {}).items():
+        # native Spark's checkpoint filesystem with a storage profile's latency: its jar must be on the class
+        # path when the JVM starts (built here if needed; without javac the session starts without it)
+        from .native.checkpoint_fs import session_confs as checkpoint_fs_confs
+        for key, value in {**checkpoint_fs_confs(), **(extra_conf or {})}.items():
             builder = builder.config(key, value)
         try:
             _session = builder.getOrCreate()

@@ -17,7 +17,7 @@ import pytest
 
 from experiments.defs import async_state_checkpoint as asc
 from experiments.experiment import RunContext
-from experiments.verdicts import NOT_REPRODUCED, REPRODUCED
+from experiments.verdicts import NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 
 DURATIONS = {(100_000, "sync"): (1000.0, 1500.0), (100_000, "async"): (750.0, 1200.0),
              (50_000_000, "sync"): (1000.0, 2000.0), (50_000_000, "async"): (700.0, 1500.0)}
@@ -31,17 +31,17 @@ def records(durations: dict[tuple[int, str], tuple[float, float]]) -> list[dict[
 
 def verdicts(durations: dict[tuple[int, str], tuple[float, float]]) -> dict[str, dict[str, Any]]:
     summary = asc.EXPERIMENT.summarize(records(durations), RunContext(backend="sim", quick=False))
-    return {v["claim"].split(" with")[0].split(" over")[0]: v for v in summary["verdicts"]}
+    return {v["claim"]: v for v in summary["verdicts"]}
 
 
 def test_each_published_claim_gets_its_own_verdict() -> None:
     v = verdicts(DURATIONS)
-    assert set(v) == {"mean batch duration cut", "peak batch cut", "mean batch cut"}
-    assert v["mean batch duration cut"]["verdict"] == REPRODUCED
-    assert v["mean batch duration cut"]["measured"] == pytest.approx(30.0)
-    assert v["peak batch cut"]["verdict"] == NOT_REPRODUCED
-    assert v["peak batch cut"]["measured"] == pytest.approx(-5.0)
-    assert v["mean batch cut"]["verdict"] == REPRODUCED and v["mean batch cut"]["measured"] == pytest.approx(5.0)
+    assert set(v) == {"asc_mean_cut", "asc_peak", "asc_millions", "asc_rerun"}
+    assert v["asc_mean_cut"]["verdict"] == REPRODUCED and v["asc_mean_cut"]["measured"] == pytest.approx(30.0)
+    assert v["asc_peak"]["verdict"] == NOT_REPRODUCED and v["asc_peak"]["measured"] == pytest.approx(-5.0)
+    assert v["asc_millions"]["verdict"] == REPRODUCED and v["asc_millions"]["measured"] == pytest.approx(5.0)
+    assert v["asc_rerun"]["verdict"] == NOT_MEASURED         # no crash runs among these records
+    assert v["asc_mean_cut"]["scope"] == "50,000,000 keys" and v["asc_mean_cut"]["basis"] == "first principles"
 
 
 def test_a_peak_cut_past_the_mean_cut_and_a_flat_size_dependence() -> None:
@@ -49,14 +49,14 @@ def test_a_peak_cut_past_the_mean_cut_and_a_flat_size_dependence() -> None:
     durations[(50_000_000, "async")] = (700.0, 1000.0)    # peak cut 50%, 20 points over the mean cut
     durations[(100_000, "async")] = (710.0, 1200.0)       # mean cut 29%: 1 point under the largest's, noise
     v = verdicts(durations)
-    assert v["peak batch cut"]["verdict"] == REPRODUCED and v["peak batch cut"]["measured"] == pytest.approx(20.0)
-    assert v["mean batch cut"]["verdict"] == NOT_REPRODUCED
-    assert v["mean batch cut"]["measured"] == pytest.approx(1.0)
+    assert v["asc_peak"]["verdict"] == REPRODUCED and v["asc_peak"]["measured"] == pytest.approx(20.0)
+    assert v["asc_millions"]["verdict"] == NOT_REPRODUCED
+    assert v["asc_millions"]["measured"] == pytest.approx(1.0)
 
 
 def test_one_state_size_judges_no_size_dependence() -> None:
     only = {k: d for k, d in DURATIONS.items() if k[0] == 50_000_000}
-    assert "mean batch cut" not in verdicts(only)
+    assert "asc_millions" not in verdicts(only)
 
 
 def test_the_cadence_cut_is_the_start_to_start_interval() -> None:

@@ -45,7 +45,7 @@ def snapshot_summary(grid: list[int], quick: bool) -> dict[str, Any]:
 
 
 def verdict_on(summary: dict[str, Any], part: str) -> dict[str, Any]:
-    return next(v for v in summary["verdicts"] if part in v["claim"])
+    return next(v for v in summary["verdicts"] if part in v["scope"])
 
 
 def test_the_least_loss_youngs_optimum_and_the_replay_aware_one() -> None:
@@ -61,7 +61,7 @@ def test_the_least_loss_youngs_optimum_and_the_replay_aware_one() -> None:
 def test_an_inside_optimum_far_from_youngs_is_not_reproduced() -> None:
     v = verdict_on(snapshot_summary(DOUBLINGS, quick=False), "snapshot")
     assert v["verdict"] == NOT_REPRODUCED and v["measured"] == pytest.approx(math.log2(512 / 84.853), abs=1e-3)
-    assert "edge" not in v["claim"]
+    assert "edge" not in v["scope"] and v["claim"] == "young_optimum"
 
 
 def test_an_edge_optimum_past_youngs_refutes_it_as_a_bound() -> None:
@@ -69,7 +69,7 @@ def test_an_edge_optimum_past_youngs_refutes_it_as_a_bound() -> None:
     assert summary["snapshot"]["simulated_best_batches"] == 256 and summary["snapshot"]["best_at_edge"]
     v = verdict_on(summary, "snapshot")
     assert v["verdict"] == NOT_REPRODUCED and v["measured"] == pytest.approx(1.886, abs=1e-3)
-    assert "bound" in v["claim"]
+    assert "bound" in v["scope"]
 
 
 def test_an_edge_bound_within_the_tolerance_measures_nothing() -> None:

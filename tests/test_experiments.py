@@ -28,12 +28,13 @@ from reference.backend import BackendUnavailable, OptionRefused
 from streamtest import judged, make, run
 
 NAMES = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
-         "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing", "parallel-store-commit")
-SIM_EXPERIMENTS = tuple(n for n in NAMES if n != "calibration")
+         "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing", "parallel-store-commit",
+         "engine-vs-native")
+SIM_EXPERIMENTS = tuple(n for n in NAMES if n not in ("calibration", "engine-vs-native"))   # these measure Spark
 # a check the simulator cannot pass yet: it charges a state commit by its changed keys for every provider
 # (sim/data_mode.py and sim/volume.py, changelog_write), so a full snapshot costs what a changelog costs
 KNOWN_SIM_GAPS: tuple[str, ...] = ()
-CHANGELOG_CHECK = "changelog commit latency < full snapshot"
+CHANGELOG_CHECK = "changelog commit latency <= RocksDB without changelog"
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,9 @@ def test_an_experiment_refuses_a_backend_it_cannot_use(capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize("name", SIM_EXPERIMENTS)
-def test_quick_mode_runs_and_its_sanity_checks_hold(name: str, quick: Any) -> None:
+def test_quick_mode_runs_with_its_defaults_and_exits_0(name: str, quick: Any) -> None:
+    """Every simulator experiment, quick, with its defaults (what a newcomer runs first): every point runs, no
+    correctness check fails, and the exit code is 0. A comparison one seed cannot judge is within noise."""
     result = quick(name)
     assert result.unavailable is None
     assert not result.failed_points, [(r["id"], r["error"]) for r in result.failed_points]
@@ -108,7 +111,8 @@ def test_quick_mode_runs_and_its_sanity_checks_hold(name: str, quick: Any) -> No
     failing = [c.describe() for c in result.checks if c.ok is False
                and not any(c.name.startswith(gap) for gap in KNOWN_SIM_GAPS)]
     assert not failing, failing
-    assert all(c.ok is not None for c in result.checks), [c.describe() for c in result.checks]
+    assert all(c.ok is not None or c.within_noise for c in result.checks), [c.describe() for c in result.checks]
+    assert result.exit_code == exit_codes.OK
 
 
 @pytest.mark.parametrize("name", SIM_EXPERIMENTS)
@@ -183,20 +187,27 @@ def test_pipelining_on_spark_warms_up_first_and_leaves_the_warm_up_out() -> None
     assert row["speedup_deep_seeds"] == {"min": 2.5, "max": 2.5, "n": 1}
 
 
-@pytest.mark.parametrize(("backend", "stragglers", "ratio", "ok"), [
-    ("spark", "none", 0.88, True),     # within the engine's run-to-run noise (20%)
-    ("spark", "none", 0.75, False),
-    ("spark", "heavy", 0.99, False),   # under stragglers pipelining must not be slower
-    ("sim", "none", 0.99, False),      # the simulator has no wall-clock noise
+@pytest.mark.parametrize(("sequential", "pipelined", "ok", "noise"), [
+    ((1_000.0, 1_100.0, 1_200.0), (1_050.0, 1_150.0, 1_160.0), True, False),    # faster: holds
+    ((1_000.0, 1_100.0, 1_300.0), (900.0, 950.0, 1_000.0), None, True),        # 150 slower, spread 300: noise
+    ((1_000.0, 1_010.0, 1_020.0), (700.0, 720.0, 730.0), False, False),        # 290 slower, spread 30: real
+    ((1_000.0,), (880.0,), None, True),                                         # one seed cannot tell
 ])
-def test_pipelining_sanity_check_allows_the_engines_noise_only_where_there_is_nothing_to_gain(
-        backend: str, stragglers: str, ratio: float, ok: bool) -> None:
+def test_pipelining_sanity_check_knows_the_spread_over_its_seeds(
+        sequential: tuple[float, ...], pipelined: tuple[float, ...], ok: bool | None, noise: bool) -> None:
+    """No fixed allowance: a slower pipelined backlog fails only when it is slower by more than the seeds
+    spread (experiments.sanity), on the engine as on the simulator."""
     exp = get_experiment("pipelining")
-    entry = {"operator": "aggregate", "stragglers": stragglers, "sequential": {"rows_per_s": {"median": 1_000.0}},
-             "pipelined": {"rows_per_s": {"median": 1_000.0 * ratio}}, "deep": {"rows_per_s": {"median": 2_000.0}}}
-    checks = exp.checks({"rows": {f"aggregate/{stragglers}": entry}}, RunContext(backend=backend, quick=True))
-    pipelined = next(c for c in checks if c.name.startswith("pipelined throughput"))
-    assert pipelined.ok is ok, pipelined
+
+    def spread(values: tuple[float, ...]) -> dict[str, Any]:
+        return {"median": sorted(values)[len(values) // 2], "min": min(values), "max": max(values),
+                "n": len(values)}
+    entry = {"operator": "aggregate", "stragglers": "heavy", "sequential": {"rows_per_s": spread(sequential)},
+             "pipelined": {"rows_per_s": spread(pipelined)}, "deep": {"rows_per_s": spread(sequential)}}
+    for backend in ("spark", "sim"):
+        checks = exp.checks({"rows": {"aggregate/heavy": entry}}, RunContext(backend=backend, quick=True))
+        pipelined_check = next(c for c in checks if c.name.startswith("pipelined throughput"))
+        assert (pipelined_check.ok, pipelined_check.within_noise) == (ok, noise), pipelined_check
 
 
 def test_pipelining_pairs_each_seeds_speedup_with_its_own_sequential_run() -> None:
@@ -221,11 +232,14 @@ def test_pipelining_pairs_each_seeds_speedup_with_its_own_sequential_run() -> No
 def test_async_state_on_the_engine_commits_its_batches_runs_to_the_object_store() -> None:
     """A task's commit on local disk takes 0.3 ms, which async checkpointing cannot shorten; the published
     commits went to cloud storage. The crash runs keep local disk (their crash times are placed for it)."""
-    points = get_experiment("async-state-checkpoint").points(RunContext(backend="spark", quick=True))
+    exp = get_experiment("async-state-checkpoint")
+    points = sweep.with_storage_profile(exp.points(RunContext(backend="spark", quick=True)), None,
+                                        default=exp.storage_default.get("spark"))
     assert {p.extra.get("storage_profile") for p in points if p.task == "batches"} == {"object_store"}
     assert {p.extra.get("storage_profile") for p in points if p.task == "crash"} == {None}
-    sim = get_experiment("async-state-checkpoint").points(RunContext(backend="sim", quick=True))
-    assert all("storage_profile" not in p.extra for p in sim)
+    sim = exp.points(RunContext(backend="sim", quick=True))
+    assert exp.storage_default.get("sim") is None
+    assert all(p.extra.get("storage_profile") is None for p in sim)
 
 
 def test_async_state_checkpoint_trends(quick: Any) -> None:
@@ -254,12 +268,19 @@ def test_changelog_commit_is_cheaper_than_a_full_snapshot(quick: Any) -> None:
 
 
 def test_changelog_checkpointing_bytes_and_recovery(quick: Any) -> None:
+    """Spark's RocksDB without changelog checkpointing uploads each version's new SST files (the keys it
+    changed) and a small zip, reusing what it uploaded before (RocksDBFileManager), never the whole state: so
+    it writes less than the HDFS provider, whose snapshots copy the whole map, and less than changelog
+    checkpointing, which writes each version's changes and, in the background, snapshots besides. Changelog
+    checkpointing keeps more state (its changelogs beside the newest version), Flink's direction."""
     rows = quick("changelog-checkpointing").summary["rows"]
-    snapshot = rows["snapshot"]["bytes_written"]["median"]
+    baseline = rows["snapshot"]
     for key, row in rows.items():
+        if row["provider"] in ("changelog", "delta"):
+            assert row["bytes_written"]["median"] > baseline["bytes_written"]["median"], key
         if row["provider"] == "changelog":
-            assert row["bytes_written"]["median"] < snapshot, key
             assert row["snapshot_uploads"]["median"] > 0, "maintenance uploaded no snapshot"
+            assert row["state_bytes_retained"]["median"] > baseline["state_bytes_retained"]["median"], key
 
 
 def test_checkpoint_interval_compares_with_youngs_formula(quick: Any) -> None:
@@ -489,9 +510,10 @@ def test_a_bar_without_a_value_says_why(tmp_path: Path) -> None:
 
 
 def test_a_process_pool_gives_the_inline_numbers(quick: Any, tmp_path: Path) -> None:
-    inline = quick("offset-management")
-    pooled = run_experiment("offset-management", RunContext(quick=True, executor="processes", workers=2,
-                                                            quiet=True, figures=False, out_dir=tmp_path))
+    # the smallest timed sim experiment (its four points keep the pool's start-up the larger cost)
+    inline = quick("parallel-store-commit")
+    pooled = run_experiment("parallel-store-commit", RunContext(quick=True, executor="processes", workers=2,
+                                                                quiet=True, figures=False, out_dir=tmp_path))
     assert [r["metrics"] for r in pooled.records] == [r["metrics"] for r in inline.records]
 
 
@@ -568,12 +590,32 @@ def _stateless_fit_scenarios() -> list[dict[str, Any]]:
             for name, engine in calibration.WORKLOADS["stateless"][2].items() if name in ("baseline", "both")]
 
 
+_PREDICTED: dict[str, Any] = {}
+
+
+def _shorter_fit_search(monkeypatch: pytest.MonkeyPatch, calibration: Any) -> None:
+    """A shorter search for the tests of where the fit goes, not how closely: one pass of the fine steps.
+    And the fit's simulator runs are deterministic (each scenario has its seed), and a search tries the same
+    profile again (every grid holds the factor 1; both tests below start from the shipped profile): each
+    (scenario, profile) is simulated once per test session."""
+    monkeypatch.setattr(calibration, "FINE_PASSES", 1)   # the fine steps once: these tests judge directions
+    predict = calibration.predict
+
+    def remembered(scenario: dict[str, Any], profile: dict[str, Any]) -> Any:
+        key = json.dumps([scenario, profile], sort_keys=True)
+        if key not in _PREDICTED:
+            _PREDICTED[key] = predict(scenario, profile)
+        return _PREDICTED[key]
+    monkeypatch.setattr(calibration, "predict", remembered)
+
+
 def test_calibration_fit_recovers_a_perturbed_profile(monkeypatch: pytest.MonkeyPatch) -> None:
     """Measurements made by the simulator itself with a known profile: the fit must get closer than the start."""
     from experiments.defs import calibration
     from experiments.profiles import sim_profile
     monkeypatch.setattr(calibration, "PASSES", 1)                                   # a coarser, faster search
     monkeypatch.setattr(calibration, "GRID", tuple(2.0 ** k for k in range(-3, 4)))
+    _shorter_fit_search(monkeypatch, calibration)
     truth = calibration.scaled(sim_profile("local_spark"), {"driver": 2.0, "file_writes": 4.0, "listings": 4.0})
     scenarios = _stateless_fit_scenarios()
     predicted = [(sc, calibration.predict(sc, truth)) for sc in scenarios]
@@ -593,6 +635,7 @@ def test_calibration_fit_tells_the_driver_from_the_tasks(monkeypatch: pytest.Mon
     from experiments.profiles import sim_profile
     monkeypatch.setattr(calibration, "PASSES", 1)
     monkeypatch.setattr(calibration, "GRID", tuple(2.0 ** k for k in range(-3, 4)))
+    _shorter_fit_search(monkeypatch, calibration)
     base = sim_profile("local_spark")
     truth = calibration.scaled(base, {"driver": 0.25, "tasks": 4.0})
     measured = [(sc, calibration.predict(sc, truth)) for sc in _stateless_fit_scenarios()]

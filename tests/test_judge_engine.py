@@ -1,6 +1,6 @@
-"""The reference engine's protocol under faults, with outcomes worked out from SPEC sections 2 and 4.
+"""The reference model's protocol under faults, with outcomes worked out from SPEC sections 2 and 4.
 
-Found by mutation testing the judge (reference/engine.py): task retries up to
+Found by mutation testing the judge (the incarnation, once reference/engine.py): task retries up to
 Spark's ``spark.task.maxFailures`` (4), a zombie writer's file, the batches a
 restart re-runs, progress events of an untimed model, and that every operator
 under every mode Spark allows passes every check on its own checkpoint.

@@ -26,6 +26,7 @@ from reference.explorer import (MAX_CUTS, WRITING, ExplorationInterrupted, Explo
                                 single_faults, writing_cuts)
 from reference.oracles import Verdict
 from reference.run import Run, Schedule
+from reference.state_store import StateStore
 from reference.scenario import Fault, FaultAt
 from reference.steps import DRIVER_STEPS
 
@@ -104,7 +105,7 @@ def test_the_plan_counts_cuts_and_faults_under_each_background_order(tiny):
     assert plan.schedules == plan.cuts + plan.fault_schedules
     assert plan.describe() == f"{plan.cuts:,} crash cuts and {plan.fault_schedules:,} single-fault schedules"
     capped = ExplorePlan(MAX_CUTS, True, 7)
-    assert capped.describe().startswith("more than 50,000 crash cuts (only the first 50,000 will be explored")
+    assert capped.describe().startswith("more than 200,000 crash cuts (only the first 200,000 will be explored")
 
 
 def test_the_lazy_order_runs_background_steps_only_when_nothing_else_is_ready():
@@ -178,12 +179,26 @@ def test_a_planted_mistake_is_reported_with_its_schedule_in_exploration_order():
     assert report.summary().endswith(f"{len(report.violations)} violation(s)")
 
 
+def test_violations_are_the_same_however_the_schedules_are_shared_out():
+    """Two shares may each meet a cut that reaches one checkpoint; only the first in exploration order is
+    judged, as in one share: the report does not count a checkpoint's violations once per share."""
+    scenario = make("dedup_within_watermark", batches=3)
+    model = Model(type("ForgetsDeletesIncarnation", (Incarnation,), {"store_class": ForgetsDeletes}))
+    reports = [explore(scenario, model=model, workers=w) for w in (1, 3)]
+    labels = [[(v.order, v.schedule) for v in r.violations] for r in reports]
+    assert labels[0] and labels[0] == labels[1]
+    assert len({r.checkpoint_fingerprint for r in reports}) == 1
+    assert reports[0].distinct_checkpoints == reports[1].distinct_checkpoints
+    deeper = [explore(make("aggregate", batches=2), depth=2, workers=w).schedules for w in (1, 3)]
+    assert deeper[0] == deeper[1], "a checkpoint's second crashes count once, in the share that judged it first"
+
+
 def test_report_and_violation_texts():
     report = Report("count", schedules=10, distinct_checkpoints=4, seconds=2.0)
     assert report.summary() == ("count: explored 10 schedules (4 distinct crash checkpoints) in 2.00 s (5/s); "
                                 "0 violation(s)")
     report.truncated = True
-    assert report.summary().endswith("; STOPPED at 50000 cuts, exploration incomplete")
+    assert report.summary().endswith("; STOPPED at 200000 cuts, exploration incomplete")
     assert Report("idle").summary() == "idle: explored 0 schedules (0 distinct crash checkpoints) in 0.00 s (0/s); " \
                                        "0 violation(s)"
     v = Violation("driver_crash after [x]", [Verdict("no_loss", "fail", "short")], {})
@@ -407,3 +422,10 @@ def test_depth_two_has_no_second_crash_where_the_first_recovery_never_started():
     assert share.violations, "a run that cannot resume is a violation"
     assert share.schedules == plan_exploration(scenario).schedules   # no recovery, so nothing to crash again
     assert not any("during recovery" in v.schedule for v in share.violations)
+
+
+class ForgetsDeletes(StateStore):
+    """SPARK-55510: a delete changes the live state but never reaches the changelog."""
+
+    def delete(self, key: str) -> None:
+        self.data.pop(key, None)

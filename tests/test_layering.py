@@ -2,9 +2,11 @@
 
 - ``reference/`` imports no project package and no third-party library (standard library only);
 - ``sim/`` and ``spark_impl/`` import ``reference/`` and their own libraries, never each other or ``experiments/``;
-- no package imports the command-line module ``experiments.cli``.
+- no package imports the command-line module ``experiments.cli``;
+- no module imports itself through others: the project's imports have no cycle.
 
-Every ``import`` and ``from ... import`` statement is read with ``ast``, including those inside functions.
+Every ``import`` and ``from ... import`` statement is read with ``ast``, including those inside functions and
+under ``TYPE_CHECKING``: a cycle only type checkers follow is still a cycle in the design.
 """
 
 from __future__ import annotations
@@ -44,6 +46,90 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 
 def files_of(package: str) -> list[Path]:
     return sorted((ROOT / package).rglob("*.py"))
+
+
+def module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_imports() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (``from package import module`` counts as that module)."""
+    paths = [path for package in PROJECT for path in files_of(package)]
+    known = {module_of(path) for path in paths}
+    out: dict[str, set[str]] = {}
+    for path in paths:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        named = {f"{module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 for module in [_absolute(path, node)] for alias in node.names}
+        imported = {module for _line, module in imports_of(path)} | named
+        out[module_of(path)] = {m for m in imported if m in known and m != module_of(path)}
+    return out
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    return ".".join(package[:len(package) - node.level + 1] + ((node.module,) if node.module else ()))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_imports_have_no_cycle():
+    assert cycles(project_imports()) == []
+
+
+def test_the_cycle_reader_finds_a_cycle_through_a_module_named_in_a_from_import():
+    graph = {"p": set(), "p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": {"p.a"}}
+    assert cycles(graph) == [["p.a", "p.b", "p.c"]]
+    pkg = ROOT / "sim"
+    probe = pkg / "_layering_probe.py"
+    probe.write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from sim import simulation\n")
+    try:
+        assert "sim.simulation" in project_imports()["sim._layering_probe"]
+    finally:
+        probe.unlink()
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from explorer_pins import assert_pinned
+from soak import soak_or_short
 
 from reference import layout
 from reference.engine import Incarnation
@@ -23,13 +25,22 @@ from reference.steps import NodeId
 from reference.catalogue import make, supported_pairs
 
 
+# make test: every operator and every mode at least once (the bench's four pairs among them); make soak: all pairs
+SHORT_PAIRS = [("map", "async_progress"), ("aggregate", "sync"), ("aggregate", "async_state"),
+               ("window_aggregate", "pipelining"), ("join", "sync"), ("join", "parallel_store_commit"),
+               ("dedup_within_watermark", "async_purge"), ("stateful_function", "snapshot_provider"),
+               ("chain", "delta_provider")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("operator,mode", supported_pairs())
+@pytest.mark.soak
+@pytest.mark.parametrize("operator,mode", soak_or_short(supported_pairs(), SHORT_PAIRS))
 def test_explorer_finds_nothing_wrong_in_the_correct_model(operator, mode):
     report = explore(make(operator, mode, batches=4, partitions=2))
     assert not report.truncated
     assert report.distinct_checkpoints > 0
     assert report.violations == [], "\n".join(v.describe() for v in report.violations[:3])
+    assert_pinned(f"{operator}-{mode}", report)
 
 
 # ----------------------------------------------------------- planted mistakes
@@ -123,6 +134,7 @@ def test_explorer_catches_planted_mistake(mistake):
     assert clean.violations == [], "the scenario must be clean on the correct model"
     report = explore(scenario, model=model)
     assert report.violations, f"planted mistake {mistake} went unnoticed in {report.summary()}"
+    assert_pinned(f"planted-{mistake}", report)
 
 
 def test_depth_two_adds_a_second_crash_during_recovery_and_finds_nothing_wrong():
@@ -130,10 +142,12 @@ def test_depth_two_adds_a_second_crash_during_recovery_and_finds_nothing_wrong()
     once, twice = explore(scenario), explore(scenario, depth=2)
     assert twice.schedules > once.schedules
     assert twice.violations == []
+    assert_pinned("aggregate-sync-b3-depth2", twice)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("operator", ["aggregate", "window_aggregate"])
+@pytest.mark.soak
+@pytest.mark.parametrize("operator", soak_or_short(["aggregate", "window_aggregate"], ["window_aggregate"]))
 def test_a_deeper_pipeline_is_sound_and_its_replay_bound_is_reached(operator):
     """pipeline_depth = 3: every cut recovers correctly, and some cut leaves three batches planned and
     uncommitted, so a restart re-runs three (the oracle's bound is tight, not loose)."""
@@ -141,6 +155,7 @@ def test_a_deeper_pipeline_is_sound_and_its_replay_bound_is_reached(operator):
     report = explore(scenario)
     assert not report.truncated
     assert report.violations == [], "\n".join(v.describe() for v in report.violations[:3])
+    assert_pinned(f"{operator}-pipelining-depth3", report)
     plans = [step for b in range(3) for step in (NodeId.of("plan", b),
                                                   NodeId.of("offset_log_write", b))]
     result = run_scenario(scenario, schedule=Schedule(plans, crash_after_prefix=True))

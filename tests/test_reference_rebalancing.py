@@ -246,7 +246,7 @@ def test_executors_and_events_round_trip_and_the_default_is_left_out():
 
 
 def test_the_default_executors_keep_the_engines_partition_rule():
-    """Without events the placement is partition p on executor p % 2, the reference engine's rule."""
+    """Without events the placement is partition p on executor p % 2, the reference model's rule."""
     from reference.rebalancing import PlacementTimeline
     timeline = PlacementTimeline(Scenario.from_dict(scenario_dict("aggregate")))
     assert [timeline.executor_at(7, p) for p in range(2)] == ["0", "1"]

@@ -8,7 +8,6 @@ import os
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import pytest
 
 from reference.catalogue import make
@@ -35,7 +34,7 @@ def test_store_files_are_written_in_turn_or_in_parallel() -> None:
     """A write is 2 ms + a 0.5 ms rename + the transfer at 1 MB/s: 1000 bytes take 3.5 ms, 3000 bytes 5.5 ms."""
     storage = StorageProfile(small_write_ms=2.0, rename_ms=0.5, list_ms=0.0, delete_ms=0.0, read_ms=0.0,
                              bandwidth_mb_per_s=1.0, jitter_sigma=0.0)
-    service = StorageService(storage, np.random.default_rng(0))
+    service = StorageService(storage, 0)
     assert service.store_writes_ms([1000, 3000], parallel=False) == pytest.approx(9.0)
     assert service.store_writes_ms([1000, 3000], parallel=True) == pytest.approx(5.5)
 

@@ -85,20 +85,72 @@ def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
     assert moved["moved_partition_tasks"] == [[2, 2, 0], [3, 2, 1], [4, 2, 0], [5, 2, 1]], moved
 
 
-def test_experiment_points_run_as_tasks_on_a_standalone_cluster(tmp_path):
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A two-worker standalone cluster for the tests that send work to one (started once: about 20 s)."""
+    from spark_impl.cluster import LocalCluster
+    with LocalCluster(workers=2, workdir=tmp_path_factory.mktemp("cluster")) as running:
+        yield running
+
+
+# A planted mistake (SPARK-55510: a delete never reaches the changelog), defined where it runs: in the test and in
+# the driver script below, whose __main__ Spark ships to the executors by value.
+PLANTED = """
+from reference.engine import Incarnation
+from reference.explorer import Model
+from reference.state_store import StateStore
+
+class ForgetsDeletes(StateStore):
+    def delete(self, key):
+        self.data.pop(key, None)
+
+PLANTED_MODEL = Model(type("ForgetsDeletesIncarnation", (Incarnation,), {"store_class": ForgetsDeletes}))
+"""
+
+# One driver on the cluster (one SparkContext: each costs about 10 s to start) runs what the tests below judge:
+# the quick offset-management sweep, the explorer through the command line, and the explorer with the planted mistake.
+DRIVER = """
+import json, sys
+from experiments.cli import main
+from experiments.explore_spark import explore_on_spark
+from reference.catalogue import make
+""" + PLANTED + """
+master, out, scenario, report, planted = sys.argv[1:6]
+codes = [main(["experiment", "offset-management", "--quick", "--master", master, "--out", out, "--no-figures"]),
+         main(["explore", scenario, "--master", master, "--out", report, "--quiet"])]
+found = explore_on_spark(make("dedup_within_watermark", batches=3), master, model=PLANTED_MODEL, quiet=True)
+with open(planted, "w") as f:
+    json.dump({"codes": codes, "schedules": found.schedules, "distinct": found.distinct_checkpoints,
+               "fingerprint": found.checkpoint_fingerprint, "seconds": found.seconds,
+               "violations": [[v.order, v.schedule, [x.to_dict() for x in v.verdicts]] for v in found.violations]}, f)
+"""
+
+EXPLORED = {"operator": "aggregate", "mode": "async_state", "batches": 3}
+
+
+@pytest.fixture(scope="module")
+def on_the_cluster(cluster, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """What the driver on the cluster wrote: the sweep's results, the exploration reports, its exit codes."""
+    from reference.catalogue import make
+    work = tmp_path_factory.mktemp("driver")
+    scenario = work / "scenario.json"
+    scenario.write_text(make(EXPLORED["operator"], EXPLORED["mode"], batches=EXPLORED["batches"]).to_json())
+    out, report, planted = work / "out", work / "report.json", work / "planted.json"
+    proc = subprocess.run([sys.executable, "-c", DRIVER, cluster.url, str(out), str(scenario), str(report),
+                           str(planted)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and planted.exists(), proc.stderr[-3000:]
+    return {"results": json.loads((out / "results.json").read_text()), "report": json.loads(report.read_text()),
+            "planted": json.loads(planted.read_text())}
+
+
+def test_experiment_points_run_as_tasks_on_a_standalone_cluster(cluster, on_the_cluster):
     """``--master spark://...``: the sweep's points run as Spark tasks on the cluster's executors (the
     project's code shipped to them), and each gives the numbers it gives when run in this process."""
     from experiments.execution import run_point
     from experiments.experiment import RunContext
     from experiments.registry import get_experiment
-    from spark_impl.cluster import LocalCluster
-    out = tmp_path / "out"
-    with LocalCluster(workers=2, workdir=tmp_path / "cluster") as cluster:
-        proc = subprocess.run([sys.executable, "-m", "experiments.cli", "experiment", "offset-management",
-                               "--quick", "--master", cluster.url, "--out", str(out), "--no-figures"],
-                              capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())
+    assert on_the_cluster["planted"]["codes"][0] == 0
+    results = on_the_cluster["results"]
     assert results["environment"]["executor"] == "spark"
     assert results["environment"]["master"] == cluster.url
     records = results["points"]
@@ -108,6 +160,30 @@ def test_experiment_points_run_as_tasks_on_a_standalone_cluster(tmp_path):
     # measured in the cluster's executors (a worker starts its executors in its work directory), not the driver;
     # the two one-core workers share the points
     assert len({r["process"]["dir"].split("/worker-")[1][0] for r in records}) == 2, [r["process"] for r in records]
-    assert all(r["process"]["dir"].startswith(str(tmp_path / "cluster")) for r in records), records[0]["process"]
+    assert all(r["process"]["dir"].startswith(str(cluster.dir)) for r in records), records[0]["process"]
     for record in records:
         assert run_point(record["point"])["metrics"] == record["metrics"], record["id"]
+
+
+def test_the_explorer_sharded_on_the_cluster_reports_what_a_local_run_does(on_the_cluster):
+    """``lightspeed explore --master spark://...`` spreads the schedules over the cluster's executors as Spark
+    tasks; its report equals a local run's: schedules, distinct checkpoints and their fingerprint, violations
+    (a clean scenario, and one with a planted mistake)."""
+    from reference.catalogue import make
+    from reference.explorer import explore
+    namespace: dict = {}
+    exec(PLANTED, namespace)
+    sharded, sharded_planted = on_the_cluster["report"], on_the_cluster["planted"]
+    assert sharded_planted["codes"][1] == 0
+    local = explore(make(EXPLORED["operator"], EXPLORED["mode"], batches=EXPLORED["batches"]), workers=2)
+    assert (sharded["schedules"], sharded["distinct_checkpoints"], sharded["checkpoint_fingerprint"],
+            sharded["truncated"], sharded["violations"]) == (local.schedules, local.distinct_checkpoints,
+                                                             local.checkpoint_fingerprint, False, [])
+    mistaken = explore(make("dedup_within_watermark", batches=3), model=namespace["PLANTED_MODEL"], workers=2)
+    assert mistaken.violations, "the planted mistake is caught"
+    assert sharded_planted["violations"] == json.loads(json.dumps(
+        [[v.order, v.schedule, [x.to_dict() for x in v.verdicts]] for v in mistaken.violations]))
+    assert (sharded_planted["schedules"], sharded_planted["distinct"], sharded_planted["fingerprint"]) == (
+        mistaken.schedules, mistaken.distinct_checkpoints, mistaken.checkpoint_fingerprint)
+    print(f"\nsharded on the two-worker cluster: {sharded['seconds']:.1f} s and {sharded_planted['seconds']:.1f} s; "
+          f"local pool of 2: {local.seconds:.1f} s and {mistaken.seconds:.1f} s")

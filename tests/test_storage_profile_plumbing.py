@@ -8,7 +8,7 @@ import pytest
 
 from experiments import exit_codes
 from experiments.cli import build_parser, main
-from experiments.experiment import ExperimentError, Point, RunContext
+from experiments.experiment import Experiment, ExperimentError, Point, RunContext
 from experiments.measure import point_options
 from experiments.registry import get_experiment
 from experiments.results import default_out_dir
@@ -36,9 +36,15 @@ def test_the_runner_refuses_an_unknown_profile_and_a_backend_without_checkpoint_
     experiment = get_experiment("offset-management")
     with pytest.raises(ExperimentError, match="'tape'"):
         validate_context(experiment, RunContext(backend="spark", storage_profile="tape"))
-    with pytest.raises(ExperimentError, match="spark-native"):
-        validate_context(experiment, RunContext(backend="spark-native", storage_profile="object_store"))
     validate_context(experiment, RunContext(backend="spark", storage_profile="object_store"))
+    # native Spark writes its checkpoint through the latency filesystem (spark_impl/native/checkpoint_fs.py)
+    validate_context(experiment, RunContext(backend="spark-native", storage_profile="object_store"))
+
+    class OnTheReference(Experiment):
+        name, backends = "on-the-reference", ("reference",)
+
+    with pytest.raises(ExperimentError, match="reference has no checkpoint storage latency"):
+        validate_context(OnTheReference(), RunContext(backend="reference", storage_profile="object_store"))
 
 
 def test_results_of_another_profile_go_to_their_own_folder():

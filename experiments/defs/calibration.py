@@ -33,17 +33,21 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.defs import (batch_metrics, check_outcome_ok, duration_breakdown, interleaved, latency_metrics,
                               rate_scenario)
 from experiments.backends import run_backend
-from experiments.experiment import Check, Experiment, Point, RunContext
-from experiments.figures import WIDE, figure_context, grouped_bars, save_figure
+from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
+from experiments.native_runs import NATIVE, NATIVE_PROFILE_FACTS, for_backend, native_runs_engine, realtime_extra
 from experiments.profiles import sim_profile
-from experiments.stats import fmt_ms, group, median_or_none, over_seeds
+from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, median_or_none
+from experiments.claims import CLAIMS, describe
+from experiments.verdicts import FITTED_ELSEWHERE, judge, report_lines
 from reference.backend import RunOptions
 from reference.scenario import Scenario
 
@@ -91,15 +95,23 @@ WORKLOADS: dict[str, tuple[dict[str, Any], str, dict[str, dict[str, Any]]]] = {
 }
 FIT_WORKLOAD = "stateless"
 QUICK = {"stateless": ("baseline", "both"), "running-count": ("sync",), "window": ()}
-ANCHORS = {"Doppio": 0.10, "Ernest": 0.20}
+# The calibration leak, stated: the profile's state-store parameters (state_cache_miss_probability, state_open_ms)
+# were set from the engine's running count at 2,000 rows/s (sim/profiles/README.md) before any calibration ran,
+# so the running count is not held out from what the profile knows. The windowed sum is: it was chosen as the
+# held-out workload, and nothing in the profile was measured on it. The verdicts against the published model
+# errors are judged on the held-out workload, and on every unseen configuration, with that caveat.
+LEAKED = {"running-count": "its state-store costs (state_cache_miss_probability, state_open_ms) were set from a "
+                           "running count on the engine before the calibration ran"}
+HELD_OUT = "window"
 
 
 class Calibration(Experiment):
     name = "calibration"
     version = "2"
     title = "fit the simulator's local-Spark profile on one Spark workload, report p50 error on the others"
-    claim = "context, not asserted: Spark performance models report ~10% (Doppio) and <20% (Ernest) error"
-    backends = ("spark", "spark-native")
+    claim = describe("calibration")
+    unsupported = {"sim": "the calibration fits the simulator to a Spark backend, so it has no simulator-only run"}
+    runs = {"spark": BackendRun(5.0, 60.0), "spark-native": BackendRun(5.0, 60.0)}
     default_backend = "spark"
     seeds_full = 2
     point_timeout_s = 300.0      # a measurement is 6 s (quick) or 60 s (full) of input
@@ -108,9 +120,11 @@ class Calibration(Experiment):
         # the first run of a process pays for the JVM, Python workers and code paths warming up; it is not used
         warmup = rate_scenario("calibration-warmup", self.base_seed, rate=1_000, duration_s=3, operator={"kind": "map"},
                                keys=1_000, partitions=2, state_partitions=2, engine={"batch_cuts": CUTS})
-        out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend, warmup)]
+        out = [Point(self.name, "warmup", "warmup", {"workload": "warmup"}, self.base_seed, ctx.backend,
+                     for_backend(ctx.backend, warmup), extra=realtime_extra(ctx.backend))]
         pairs = [(workload, config) for workload, (_op, _sink, configs) in WORKLOADS.items() for config in configs
-                 if not ctx.quick or config in QUICK[workload]]
+                 if (not ctx.quick or config in QUICK[workload])
+                 and (ctx.backend != NATIVE or native_runs_engine(configs[config]))]
         # the fit's workload and the validation ones alternate, so neither ran later in a long-lived process
         for seed, (workload, config) in interleaved(self.seed_list(ctx), pairs):
             operator, sink, configs = WORKLOADS[workload]
@@ -118,7 +132,8 @@ class Calibration(Experiment):
                                      rate=1_000 if ctx.quick else 2_000, duration_s=6 if ctx.quick else 60,
                                      operator=operator, keys=1_000, partitions=2, state_partitions=2,
                                      sink=sink, engine={**configs[config], "batch_cuts": CUTS})
-            out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend, scenario))
+            out.append(Point(self.name, "measure", config, {"workload": workload}, seed, ctx.backend,
+                             for_backend(ctx.backend, scenario), extra=realtime_extra(ctx.backend)))
         return out
 
     def measure(self, point: Point) -> dict[str, Any]:
@@ -134,7 +149,8 @@ class Calibration(Experiment):
 
     def summarize(self, records: list[dict[str, Any]], ctx: RunContext) -> dict[str, Any]:
         records = [r for r in records if r["point"]["task"] == "measure"]
-        base = sim_profile(BASE_PROFILE)
+        base = sim_profile(BASE_PROFILE, **(NATIVE_PROFILE_FACTS if ctx.backend == NATIVE else {}))
+        leaked = leaked_on(ctx)
         fit_set = [(r["point"]["scenario"], targets_of(r["metrics"])) for r in records
                    if r["point"]["params"]["workload"] == FIT_WORKLOAD and r["metrics"].get("latency_p50")]
         if not fit_set:
@@ -143,42 +159,71 @@ class Calibration(Experiment):
         rows: dict[str, Any] = {}
         for (workload, config), recs in group(records, "params.workload", "config").items():
             scenarios = [r["point"]["scenario"] for r in recs]
-            p50 = over_seeds(recs, "latency_p50")["median"]
+            p50 = latency_over_seeds(recs, "latency_p50")["median"]
             shipped = [predict(sc, base) or {} for sc in scenarios]
             predicted = [predict(sc, fitted) or {} for sc in scenarios]
             before = median_or_none([t.get("latency_p50") for t in shipped])
             after = median_or_none([t.get("latency_p50") for t in predicted])
+            role = "fit" if workload == FIT_WORKLOAD else "validation (not held out)" if workload in leaked else \
+                "validation"
             rows[f"{workload}/{config}"] = {
-                "workload": workload, "config": config, "role": "fit" if workload == FIT_WORKLOAD else "validation",
-                "measured_p50": p50, "predicted_p50_shipped": before, "predicted_p50_fitted": after,
+                "workload": workload, "config": config, "role": role,
+                "measured_p50": p50, "keep_up": keep_up(recs),
+                "predicted_p50_shipped": before, "predicted_p50_fitted": after,
                 "error_shipped": _rel(before, p50), "error_fitted": _rel(after, p50),
                 # where the time goes, measured and as the fitted profile predicts it (medians over the seeds)
                 "measured_targets": _medians([targets_of(r["metrics"]) for r in recs]),
                 "predicted_targets_fitted": _medians(predicted)}
         validation = [abs(r["error_fitted"]) for r in rows.values()
-                      if r["role"] == "validation" and r["error_fitted"] is not None]
+                      if r["role"] != "fit" and r["error_fitted"] is not None]
         return {"rows": rows, "factors": factors, "fitted_profile": fitted, "base_profile": BASE_PROFILE,
                 "validation_mean_abs_error": sum(validation) / len(validation) if validation else None,
-                "anchors": ANCHORS}
+                "leaked": leaked, "held_out": HELD_OUT, "verdicts": _model_error_verdicts(rows, leaked),
+                "protocol": protocol(rows, ctx)}
+
+    def summarize_again(self, records: list[dict[str, Any]], stored: dict[str, Any], ctx: RunContext
+                        ) -> dict[str, Any]:
+        """Judge a stored run again without fitting again (a fit runs the simulator thousands of times): its
+        stored fit, factors and predictions stay, each row's role and keep-up are read again from its records, and
+        the verdicts are judged by this version. ``refit: false`` in the summary says so."""
+        if not stored.get("rows") or not stored.get("factors"):
+            return self.summarize(records, ctx)
+        records = [r for r in records if r["point"]["task"] == "measure"]
+        leaked = leaked_on(ctx)
+        rows = {k: dict(row) for k, row in stored["rows"].items()}
+        for (workload, config), recs in group(records, "params.workload", "config").items():
+            row = rows.get(f"{workload}/{config}")
+            if row is not None:
+                row["role"] = "fit" if workload == FIT_WORKLOAD else \
+                    "validation (not held out)" if workload in leaked else "validation"
+                row["keep_up"] = keep_up(recs)
+        return {**stored, "rows": rows, "leaked": leaked, "held_out": HELD_OUT,
+                "verdicts": _model_error_verdicts(rows, leaked), "refit": False}
 
     def checks(self, summary: dict[str, Any], ctx: RunContext) -> list[Check]:
         # the error is reported, never held against a number; what must hold is that there is one to report
         rows = summary.get("rows", {})
-        measured = [r for r in rows.values() if r["error_fitted"] is not None]
-        return [Check("every configuration has a measured and a predicted p50", len(measured) == len(rows) > 0,
-                      f"{len(measured)} of {len(rows)}")]
+        kept = [r for r in rows.values() if not (r.get("keep_up") or {}).get("backlogged")]
+        measured = [r for r in kept if r["error_fitted"] is not None]
+        behind = len(rows) - len(kept)
+        return [Check("every configuration that kept up has a measured and a predicted p50",
+                      len(measured) == len(kept) > 0,
+                      f"{len(measured)} of {len(kept)}" + (f" ({behind} backlogged: no latency to predict)"
+                                                          if behind else ""))]
 
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
         if summary.get("error"):
             return [summary["error"]]
-        lines = [f"fitted on {FIT_WORKLOAD!r}: factors " + ", ".join(f"{k} x{v:.2f}" for k, v in
-                                                                    summary["factors"].items())]
+        lines = ([f"protocol: {summary['protocol']}"] if summary.get("protocol") else []) + \
+            [f"fitted on {FIT_WORKLOAD!r}: factors " + ", ".join(f"{k} x{v:.2f}" for k, v in
+                                                                summary["factors"].items())]
         lines.append(f"{'workload/config':<28} {'role':<11} {'measured':>9} {'shipped':>9} {'err':>6} "
-                     f"{'fitted':>9} {'err':>6}")
+                     f"{'fitted':>9} {'err':>6}  keep-up")
         for key, r in summary["rows"].items():
             lines.append(f"{key:<28} {r['role']:<11} {fmt_ms(r['measured_p50']):>9} "
                          f"{fmt_ms(r['predicted_p50_shipped']):>9} {_pct(r['error_shipped']):>6} "
-                         f"{fmt_ms(r['predicted_p50_fitted']):>9} {_pct(r['error_fitted']):>6}")
+                         f"{fmt_ms(r['predicted_p50_fitted']):>9} {_pct(r['error_fitted']):>6}  "
+                         f"{keep_up_text(r.get('keep_up'))}")
         lines.append("where a batch's time goes, measured / fitted prediction (ms):")
         for key, r in summary["rows"].items():
             measured, predicted = r.get("measured_targets") or {}, r.get("predicted_targets_fitted") or {}
@@ -187,9 +232,11 @@ class Calibration(Experiment):
             if parts:
                 lines.append(f"  {key:<26} " + ", ".join(parts))
         mean = summary.get("validation_mean_abs_error")
-        lines.append("validation mean |error| after the fit: " + (f"{mean * 100:.0f}%" if mean is not None else "-") +
-                     " (for scale: Doppio ~10%, Ernest <20%)")
-        return lines
+        lines.append("validation mean |error| after the fit: " + (f"{mean * 100:.0f}%" if mean is not None else "-")
+                     + f" (for scale: Doppio {CLAIMS['doppio_error'].published}, Ernest "
+                       f"{CLAIMS['ernest_error'].published} on average)")
+        lines += [f"not held out: {workload}: {why}" for workload, why in (summary.get("leaked") or {}).items()]
+        return lines + report_lines(summary.get("verdicts", []))
 
     def write_artifacts(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         if not summary.get("fitted_profile"):
@@ -213,10 +260,10 @@ class Calibration(Experiment):
             # as wide as the paper's text (WIDE), whatever the number of configurations, so its text keeps its size
             fig, ax = plt.subplots(figsize=(WIDE, 3.6))
             grouped_bars(ax, [_label(k) + ("\n(fit)" if rows[k]["role"] == "fit" else "") for k in keys], {
-                f"measured ({ctx.backend})": [rows[k]["measured_p50"] for k in keys],
+                f"measured ({backend_label(ctx.backend)})": [rows[k]["measured_p50"] for k in keys],
                 "sim, shipped profile": [rows[k]["predicted_p50_shipped"] for k in keys],
                 "sim, fitted profile": [rows[k]["predicted_p50_fitted"] for k in keys]}, unit="p50 latency (ms)")
-            ax.tick_params(axis="x", labelsize=7)
+            ax.tick_params(axis="x", labelsize=LABEL_PT)
             ax.set_title("Calibration of the local-Spark cost profile")
             return save_figure(fig, out_dir, "calibration")
 
@@ -228,6 +275,25 @@ SHORT = {"running-count": "count", "async-purge": "async\npurge", "async-progres
 def _label(row: str) -> str:
     """A bar group's label, short enough for eight groups across the page."""
     return "\n".join(SHORT.get(part, part) for part in row.split("/"))
+
+
+def leaked_on(ctx: RunContext) -> dict[str, str]:
+    """The workloads whose measurements set part of the base profile before the fit (``LEAKED``). On native
+    Spark none: the profile's state-store costs measured on the engine are replaced by Spark's own facts
+    (``NATIVE_PROFILE_FACTS``: no store-cache misses, so those costs never apply)."""
+    return {} if ctx.backend == NATIVE else dict(LEAKED)
+
+
+def protocol(rows: dict[str, Any], ctx: RunContext) -> str:
+    """How the fit and its validation were separated, for the report and the paper."""
+    fit = sorted(k for k, r in rows.items() if r["role"] == "fit")
+    validation = sorted(k for k, r in rows.items() if r["role"] != "fit")
+    facts = (f"; before the fit the base profile takes native Spark's facts "
+             f"({', '.join(f'{k} {v}' for k, v in NATIVE_PROFILE_FACTS.items())})" if ctx.backend == NATIVE else "")
+    return (f"fit on {', '.join(fit) or '-'} measured on {ctx.backend}; validated on {', '.join(validation) or '-'}, "
+            f"a set fixed in the code (FIT_WORKLOAD, WORKLOADS) before any run and never used by the fit; "
+            f"held out: {HELD_OUT}" + (f", not held out: {', '.join(leaked_on(ctx))}" if leaked_on(ctx) else
+                                       ", and every other validation workload") + facts)
 
 
 def targets_of(metrics: dict[str, Any]) -> dict[str, float]:
@@ -294,6 +360,23 @@ def fit_profile(measured: Sequence[tuple[dict[str, Any], dict[str, float]]], bas
     fitted = scaled(base, factors)
     fitted["name"] = f"{base.get('name', BASE_PROFILE)}-fitted"
     return fitted, factors
+
+
+def _model_error_verdicts(rows: dict[str, Any], leaked: dict[str, str]) -> list[dict[str, Any]]:
+    """The published model errors (Doppio's largest, Ernest's mean) against the fitted profile's errors on the
+    configurations the fit did not see: the held-out workload alone, and every unseen one (whose state costs
+    leaked, ``LEAKED``). Fitted to other runs: the stateless workload."""
+    out = []
+    for scope, keep in ((f"{HELD_OUT} workload, held out", lambda r: r["workload"] == HELD_OUT),
+                        ("every unseen configuration" + (", " + " and ".join(f"the {w.replace('-', ' ')}"
+                                                                         for w in leaked) +
+                                                         " not held out" if leaked else ""),
+                         lambda r: r["role"] != "fit")):
+        errors = [abs(r["error_fitted"]) * 100 for r in rows.values() if keep(r) and r["error_fitted"] is not None]
+        out.append(judge("doppio_error", max(errors) if errors else None, scope=scope, basis=FITTED_ELSEWHERE))
+        out.append(judge("ernest_error", statistics.fmean(errors) if errors else None, scope=scope,
+                         basis=FITTED_ELSEWHERE))
+    return [v.to_dict() for v in out]
 
 
 def _rel(predicted: float | None, measured: float | None) -> float | None:

@@ -37,8 +37,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from experiments.experiment import Check, Experiment, Point, RunContext
-from experiments.figures import figure_context, save_figure
+from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, save_figure
 from experiments.measure import run_point_scenario
 from reference.backend import ScenarioRefused
 from experiments.profiles import sim_profile
@@ -185,7 +185,8 @@ class FaultMatrix(Experiment):
     version = "1"
     title = "every fault kind x mode x operator through every backend: a table of oracle verdicts"
     claim = "every oracle holds after every fault, in every mode Spark allows, on every backend"
-    backends = ("sim", "spark", "spark-native")
+    # spark full: 14 min on a quiet machine, 58 on a loaded one (measured)
+    runs = {"sim": BackendRun(0.5, 10.0), "spark": BackendRun(3.0, 15.0), "spark-native": BackendRun(3.0, 15.0)}
     seeds_full = 1
     partial_ok = True
     point_timeout_s = 180.0      # a cell is a few seconds on any backend
@@ -297,56 +298,54 @@ class FaultMatrix(Experiment):
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
         from matplotlib.colors import ListedColormap
-        # one panel per backend, side by side: fault kinds as rows, modes as columns; a cell sums up the
-        # operators of that fault and mode (one cell per operator made a full matrix 54 inches wide): its
-        # colour is the worst verdict among them, its text how many passed, then how many were loud (L) or
-        # failed (X); a dash where Spark forbids the mode for every operator
+        # one panel over every backend, as wide as the page so its 8 pt text stays 8 pt (a panel per backend
+        # made the full matrix 11 inches wide, its text about 4 pt on the page): fault kinds as rows, modes as
+        # columns; a cell sums up the operators of that fault and mode over the backends: its colour is the worst
+        # verdict on any backend, its text the first backend's count of passes, then loud (L) and failed (X)
+        # cells, and an asterisk where another backend's counts differ (the table gives each backend's totals)
         colours = {"pass": "#00a972", "loud": "#ffab00", "fail": "#ff3621", "unavailable": "#ffffff",
                    "unsupported": "#d9d9d9"}
         worst = ("fail", "unavailable", "loud", "pass", "unsupported")
         order = list(colours)
         backends = [b for b in summary["backends"] if b in summary["counts"]]
         ops, modes, faults = summary["operators"], summary["modes"], summary["faults"]
-        cell = 0.3
+
+        def counted(backend: str, fault: str, mode: str) -> tuple[list[str], str]:
+            got = [summary["cells"].get(f"{backend}|{op}|{mode}|{fault}", {}).get("status", "unavailable")
+                   for op in ops]
+            parts = [str(got.count("pass"))] if got.count("pass") else []
+            parts += [f"{got.count(s)}{m}" for s, m in (("loud", "L"), ("fail", "X"), ("unavailable", "?"))
+                      if got.count(s)]
+            return got, "+".join(parts) or "\u2013"
+
         with figure_context({"axes.grid": False, "font.size": 9}):
-            fig, axes = plt.subplots(1, len(backends), squeeze=False,
-                                     figsize=(1.9 + (cell * len(modes) + 0.2) * len(backends),
-                                              cell * len(faults) + 2.2))
-            for ax, backend in zip(axes[0], backends):
-                shade: list[list[int]] = []
-                text: list[list[str]] = []
-                for k in faults:
-                    shade.append([])
-                    text.append([])
-                    for m in modes:
-                        got = [summary["cells"].get(f"{backend}|{op}|{m}|{k}", {}).get("status", "unavailable")
-                               for op in ops]
-                        status = next(w for w in worst if w in got)
-                        shade[-1].append(order.index(status))
-                        parts = [str(got.count("pass"))] if got.count("pass") else []
-                        parts += [f"{got.count(s)}{mark}" for s, mark in (("loud", "L"), ("fail", "X"),
-                                                                           ("unavailable", "?")) if got.count(s)]
-                        text[-1].append("+".join(parts) or "\u2013")
-                ax.imshow(shade, cmap=ListedColormap([colours[s] for s in order]), vmin=0, vmax=len(order) - 1,
-                          aspect="equal", interpolation="nearest")
-                for y, row in enumerate(text):
-                    for x, label in enumerate(row):
-                        ax.text(x, y, label, ha="center", va="center", fontsize=6.5 if len(label) > 2 else 8,
-                                color="#1b3139")
-                ax.set_xticks(range(len(modes)))
-                ax.set_xticklabels([m.replace("_", " ") for m in modes], rotation=90, fontsize=8)
-                ax.set_yticks(range(len(faults)))
-                ax.set_yticklabels([k.replace("_", " ") for k in faults] if ax is axes[0][0] else [], fontsize=8)
-                ax.tick_params(length=0)
-                for spine in ax.spines.values():
-                    spine.set_visible(False)
-                ax.set_title(backend, fontsize=10)
+            fig, ax = plt.subplots(figsize=(WIDE * 0.85, 0.42 * len(faults) + 2.4))
+            shade, text = [], []
+            for k in faults:
+                per = [[counted(b, k, m) for m in modes] for b in backends]
+                shade.append([order.index(next(w for w in worst if any(w in p[j][0] for p in per)))
+                              for j in range(len(modes))])
+                text.append([per[0][j][1] + ("*" if any(p[j][1] != per[0][j][1] for p in per) else "")
+                             for j in range(len(modes))])
+            ax.imshow(shade, cmap=ListedColormap([colours[s] for s in order]), vmin=0, vmax=len(order) - 1,
+                      aspect="auto", interpolation="nearest")
+            for y, row in enumerate(text):
+                for x, label in enumerate(row):
+                    ax.text(x, y, label, ha="center", va="center", fontsize=LABEL_PT, color="#1b3139")
+            ax.set_xticks(range(len(modes)))
+            ax.set_xticklabels([m.replace("_", " ") for m in modes], rotation=30, ha="right", fontsize=LABEL_PT)
+            ax.set_yticks(range(len(faults)))
+            ax.set_yticklabels([k.replace("_", " ") for k in faults], fontsize=LABEL_PT)
+            ax.tick_params(length=0)
+            for spine in ax.spines.values():
+                spine.set_visible(False)
             handles = [plt.Rectangle((0, 0), 1, 1, color=colours[s], ec="#999999") for s in order]
-            fig.legend(handles, order,
-                       loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=len(order), fontsize=8, frameon=False)
-            fig.suptitle(f"Oracle verdicts per fault kind and mode, over {len(ops)} operators "
-                         f"(cell: operators passed, +L loud, +X failed; the rest unsupported)", fontsize=9)
-            fig.tight_layout(rect=(0.0, 0.06, 1.0, 1.0))
+            fig.legend(handles, order, loc="lower center", ncol=len(order), fontsize=LABEL_PT, frameon=False)
+            names = ", ".join(backend_label(b) for b in backends)
+            fig.suptitle(f"Oracle verdicts over {len(ops)} operators, on {names} ({ctx.mode})\n"
+                         f"cell: {backend_label(backends[0]) if backends else ''}'s passes, +L loud, +X failed; "
+                         "* where another backend differs", fontsize=9)
+            fig.tight_layout(rect=(0.0, 0.07, 1.0, 1.0))
             return save_figure(fig, out_dir, "fault_matrix")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from reference.engine import QueryFailure
+from reference.failures import QueryFailure
 from reference.steps import NodeId
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import os
 import signal
 from typing import TYPE_CHECKING, Iterable, NoReturn
 
-from reference.engine import DriverCrash, QueryFailure
+from reference.failures import DriverCrash, QueryFailure
 from reference.faults import FaultBook, apply_fault
 from reference.scenario import Fault
 from reference.steps import NodeId

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from reference.backend import BackendUnavailable, RunResult
-from reference.engine import DriverCrash
+from reference.failures import DriverCrash
 from reference.observer import Observer
 from reference.outcome import Outcome
 from reference.recovery import RestartPlan, fresh_plan

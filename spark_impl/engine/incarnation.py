@@ -1,11 +1,13 @@
 """One driver lifetime on Spark: the reference's incarnation, with task-step effects done on executors.
 
-The protocol is the reference's (``reference.engine.Incarnation``): the same
-batch plans, logs, lineage, purge, sink manifests and recovery. What this
-class changes is where effects happen and what is measured:
+The protocol is the reference's (``reference.incarnation.Incarnation``): the
+same batch plans, logs, lineage, purge, sink manifests and recovery. What this
+class implements are the reference's seams (``reference.seams``): where task
+effects happen, the wall clock, and what is measured:
 
 - task steps do their work in Spark tasks (``task.py``); on the driver their
-  nodes only record what the task reported (its lineage id, its sink file);
+  nodes only record what the task reported (its lineage id, its sink file)
+  (``TaskEffects``);
 - a paced run cuts explicit and rate sources by Spark's trigger
   (``engine.batch_cuts: trigger``, the default): the incarnation is
   open-ended, so each batch's end is chosen when its ``plan`` runs, from the
@@ -13,9 +15,10 @@ class changes is where effects happen and what is measured:
   runs at the trigger's time (``reference.trigger``). With fixed cuts (a
   generated source, ``batch_cuts: fixed``, an unpaced run or group
   scheduling) ``plan`` waits for the fixed batch's input to arrive
-  (``SourceData.input_ready_ms``) when the run is paced;
+  (``SourceData.input_ready_ms``) when the run is paced (``Clock``);
 - driver steps mark wall-clock times, from which the batch's progress event
-  (``progress.py``) and its sink deliveries (``latency.py``) are made.
+  (``progress.py``) and its sink deliveries (``latency.py``) are made, and the
+  listeners hear each progress event (``ProgressReporter``).
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import time
 from collections import defaultdict
 from typing import Any, Callable
 
-from reference.engine import Incarnation
 from reference.graph import Node
+from reference.incarnation import Incarnation
 from reference.outcome import ProgressEvent
 from reference.query import PartitionResult, operator_watermarks
 from reference.scenario import Scenario
@@ -158,7 +161,9 @@ class SparkIncarnation(Incarnation):
                     not self.engine.placement.wait_for_executor(event.executor, JOIN_TIMEOUT_S):
                 self.obs.note(f"executor {event.executor} did not register before batch {b}")
 
-    def step_plan(self, b: int) -> None:
+    def await_plan(self, b: int) -> None:
+        """The executors that join before batch ``b`` register, and a paced run waits for the trigger and the
+        input; then ``b``'s plan starts (its ``plan`` mark)."""
         self.await_joins(b)
         if self.engine.pace:
             now = time.time()
@@ -166,7 +171,6 @@ class SparkIncarnation(Incarnation):
             if delay > 0:
                 time.sleep(delay)
         self.batch_timing[b]["plan"] = time.time()
-        super().step_plan(b)
 
     def cut_now(self, b: int) -> tuple[int, ...]:
         """Everything that has arrived by now (by the trigger's time, should the clock read a hair before it)."""
@@ -174,22 +178,20 @@ class SparkIncarnation(Incarnation):
         now_ms = self.ms_since_t0(self.batch_timing[b]["plan"])
         return self.data.arrived_by(max(now_ms, self.trigger_ms(b, now_ms)), start)
 
-    def step_sink_commit(self, b: int) -> None:
-        super().step_sink_commit(b)
+    def output_visible(self, b: int) -> None:
         self.engine.deliveries.append(SinkDelivery(b, *self.plans[b].bounds, time.time()))
 
-    def step_commit_log_write(self, b: int) -> None:
-        super().step_commit_log_write(b)
+    def batch_committed(self, b: int) -> None:
         atomic_write(self.coordination.committed(b), "")  # zombie writers land after this
 
-    def step_source_commit(self, b: int) -> None:
-        self.batch_timing[b]["source_commit"] = time.time()
-        super().step_source_commit(b)
+    def progress_reported(self, b: int) -> None:
         event = self.obs.progress[-1]
         for listener in self.engine.listeners:
             listener.onQueryProgress(event)
 
     def progress_event(self, b: int) -> ProgressEvent:
+        """Made by ``source_commit``, whose mark ends the batch's triggerExecution (sync progress)."""
+        self.batch_timing[b]["source_commit"] = time.time()
         plan = self.plans[b]
         rows = sum(e - s for s, e in zip(*plan.bounds))
         results = [self.results[(b, p)] for p in range(self.parts) if (b, p) in self.results]

@@ -36,7 +36,7 @@ import time
 from collections import defaultdict
 from typing import Callable
 
-from reference.engine import DriverCrash, QueryFailure
+from reference.failures import DriverCrash, QueryFailure
 from reference.graph import Node
 from reference.steps import TASK_STEPS, NodeId
 from reference.storage import CheckpointFormatError

@@ -5,19 +5,22 @@ about a millisecond, so asynchronous progress tracking has almost nothing to
 hide. The published Lightspeed runs wrote to a cloud object store.
 ``LatencyStorage`` wraps any ``reference.storage.Storage`` and, for each
 operation, sleeps the latency that ``reference.storage_profiles.LatencyDraws``
-draws for it from the named profile (the simulator charges the same profile
-on its clock; the draw code lives there, in one place):
+draws for it from the named profile: the one draw function of the project,
+which the simulator charges on its clock and native Spark's checkpoint
+filesystem (``spark_impl/native/checkpoint_fs.py``) sleeps in the JVM, so the
+n-th operation of a kind on a stream costs the same on all three:
 
 ============================  ===============================================
-operation                     latency drawn
+operation                     latency drawn (``LatencyDraws`` kinds)
 ============================  ===============================================
-``write`` (atomic create)     ``write_ms(len(data))``: small write + bytes /
-                              bandwidth, then the rename that publishes it
-``read``                      ``read_ms(len(data))``: first byte + transfer
-``exists``                    ``read_ms(0)``: a metadata request (HEAD)
-``rename``                    ``rename_ms()``
-``list``                      ``list_ms()``
-``delete``                    ``delete_ms()``
+``write`` (atomic create)     ``create`` of ``len(data)`` bytes (small write
+                              + bytes / bandwidth), then the ``rename`` that
+                              publishes it
+``read``                      ``read`` of ``len(data)``: first byte + transfer
+``exists``                    ``exists``: a metadata request (HEAD)
+``rename``                    ``rename``
+``list``                      ``list``
+``delete``                    ``delete``
 ============================  ===============================================
 
 The sink is not part of the checkpoint: its files, which the engine keeps
@@ -86,7 +89,7 @@ class LatencyStorage:
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         self.inner.write(path, data, overwrite=overwrite)
         if not _is_sink(path):
-            self._wait("write", self.draws.write_ms, len(data))
+            self._wait("write", self.draws.write_ms, len(data))   # create, then the rename that publishes it
 
     def read(self, path: str) -> bytes:
         data = self.inner.read(path)
@@ -97,7 +100,7 @@ class LatencyStorage:
     def exists(self, path: str) -> bool:
         found = self.inner.exists(path)
         if not _is_sink(path):
-            self._wait("exists", self.draws.read_ms, 0)
+            self._wait("exists", self.draws.exists_ms)
         return found
 
     def delete(self, path: str) -> None:

@@ -9,11 +9,14 @@ reference, the simulator and the PySpark engine.
 
 Modules: ``query_run.py`` (the incarnations, the faults, foreachBatch),
 ``plan.py`` (input files and the query), ``sink.py`` (the sink files),
-``spark_checkpoint.py`` (reading Spark's logs), ``state.py`` (reading Spark's
-state), ``native_outcome.py`` (the outcome), ``session_confs.py`` (the
-scenario as Spark confs) and ``support.py`` (what is refused, and where a
-fault fires). Imports ``reference``, ``spark_impl.session``, pyspark, pandas
-and pyarrow; never ``sim`` or ``experiments``.
+``stat_sink.py`` (realtime stateless runs: Spark's foreach sink, per-record
+latency), ``checkpoint_fs.py`` (the checkpoint on a filesystem with a storage
+profile's latency; the Java sources in ``java/``), ``spark_checkpoint.py``
+(reading Spark's logs), ``state.py`` (reading Spark's state),
+``native_outcome.py`` (the outcome), ``session_confs.py`` (the scenario as
+Spark confs) and ``support.py`` (what is refused, and where a fault fires).
+Imports ``reference``, ``spark_impl.session``, pyspark, pandas and pyarrow;
+never ``sim`` or ``experiments``.
 
 How a scenario becomes a Spark query
 ------------------------------------
@@ -37,6 +40,12 @@ How a scenario becomes a Spark query
 - Sink: foreachBatch. Exactly-once: batch b's rows go to a temporary file that
   is renamed to ``sink/<b>.json``, so a re-run batch replaces its output and
   never duplicates it. At-least-once: every delivery is its own visible file.
+  A realtime run of a stateless query delivers through the stat sink instead
+  (``stat_sink.py``: Spark's foreach sink in the JVM, which asynchronous
+  progress tracking accepts), and a record's latency ends when it processed it.
+- Checkpoint storage: with ``storage_profile`` Spark writes its checkpoint
+  through ``checkpoint_fs.py``'s filesystem, which sleeps the profile's
+  latencies, drawn as the engine and the simulator draw them.
 - Triggers: ``availableNow`` by default (untimed: all of the input is there, one
   file per batch, and the latency summary is empty). ``realtime=True`` feeds
   batch b's file when its input has arrived on the scenario's clock
@@ -90,7 +99,8 @@ Not supported, refused with ``NativeUnsupported`` (a
 ``reference.backend.ScenarioRefused``) naming the field:
 ``executor_loss``, ``storage_write_error``, ``storage_latency``,
 ``zombie_write``, ``clock_skew`` (reasons in ``support.UNSUPPORTED_FAULTS``),
-faults at ``at.time_ms``, asynchronous progress tracking, asynchronous state
+faults at ``at.time_ms``, asynchronous progress tracking except in a realtime
+run of a stateless query (Spark's own rule), asynchronous state
 checkpointing and pipelining (not in open-source Spark), and
 ``stateful_function`` when pandas or pyarrow is missing.
 
@@ -143,6 +153,8 @@ from .support import (
     UNSUPPORTED_FAULTS,
     NativeUnsupported,
     check_supported,
+    needs_file_order,
+    uses_stat_sink,
 )
 
 __all__ = ["BACKEND", "NativeUnsupported", "SUPPORTED_FAULTS", "SUPPORTED_OPERATORS", "UNSUPPORTED_FAULTS",
@@ -150,19 +162,26 @@ __all__ = ["BACKEND", "NativeUnsupported", "SUPPORTED_FAULTS", "SUPPORTED_OPERAT
 
 
 def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | None = None,
-               realtime: bool = False) -> RunResult:
+               realtime: bool = False, storage_profile: str | None = None) -> RunResult:
     """Run ``scenario`` on Spark's own Structured Streaming; the result has no checkpoint storage.
 
     ``workdir`` keeps the input files, Spark's checkpoint (``<workdir>/checkpoint``)
     and the sink (``<workdir>/sink``); without it a temporary directory is used
     and removed afterwards. It must not hold an earlier run's checkpoint.
-    ``master`` is passed to ``spark_impl.session.session``. Raises
+    ``master`` is passed to ``spark_impl.session.session``. ``storage_profile`` (a
+    ``reference.storage_profiles`` name) puts Spark's checkpoint on the filesystem
+    that sleeps the profile's latencies, seeded by the scenario's seed
+    (``checkpoint_fs.py``); what its operations cost is in the outcome's
+    ``details["native"]["storage"]``. Raises
     ``NativeUnsupported`` (a ``ScenarioRefused`` naming the field) for anything
     the adapter cannot run, before Spark starts; ``BackendUnavailable`` when
     Spark cannot start; a failure of Spark itself is reported in the outcome's
     ``error``.
     """
+    # imported here: ``python -m spark_impl.native.checkpoint_fs`` (the build) runs it as a script
+    from .checkpoint_fs import LatencyCheckpoint, require_stat_sink, storage_profile_of
     check_supported(scenario, realtime=realtime)
+    storage_profile_of(storage_profile)   # StorageProfileError naming an unknown profile, before Spark starts
     if workdir is not None and os.path.exists(os.path.join(workdir, "checkpoint")):
         raise ValueError(f"{workdir}: already holds a checkpoint; the spark-native backend needs a fresh workdir "
                          "(Spark would resume the old query)")
@@ -170,11 +189,20 @@ def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | 
     if any(f.kind == "task_failure" for f in scenario.faults) and not spark.sparkContext.master.startswith("local"):
         raise NativeUnsupported("faults", "task_failure on the spark-native backend needs a local master: the "
                                           "fault's fired-once mark is a system property of the executor's JVM")
+    latency = LatencyCheckpoint.start(spark, storage_profile, scenario.seed) if storage_profile else None
+    if uses_stat_sink(scenario, realtime):
+        require_stat_sink(spark)
     root = workdir or tempfile.mkdtemp(prefix="lightspeed-native-")
     try:
-        with session_confs(spark, engine_confs(scenario)):
-            run = NativeRun(scenario, spark, root, realtime)
-            run.execute()
+        checkpoint = os.path.join(root, "checkpoint")
+        confs = {**engine_confs(scenario, one_split_per_file=needs_file_order(scenario, realtime)),
+                 **(latency.confs(checkpoint) if latency else {})}
+        with session_confs(spark, confs):
+            run = NativeRun(scenario, spark, root, realtime, latency.location(checkpoint) if latency else None)
+            try:
+                run.execute()
+            finally:
+                run.storage = latency.finish(checkpoint) if latency else None
             outcome = native_outcome(run)
         if workdir is None:
             outcome = _without_checkpoint_path(outcome)

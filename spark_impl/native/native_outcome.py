@@ -12,14 +12,16 @@ first visibility at the sink, with the one percentile definition of
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from reference.outcome import BatchRecord, Outcome, Timing
-from reference.timing import LatencySummary, summarize_latency
+from reference.outcome import BatchRecord, Outcome, SinkEntry, Timing, canonical_rows, digest_rows
+from reference.timing import LatencySummary, Throughput, summarize_latency, summarize_throughput
 
 from ..latency import SinkDelivery, record_latencies_ms, record_throughput
 from .plan import fault_property
 from .query_run import NativeRun
+from .stat_sink import first_processed, read_stat_sink
 from .state import read_states
 from .support import BACKEND
 
@@ -35,16 +37,57 @@ def native_outcome(run: NativeRun) -> Outcome:
         versions = list(range(max(1, latest - run.sc.engine.min_batches_to_retain + 1), latest + 1))
         state, state_errors = read_states(run.spark, run.checkpoint.path, run.sc, versions)
     run.timing["state_read_s"] = round(time.time() - started, 3)
-    # a run that is not realtime feeds all its input at once: its records have no arrival to measure from
-    deliveries = sink_deliveries(run, batches)
-    latency = summarize_latency(record_latencies_ms(run.files.data, deliveries, run.t0)) \
-        if run.realtime else LatencySummary()
-    # whether Spark kept up with the paced input (reference.timing's one rule); a run that did not is backlogged
-    throughput = record_throughput(run.files.data, deliveries, run.t0) if run.realtime else None
-    return Outcome(run.sc.name, BACKEND, tuple(batches), state, run.sink.entries(), tuple(run.observer.recoveries),
+    if run.stat_sink:
+        stat = stat_sink_results(run)
+        batches, sink, latency, throughput = stat.batches, stat.sink, stat.latency, stat.throughput
+    else:
+        # a run that is not realtime feeds all its input at once: its records have no arrival to measure from
+        deliveries = sink_deliveries(run, batches)
+        latency = summarize_latency(record_latencies_ms(run.files.data, deliveries, run.t0)) \
+            if run.realtime else LatencySummary()
+        # whether Spark kept up with the paced input (reference.timing's one rule); one that did not is backlogged
+        throughput = record_throughput(run.files.data, deliveries, run.t0) if run.realtime else None
+        sink = run.sink.entries()
+    return Outcome(run.sc.name, BACKEND, tuple(batches), state, sink, tuple(run.observer.recoveries),
                    tuple(run.progress), tuple(run.checkpoint.file_list(run.sink.dir)), run.sc.seed, run.error,
                    tuple(state_errors), Timing(latency, run.timing.get("queries_s"), throughput),
                    {"native": details(run)})
+
+
+@dataclass(frozen=True)
+class StatResults:
+    """What a run through the stat sink delivered: Spark's batches (epochs) with the input each processed,
+    the sink's rows per batch, and each record's latency from creation to its first processing."""
+
+    batches: list[BatchRecord]
+    sink: tuple[SinkEntry, ...]
+    latency: LatencySummary
+    throughput: Throughput | None
+
+
+def stat_sink_results(run: NativeRun) -> StatResults:
+    """Batches, sink and latency from the stat sink's records (``stat_sink.py``). An epoch reads whole input
+    files, so its records are a contiguous range of offsets per source partition; its boundaries are where
+    each partition's processed offsets end, carried from the epoch before. The map operator's output row is
+    the record's ``[key, value]``."""
+    data = run.files.data
+    processed = read_stat_sink(run.stat_dir)
+    first = first_processed(processed)
+    ends = [0] * len(data.partitions)
+    batches, entries = [], []
+    for epoch in sorted({p.epoch for p in processed}):
+        mine = [p for p in processed if p.epoch == epoch]
+        start = tuple(ends)
+        for p in mine:
+            ends[p.ids[0]] = max(ends[p.ids[0]], p.ids[1] + 1)
+        batches.append(BatchRecord(epoch, tuple(ends), start, 0, 1))
+        rows = canonical_rows([[data.partitions[sp][off].key, data.partitions[sp][off].value]
+                               for sp, off in (p.ids for p in mine)])
+        entries.append(SinkEntry(epoch, tuple(rows), 1, (digest_rows(rows),)))
+    created = [float(data.partitions[sp][off].arrival_ms) for sp, off in first]
+    visible = [(p.seen_s - run.t0) * 1000.0 for p in first.values()]
+    return StatResults(batches, tuple(entries), summarize_latency(v - c for c, v in zip(created, visible)),
+                       summarize_throughput(created, visible))
 
 
 def committed_batches(run: NativeRun) -> list[BatchRecord]:
@@ -78,7 +121,7 @@ def details(run: NativeRun) -> dict[str, Any]:
     return {"spark_version": run.spark.version, "checkpoint": run.checkpoint.path, "realtime": run.realtime,
             "faults_fired": run.fired + fired, "faults_not_fired": not_fired + task_not_fired, "notes": run.notes,
             "batch_duration_ms": summarize_latency(durations).to_dict(), "timing_s": run.timing,
-            "progress": run.progress_extras}
+            "progress": run.progress_extras, "storage": run.storage, "stat_sink": run.stat_sink}
 
 
 def task_faults_fired(run: NativeRun) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -135,20 +135,27 @@ def input_schema() -> Any:
 
 @dataclass(frozen=True)
 class StreamSettings:
-    """How the adapter runs Spark's query: the file source's options and the trigger (None: Spark's default)."""
+    """How the adapter runs Spark's query: the file source's options, the trigger (None: Spark's default) and
+    the query's own options (asynchronous progress tracking is one, not a session conf)."""
 
     source_options: dict[str, str]
     trigger: dict[str, Any] | None
+    query_options: dict[str, str]
 
 
 def stream_settings(scenario: Scenario, realtime: bool) -> StreamSettings:
     """Untimed: one planned batch's file per trigger, ``availableNow`` (batch b is the reference's batch b).
     Realtime: every file that has arrived, at each trigger; Spark's default trigger (the next batch as soon
-    as the previous one ends) unless the scenario names an interval."""
+    as the previous one ends) unless the scenario names an interval; asynchronous progress tracking with the
+    scenario's checkpoint interval when it asks for it (``support`` allows it only then)."""
     if not realtime:
-        return StreamSettings({"maxFilesPerTrigger": "1"}, {"availableNow": True})
-    interval = scenario.engine.trigger_interval_ms
-    return StreamSettings({}, {"processingTime": f"{interval} milliseconds"} if interval > 0 else None)
+        return StreamSettings({"maxFilesPerTrigger": "1"}, {"availableNow": True}, {})
+    e = scenario.engine
+    query = {"asyncProgressTrackingEnabled": "true",
+             "asyncProgressTrackingCheckpointIntervalMs": str(e.checkpoint_interval_ms)} \
+        if e.progress_mode == "async" else {}
+    interval = e.trigger_interval_ms
+    return StreamSettings({}, {"processingTime": f"{interval} milliseconds"} if interval > 0 else None, query)
 
 
 def _read(spark: Any, root: str, side: str, options: dict[str, str]) -> Any:
@@ -259,8 +266,8 @@ def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence
         joined = left.join(right, F.expr(f"lk = rk AND lt >= rt - {bound} AND lt <= rt + {bound}"))
         return joined.select(F.col("lk").alias("key"), F.col("lv").alias("a"), F.col("rv").alias("b"))
     df = _read(spark, root, "main", options)
-    if op.kind == "map":
-        return df.select("key", F.col("value").alias("a"))
+    if op.kind == "map":   # the record's identity travels along: the stat sink keys each record's latency by it
+        return df.select("key", F.col("value").alias("a"), "sp", "off")
     if op.kind == "aggregate":
         df = guarded(df, ["key"])
         agg = F.count(F.lit(1)) if op.agg == "count" else F.sum("value")

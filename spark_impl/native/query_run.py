@@ -34,10 +34,12 @@ from reference.supervisor import Supervisor
 from .plan import InputFiles, build_query, output_mode, sink_row, stream_settings
 from .sink import FileSink
 from .spark_checkpoint import BatchInfo, SparkCheckpoint
-from .support import FaultSite, describe_failure, fault_site
+from .stat_sink import rows_recorded, start_with_stat_sink
+from .support import FaultSite, describe_failure, fault_site, uses_stat_sink
 
 PROGRESS_DURATIONS = ("latestOffset", "walCommit", "queryPlanning", "getBatch", "addBatch", "commitOffsets",
                       "triggerExecution")
+STAT_COLUMNS = ("sp", "off")   # a record's identity in the adapter's input: source partition and offset
 WAIT_POLL_S = 0.01
 FEED_STEP_S = 0.002
 READY_TIMEOUT_S = 120.0   # realtime: how long the started query may take to be waiting for data
@@ -50,12 +52,20 @@ class InjectedCrash(RuntimeError):
 class NativeRun:
     """One scenario on Spark: the incarnations, the faults, and what the driver observed."""
 
-    def __init__(self, scenario: Scenario, spark: Any, root: str, realtime: bool):
+    def __init__(self, scenario: Scenario, spark: Any, root: str, realtime: bool, location: str | None = None):
+        """``location``: where Spark is told its checkpoint is (a ``checkpoint_fs`` URI that reaches
+        ``<root>/checkpoint`` with a storage profile's latency); by default that local directory itself."""
         self.sc, self.spark, self.root, self.realtime = scenario, spark, root, realtime
         self.run_id = uuid.uuid4().hex[:12]
         self.files = InputFiles(scenario, root, base_mtime=time.time() - 86400.0)
         self.checkpoint = SparkCheckpoint(os.path.join(root, "checkpoint"), self.files)
+        self.location = location or self.checkpoint.path
         self.sink = FileSink(os.path.join(root, "sink"), scenario.sink_mode == "exactly_once")
+        self.stat_sink = uses_stat_sink(scenario, realtime)
+        self.stat_dir = os.path.join(root, "stat")
+        os.makedirs(self.stat_dir, exist_ok=True)
+        self.total_records = sum(self.files.data.totals)
+        self.storage: dict[str, Any] | None = None   # what the checkpoint's storage cost (a storage profile)
         self.faults = FaultBook(scenario.faults)
         self.sites = {i: fault_site(f, f"faults[{i}]", realtime=realtime) for i, f in enumerate(scenario.faults)}
         self.fired: list[dict[str, Any]] = []
@@ -181,6 +191,7 @@ class NativeRun:
         if not self.realtime:
             self.files.write(self.files.batches if stop is None else stop)
         self.crash = None
+        self.timing[f"incarnation_{life}_started_s"] = time.time()   # a restart's time runs from here
         query = self.start(life)
         if self.realtime and self.feeder is None:
             self.start_feeding(query)
@@ -198,8 +209,9 @@ class NativeRun:
                 return None
             return DriverCrash(f"the query stopped before batch {stop} for a fault between batches")
         if not self.consumed_all():
-            self.supervisor.stop(f"incarnation {life} ended after batch {self.checkpoint.latest_commit()} of "
-                                 f"{self.files.batches} without a fault: Spark did not consume its input")
+            done = (f"with {rows_recorded(self.stat_dir)} of {self.total_records} records processed"
+                    if self.stat_sink else f"after batch {self.checkpoint.latest_commit()} of {self.files.batches}")
+            self.supervisor.stop(f"incarnation {life} ended {done} without a fault: Spark did not consume its input")
         return None
 
     def failure_message(self, failure: BaseException, life: int) -> str:
@@ -214,8 +226,12 @@ class NativeRun:
         task_faults = [(self.faults.index_of(f), f) for f in self.pending("task", life)]
         settings = stream_settings(self.sc, self.realtime)
         df = build_query(self.spark, self.sc, self.root, task_faults, self.run_id, settings.source_options)
-        writer = (df.writeStream.outputMode(output_mode(self.sc.operator)).foreachBatch(self.on_batch(life))
-                  .option("checkpointLocation", self.checkpoint.path))
+        options = {"checkpointLocation": self.location, **settings.query_options}
+        if self.stat_sink:
+            return start_with_stat_sink(df, self.stat_dir, STAT_COLUMNS, output_mode=output_mode(self.sc.operator),
+                                        options=options, trigger=settings.trigger)
+        writer = df.writeStream.outputMode(output_mode(self.sc.operator)).foreachBatch(self.on_batch(life))
+        writer = writer.options(**options)
         if settings.trigger is not None:
             writer = writer.trigger(**settings.trigger)
         return writer.start()
@@ -236,7 +252,10 @@ class NativeRun:
             return exc
 
     def consumed_all(self) -> bool:
-        """Every side's last input file is in a committed batch."""
+        """Every side's last input file is in a committed batch; with the stat sink (whose batches the driver
+        does not see, and whose logs have gaps under asynchronous progress), every record was processed."""
+        if self.stat_sink:
+            return rows_recorded(self.stat_dir) >= self.total_records
         return self.final_batch is not None and self.checkpoint.latest_commit() >= self.final_batch
 
     def start_feeding(self, query: Any) -> None:
@@ -274,7 +293,10 @@ class NativeRun:
             self.progress_extras.append({
                 "batchId": raw["batchId"], "incarnation": life, "watermark": raw.get("eventTime", {}).get("watermark"),
                 "numRowsDroppedByWatermark": [so.get("numRowsDroppedByWatermark", 0)
-                                              for so in raw.get("stateOperators", [])]})
+                                              for so in raw.get("stateOperators", [])],
+                # the state store's own metrics (RocksDB: bytes and files copied to the checkpoint, the commit's
+                # flush, checkpoint and file sync times), per stateful operator
+                "customMetrics": [so.get("customMetrics", {}) for so in raw.get("stateOperators", [])]})
 
 
 def progress_event(raw: dict[str, Any]) -> ProgressEvent:

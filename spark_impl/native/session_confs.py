@@ -11,10 +11,13 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
-def engine_confs(scenario: Scenario) -> dict[str, str]:
-    """The session confs that configure one scenario's query (captured in its offset log at start)."""
+def engine_confs(scenario: Scenario, one_split_per_file: bool = True) -> dict[str, str]:
+    """The session confs that configure one scenario's query (captured in its offset log at start).
+    ``one_split_per_file``: each input file its own task, so a batch's rows reach each state partition in
+    file order (the differential runs); without it (a stateless run through the stat sink) Spark packs the
+    small files of a batch into a few tasks, as it does by default."""
     e = scenario.engine
-    return {
+    confs = {
         "spark.sql.shuffle.partitions": str(scenario.state_partitions),
         "spark.sql.streaming.stateStore.providerClass": HDFS if e.provider == "delta" else ROCKSDB,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled":
@@ -26,10 +29,11 @@ def engine_confs(scenario: Scenario) -> dict[str, str]:
         # the reference has no batches without input: a no-data batch would shift every batch id after it
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.sql.streaming.numRecentProgressUpdates": "100000",
-        # one split per input file, so a batch's rows reach each state partition in file order
-        "spark.sql.files.maxPartitionBytes": str(1 << 30),
-        "spark.sql.files.openCostInBytes": str(1 << 30),
     }
+    if one_split_per_file:
+        confs.update({"spark.sql.files.maxPartitionBytes": str(1 << 30),
+                      "spark.sql.files.openCostInBytes": str(1 << 30)})
+    return confs
 
 
 @contextlib.contextmanager

@@ -24,11 +24,11 @@ SUPPORTED_FAULTS = ("driver_crash", "task_failure", "corrupt_file", "delete_file
 UNSUPPORTED_FAULTS = {
     "executor_loss": "on a local master the executor lives in the driver's JVM, so losing it is a driver crash; "
                      "use driver_crash",
-    "storage_write_error": "Spark writes its checkpoint through Hadoop's FileSystem inside the JVM; failing one "
-                           "write needs a custom FileSystem class on Spark's classpath, which the Python adapter "
-                           "cannot install",
-    "storage_latency": "a slow checkpoint write needs a custom Hadoop FileSystem inside the JVM (see "
-                       "storage_write_error)",
+    "storage_write_error": "Spark writes its checkpoint through Hadoop's FileSystem inside the JVM; the "
+                           "adapter's checkpoint filesystem (checkpoint_fs.py) sees file operations by path, not "
+                           "the protocol step and batch a fault names, so it cannot fail the one write",
+    "storage_latency": "a slow write at a step and batch needs the filesystem to know the step (see "
+                       "storage_write_error); a whole run's storage latency is --storage-profile",
     "zombie_write": "a late write of a failed attempt cannot be planted into Spark's checkpoint file manager from "
                     "Python",
     "clock_skew": "Spark reads the wall clock of its JVM; the adapter has no hook to skew it",
@@ -94,10 +94,30 @@ def pandas_missing() -> str | None:
     return None
 
 
+def uses_stat_sink(scenario: Scenario, realtime: bool) -> bool:
+    """Whether a run delivers through the stat sink (``stat_sink.py``, Spark's foreach sink) instead of
+    foreachBatch: a realtime run of a stateless query, the published benchmark's shape and the only kind of
+    query Spark runs with asynchronous progress tracking."""
+    return realtime and not scenario.operator.stateful
+
+
+# operators whose state depends on the order of a batch's rows (dedup keeps the first duplicate; a session's
+# function sees the rows in order): their rows must reach each state partition in (source partition, offset) order
+ORDER_SENSITIVE = ("dedup_within_watermark", "stateful_function")
+
+
+def needs_file_order(scenario: Scenario, realtime: bool) -> bool:
+    """Whether each input file must be its own task (``session_confs.engine_confs``): always in untimed runs,
+    whose batch b must be the reference's batch b row for row; in a realtime run only for an order-sensitive
+    operator. Otherwise Spark packs a batch's small files into a few tasks, as it does by default, so that a
+    batch that reads many files (a backlog) does not become many tasks."""
+    return not realtime or any(op.kind in ORDER_SENSITIVE for op in scenario.operator.flatten())
+
+
 def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
     """Refuse, naming the field, what the adapter cannot run."""
     _check_operator(scenario)
-    _check_modes(scenario)
+    _check_modes(scenario, realtime)
     for side, src in sorted(scenario.sources.items()):
         if src.kind == "redelivering":
             field = "source.kind" if side == "main" else f"sources.{side}.kind"
@@ -106,6 +126,10 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
                                            "no Pub/Sub connector to run it through")
     for i, fault in enumerate(scenario.faults):
         fault_site(fault, f"faults[{i}]", realtime=realtime)
+        if uses_stat_sink(scenario, realtime):
+            raise NativeUnsupported(f"faults[{i}]", "a realtime run of a stateless query delivers through Spark's "
+                                                    "foreach sink (the stat sink), which has no point at which "
+                                                    "the adapter can fire a fault; run it without realtime")
     if scenario.events:
         raise NativeUnsupported("events", "open-source Spark has no state rebalancing (its pull request, "
                                           "SPARK-35022, was closed), and on a local master every task runs on "
@@ -127,14 +151,16 @@ def _check_operator(scenario: Scenario) -> None:
                                     f"backend: {why}")
 
 
-def _check_modes(scenario: Scenario) -> None:
+def _check_modes(scenario: Scenario, realtime: bool) -> None:
     e = scenario.engine
-    if e.progress_mode == "async":
+    if e.progress_mode == "async" and not uses_stat_sink(scenario, realtime):
         raise NativeUnsupported("engine.progress.mode",
-                                "asynchronous progress tracking is not supported by the spark-native backend: "
-                                "Spark accepts it only for stateless queries with a processing-time trigger and "
-                                "a sink from a fixed list (noop, console, memory, Kafka, foreach), and the "
-                                "adapter's sink is foreachBatch")
+                                "asynchronous progress tracking runs on the spark-native backend only in a "
+                                "realtime run of a stateless query: Spark accepts it only for stateless queries "
+                                "(AsyncProgressTrackingMicroBatchExecution refuses a stateful operator) with a "
+                                "processing-time trigger (not availableNow, which untimed runs use) and a sink "
+                                "from a fixed list (noop, console, memory, Kafka, foreach; the adapter's "
+                                "foreachBatch is not one)")
     if e.state_checkpoint == "async":
         raise NativeUnsupported("engine.state_checkpoint",
                                 "asynchronous state checkpointing is not in open-source Spark, so the "

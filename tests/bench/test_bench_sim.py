@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Generator
+from typing import Any
 
 import simpy
+from yardstick import RAW_TIMEOUTS, raw_timeout_chain, simpy_raw_rate
 
 from reference.scenario import Scenario
 from sim import Simulation, shipped_profile, simulate
@@ -35,7 +36,6 @@ from sim.simulation import CountingEnvironment
 SIM_SECONDS = 600
 EVENTS_PER_SECOND = 1_000_000
 STATE_PARTITIONS = 200
-RAW_TIMEOUTS = 300_000
 WALL_SECONDS_LIMIT = 6.0          # 600 simulated seconds in under 6 wall seconds
 REAL_TIME_SPEEDUP_FLOOR = 100
 
@@ -48,20 +48,6 @@ def cluster_scenario() -> Scenario:
         "query": {"operator": {"kind": "aggregate", "agg": "count"}, "state_partitions": STATE_PARTITIONS},
         "sink": {"mode": "exactly_once"},
         "engine": {"trigger_interval_ms": 1000, "log_purge": {"min_batches_to_retain": 10}}})
-
-
-def raw_timeout_chain(env: simpy.Environment, n: int) -> Generator:
-    for _ in range(n):
-        yield env.timeout(1)
-
-
-def simpy_raw_rate() -> tuple[float, float]:
-    """Timeouts per wall second and per CPU second of a plain SimPy timeout chain."""
-    env = simpy.Environment()
-    env.process(raw_timeout_chain(env, RAW_TIMEOUTS))
-    start, start_cpu = time.perf_counter(), time.process_time()
-    env.run()
-    return RAW_TIMEOUTS / (time.perf_counter() - start), RAW_TIMEOUTS / (time.process_time() - start_cpu)
 
 
 def test_simpy_raw_event_rate(benchmark: Any) -> None:

@@ -57,6 +57,12 @@ EQUIVALENT = Path(__file__).resolve().parent / "equivalent.json"
 RESULT = ROOT / "paper" / "results" / "mutation.json"
 PYTEST_ARGS = "-x -q -p no:cacheprovider -m 'not spark' -o addopts='' --benchmark-skip"
 
+INCARNATION_TESTS = ["tests/test_judge_engine.py", "tests/test_purge_rounds.py", "tests/test_judge_each_oracle.py",
+                     "tests/test_reference_spark_suites.py", "tests/test_judge_executor_loss.py",
+                     "tests/test_reference_open_batches.py", "tests/test_reference_any_order.py",
+                     "tests/test_reference_redelivering.py", "tests/test_reference_rebalancing.py",
+                     "tests/test_reference_parallel_commit.py"]
+
 # Module under test -> the tests that judge it (fast, non-Spark). The order is the order they run in.
 MODULES: dict[str, list[str]] = {
     "oracles": ["tests/test_judge_each_oracle.py", "tests/test_judge_oracle_details.py",
@@ -78,8 +84,9 @@ MODULES: dict[str, list[str]] = {
              "tests/test_judge_local_storage.py"],
     "fault_reach": ["tests/test_judge_layout_and_faults.py"],
     "fault_effects": ["tests/test_judge_recoveries.py"],
-    "state_store": ["tests/test_judge_state_store.py", "tests/test_reference_spark_suites.py",
-                    "tests/test_judge_outcome_ties.py"],
+    "state_store": ["tests/test_judge_state_store.py", "tests/test_lineage_memo.py",
+                    "tests/test_reference_spark_suites.py", "tests/test_judge_outcome_ties.py"],
+    "lineage_memo": ["tests/test_lineage_memo.py", "tests/test_judge_state_store.py"],
     "changelog": ["tests/test_judge_changelog.py", "tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
                   "tests/test_reference_spark_suites.py"],
     "retained": ["tests/test_judge_retained.py", "tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
@@ -91,10 +98,10 @@ MODULES: dict[str, list[str]] = {
     "explorer": ["tests/test_judge_explorer.py",
                  "tests/test_cli_hostile.py::test_explore_interrupted_stops_every_worker_and_says_where_it_got_to",
                  "tests/test_reference_redelivering.py"],
-    "engine": ["tests/test_judge_engine.py", "tests/test_purge_rounds.py", "tests/test_judge_each_oracle.py", "tests/test_reference_spark_suites.py",
-               "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py",
-               "tests/test_reference_any_order.py", "tests/test_reference_redelivering.py",
-               "tests/test_reference_rebalancing.py", "tests/test_reference_parallel_commit.py"],
+    # the incarnation's parts (once reference/engine.py) share one subset: every one runs in every scenario
+    **{part: INCARNATION_TESTS for part in ("incarnation", "incarnation_state", "clock", "task_effects",
+                                            "driver_steps", "task_retry")},
+    "seams": ["tests/test_seams.py"],
     # the simulator (a key with a folder names its module path): small modules with clear semantics
     "placement": ["tests/test_placement.py", "tests/test_reference_rebalancing.py"],
     "rebalancing": ["tests/test_reference_rebalancing.py", "tests/test_placement.py"],
