@@ -156,7 +156,7 @@ def workers_ceiling() -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     if args.workers is not None and args.workers < 1:
-        raise ExperimentError(f"--workers must be at least 1, got {args.workers}")
+        raise ExperimentError(f"--workers {args.workers}: expected at least 1")
     if args.workers is not None and not args.master and args.workers > workers_ceiling():
         raise ExperimentError(f"--workers {args.workers}: expected 1 to {workers_ceiling()} ({WORKERS_PER_CORE} per "
                               "core of this machine); more processes only contend for the cores")

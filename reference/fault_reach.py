@@ -24,11 +24,31 @@ round a timed backend skipped) is reported after the run, on screen.
 
 from __future__ import annotations
 
-from .scenario import MAX_TIME_MS, Scenario   # scenario.py imports this module only when it checks faults
-from .size import source_batches, source_records
+from typing import Mapping, Protocol, Sequence
+
+from .engine_config import EngineConfig
+from .fault_spec import Fault
+from .operator_spec import OperatorSpec
+from .source_spec import MAX_TIME_MS, Source, source_batches, source_records
 
 MAX_LATENCY_FAULT_MS = 3_600_000   # an hour: a storage_latency fault a backend sleeps must end
 STATEFUL_STEPS = ("state_load", "changelog_write", "state_commit", "snapshot_upload")
+
+
+class Scenario(Protocol):
+    """What of a ``reference.scenario.Scenario`` the check reads: its parts, so ``scenario.py`` (which calls the
+    check while it reads a scenario) and this module do not import each other."""
+
+    @property
+    def sources(self) -> Mapping[str, Source]: ...
+    @property
+    def faults(self) -> Sequence[Fault]: ...
+    @property
+    def engine(self) -> EngineConfig: ...
+    @property
+    def operator(self) -> OperatorSpec: ...
+    @property
+    def store_ids(self) -> tuple[str, ...]: ...
 
 
 def last_batch(scenario: Scenario) -> int:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .json_input import JsonInputError, loads
-from .storage import Storage
 from .timing import LatencySummary, Throughput, TimingError
 
 StateMap = dict[str, dict[str, dict[str, list[list[Any]]]]]   # store -> partition -> version -> pairs
@@ -451,11 +450,3 @@ def canonical_rows(rows: Sequence[Any]) -> list[Any]:
 
 def digest_rows(rows: Sequence[Any]) -> str:
     return hashlib.sha256(json.dumps(canonical_rows(rows)).encode()).hexdigest()[:16]
-
-
-def read_sink(storage: Storage, sink_mode: str,
-              digests: Mapping[int, Sequence[str]] | None = None) -> tuple[SinkEntry, ...]:
-    """The visible output: committed manifests (exactly-once) or every part file (at-least-once), decoded by
-    ``sink_files.visible_output``, which names a file that does not decode."""
-    from .sink_files import visible_output   # it builds this module's SinkEntry values
-    return visible_output(storage, sink_mode, digests)

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .scenario import Scenario, Source
+from .scenario import Scenario
+from .source_spec import source_batches, source_records   # re-exported: a source's size is the source's own
 from .steps import DRIVER_STEPS, TASK_STEPS
 
 MAX_INPUT_FILE_BYTES = 256 * 2**20        # a scenario, outcome or profile file named on the command line
@@ -57,30 +58,6 @@ MATERIALISED = SizeLimits()
 # only by what a count can say (every step's cost is computed from it).
 VOLUME = SizeLimits(records=10**15, what="the simulator's volume mode")
 VOLUME_HINT = "lightspeed run SCENARIO --backend sim --sim-mode volume"
-
-
-def source_records(src: Source) -> int:
-    """Records a source holds (counted, never allocated)."""
-    if src.kind == "generated":
-        return src.partitions * src.records_per_partition_per_batch * src.batches
-    if src.kind == "explicit":
-        return len(src.records)
-    if src.broker is not None:
-        return src.broker.messages
-    per_partition = int(src.rows_per_second * src.duration_s) // src.partitions
-    return per_partition * src.partitions
-
-
-def source_batches(src: Source) -> int:
-    """Batches an untimed backend cuts (timed backends cut by their clock, usually no more)."""
-    if src.kind == "generated":
-        return src.batches
-    if src.kind == "explicit":
-        last_ms = max((r[4] for r in src.records), default=0)
-        return last_ms // src.batch_ms + 1
-    if src.broker is not None:   # the last first delivery: the last publish, at most reorder_ms late
-        return ((src.broker.messages - 1) * src.broker.interval_ms + src.broker.reorder_ms) // src.batch_ms + 1
-    return int(src.duration_s * 1000) // src.batch_ms + 1
 
 
 def estimate(scenario: Scenario) -> SizeEstimate:
