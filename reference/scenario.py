@@ -34,6 +34,7 @@ from .engine_config import PROVIDERS, EngineConfig
 from .executor_events import DEFAULT_EXECUTORS, EVENT_KINDS, ExecutorEvent, parse_events, parse_executors
 from .fault_spec import Fault, FaultAt, check_checkpoint_path, may_end_incarnation
 from .field_reader import FieldReader, ScenarioError
+from .real_time_rules import check_real_time
 from .operator_spec import AGGS, FUNCTIONS, OPERATOR_KINDS, STATEFUL_KINDS, OperatorSpec
 from .source_spec import (DEFAULT_BATCH_MS, MAX_REDELIVERING_MESSAGES, MAX_TIME_MS, SOURCE_KINDS, Broker, EventTime,
                           Source, check_key)
@@ -85,6 +86,8 @@ class Scenario:
         o.done()
         scenario = Scenario(name, seed, sources, operator, state_partitions, sink_mode, engine, faults, explore,
                             executors, events)
+        if engine.real_time:
+            check_real_time({side: src.kind for side, src in sources.items()}, operator, sink_mode)
         scenario.check_supported()
         scenario.check_faults()
         scenario.check_events()

@@ -80,7 +80,7 @@ class Simulation:
             self.data, self.latency_book = SourceData.of(scenario), RecordLatency()
         else:
             self.data, self.latency_book = VolumeSource(scenario), RangeLatency()
-        self.supervisor = Supervisor(self.service.files, scenario.engine.progress_mode, len(self.data.partitions),
+        self.supervisor = Supervisor(self.service.files, scenario.engine.restart_mode, len(self.data.partitions),
                                      self.observer)
         self.clock_faults_left = len(clock_faults)   # clock faults that may still fire
         self.clock_faults = clock_faults

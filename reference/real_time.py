@@ -1,0 +1,52 @@
+"""Spark's real-time mode (4.1+) where it differs from micro-batch: its restart rule and its replay bound.
+
+Its step graph is ``graph.RealTimeShape``; its scenario rules are
+``engine_config.check_real_time_engine`` and ``real_time_rules``; the driver
+steps' effects branch on ``EngineConfig.real_time`` only where Spark's
+``MicroBatchExecution`` does (``markMicroBatchStart`` writes no offset entry;
+``markMicroBatchEnd`` writes the offsets the tasks reported). This module holds
+what a restart does and how much it replays.
+
+Restart (Spark 4.3, ``MicroBatchExecution.initializeExecution``): when the
+latest offset entry is newer than the latest commit entry, Spark logs
+"Deleting extra entries in offset log to sync up with commit log" and calls
+``offsetLog.purgeAfter(lastCommittedBatchId)``; the next batch is
+``lastCommitted + 1``, a new long-running batch from the committed end offsets
+with a new end. An offset entry written before a crash between the offset
+write and the commit write is discarded, never replayed to its recorded end
+(micro-batch mode replays it exactly).
+"""
+
+from __future__ import annotations
+
+from . import layout
+from .graph import BatchShape, build_graph
+from .logs import log_batches
+from .steps import NodeId
+from .storage import Storage
+
+
+def purge_uncommitted_offsets(storage: Storage) -> list[int]:
+    """Delete every offset entry newer than the latest commit entry (``offsetLog.purgeAfter``); the ids."""
+    commits = log_batches(storage, layout.COMMITS)
+    last = commits[-1] if commits else -1
+    extra = [b for b in log_batches(storage, layout.OFFSETS) if b > last]
+    for b in extra:
+        storage.delete(layout.offset_path(b))
+    return extra
+
+
+def uncommitted_at_most(shape: BatchShape, batches: int = 6) -> int:
+    """The most batches a crash can leave planned but not committed, read from the step graph: 1 + the
+    largest number of later batches whose ``plan`` can run before ``commit_log_write`` of a batch (its
+    commit is not among their ancestors). A restart replays at most that many (the replay bound)."""
+    nodes = build_graph(shape, range(batches))
+    ancestors: dict[NodeId, frozenset[NodeId]] = {}
+    for node_id, node in nodes.items():   # creation order is a topological order
+        ancestors[node_id] = frozenset(node.deps).union(*(ancestors[d] for d in node.deps))
+    worst = 0
+    for b in range(batches):
+        commit = NodeId.of("commit_log_write", b)
+        ahead = sum(1 for later in range(b + 1, batches) if commit not in ancestors[NodeId.of("plan", later)])
+        worst = max(worst, ahead)
+    return 1 + worst
