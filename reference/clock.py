@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .graph import LOGICAL_BATCH_MS
 from .incarnation_state import BatchPlan, IncarnationState
+from .real_time import deadline_ms
 from .recovery import RestartPlan
 from .size import MATERIALISED
 
@@ -56,10 +57,11 @@ class LogicalClock(IncarnationState):
     def untimed_cut(self, b: int) -> tuple[int, ...]:
         """Where the untimed clock ends batch ``b``: the source's planned cut; in real-time mode the batch's
         deadline, ``(b + 1) x`` the batch duration (Spark: ``RealTimeStreamScanExec`` sets the deadline to
-        the batch's start plus its duration, and a reader returns no more records once it has passed)."""
+        the batch's start plus its duration, and a reader returns no more records once it has passed;
+        ``real_time.deadline_ms``)."""
         if self.cfg.real_time:
-            deadline_ms = (b + 1) * self.cfg.trigger_interval_ms
-            return self.data.arrived_by(deadline_ms - 1, (0,) * len(self.data.partitions))
+            ends_ms = deadline_ms(b, self.cfg.trigger_interval_ms)
+            return self.data.arrived_by(ends_ms - 1, (0,) * len(self.data.partitions))
         return tuple(self.data.planned_end_offsets(b))
 
     def cut_now(self, b: int) -> tuple[int, ...]:

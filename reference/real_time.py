@@ -26,6 +26,16 @@ from .steps import NodeId
 from .storage import Storage
 
 
+def deadline_ms(batch: int, batch_ms: int) -> int:
+    """When batch ``batch``'s long-running tasks stop reading: ``(batch + 1) x`` the batch duration.
+
+    Spark (``RealTimeStreamScanExec.inputRDD``) sets the deadline to the batch's start plus its duration,
+    so its boundaries drift later by each boundary gap; the model fixes them at multiples of the duration,
+    so that every backend cuts the same records into the same batch, and a gap shortens the next batch's
+    reading time instead of delaying its deadline."""
+    return (batch + 1) * batch_ms
+
+
 def purge_uncommitted_offsets(storage: Storage) -> list[int]:
     """Delete every offset entry newer than the latest commit entry (``offsetLog.purgeAfter``); the ids."""
     commits = log_batches(storage, layout.COMMITS)

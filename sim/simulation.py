@@ -61,6 +61,9 @@ class Simulation:
         if mode == "volume" and any(src.kind == "redelivering" for src in scenario.sources.values()):
             raise SimModeError(mode, "a redelivering source needs data mode: its fetch layer dedups real message "
                                      "ids, which volume mode does not hold")
+        if mode == "volume" and scenario.engine.real_time:
+            raise SimModeError(mode, "real-time mode needs data mode: its long-running tasks deliver each record "
+                                     "on its own, and volume mode holds counts, not records")
         self.scenario, self.profile, self.mode = scenario, profile, mode
         self.env = env if env is not None else simpy.Environment()
         self.rng = Draws(np.random.default_rng(scenario.seed))

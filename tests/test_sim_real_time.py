@@ -1,0 +1,85 @@
+"""Real-time mode in the simulator: the same batches, state and sink as the reference, records visible long
+before their batch ends, the boundary gap, and a replay that grows with the batch duration.
+
+The simulator's model (``sim/real_time.py``) is Spark 4.3's: all stages of a real-time batch run at once
+(``RealTimeStreamScanExec``, the pipelined shuffle), the tasks stop at the batch's deadline, then the driver
+writes the offset log and the commit log (``MicroBatchExecution.markMicroBatchEnd``) and plans the next batch.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reference.compare import first_difference
+from reference.oracles import check_outcome, failures
+from reference.run import run_scenario
+from reference.scenario import Scenario
+from sim import simulate
+from sim.cost_model import load_profile
+from sim.real_time import long_running_task, record_path_ms
+from sim.simulation import SimModeError
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "experiments" / "scenarios"
+NAMES = ["real-time-aggregate", "real-time-window", "real-time-stateless-crash"]
+
+
+def load(name: str) -> Scenario:
+    return Scenario.from_dict(json.loads((SCENARIOS / f"{name}.json").read_text()))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_sim_agrees_with_the_reference_on_a_real_time_scenario(name):
+    scenario = load(name)
+    reference = run_scenario(scenario).outcome()
+    sim = simulate(scenario)
+    outcome = sim.outcome()
+    assert not failures(check_outcome(scenario, outcome, sim.storage))
+    assert first_difference(outcome, reference, scenario.sink_mode) is None
+    assert (outcome.batches, outcome.recoveries) == (reference.batches, reference.recoveries)
+
+
+def test_lightspeed_diff_agrees_on_a_real_time_scenario(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "experiments.cli", "diff", str(SCENARIOS / "real-time-window.json"),
+                           "--backends", "reference,sim", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reference and sim agree on batches, state and sink" in done.stdout
+
+
+def test_records_are_visible_long_before_their_batch_ends():
+    """A record's latency is its path through the stages, not the wait for the batch's end (5 s here)."""
+    scenario = load("real-time-aggregate")
+    outcome = simulate(scenario).outcome()
+    latency = outcome.timing.latency_ms
+    assert latency.count == sum(e for e in outcome.batches[-1].end_offsets)
+    assert latency.p50 < 100 < scenario.engine.trigger_interval_ms
+
+
+def test_a_long_running_task_delivers_each_record_on_its_own_and_stops_at_the_deadline():
+    profile = load_profile("lightspeed_cluster")
+    path = record_path_ms(profile, stateful=True)
+    task = long_running_task([10.0, 10.0, 3000.0], 0.0, 5000.0, profile, stateful=True)
+    assert task.delivered_ms == (10.0 + path, 10.0 + 2 * path, 3000.0 + path)
+    assert task.end_ms == 5000.0
+    assert record_path_ms(profile, stateful=False) < path   # no shuffle hop without a stateful operator
+
+
+def test_the_boundary_gap_is_the_driver_s_commit_and_the_next_plan():
+    """Batch b+1 starts only after batch b's deadline, its two log writes and the next plan."""
+    sim = simulate(load("real-time-aggregate"))
+    starts = [p.timestamp_ms for p in sim.outcome().progress]
+    interval = load("real-time-aggregate").engine.trigger_interval_ms
+    for b, start in enumerate(starts[1:]):
+        gap = start - (b + 1) * interval
+        assert 0 < gap < interval / 10, (b, gap)
+
+
+def test_volume_mode_refuses_real_time_mode_by_name():
+    with pytest.raises(SimModeError, match="real-time mode needs data mode"):
+        simulate(load("real-time-aggregate"), mode="volume")
