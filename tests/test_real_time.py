@@ -258,3 +258,17 @@ def test_pinned_difference_the_aggregate_emits_one_row_per_key_per_batch():
     sc = Scenario.from_dict(raw)
     rows = [r for entry in run_scenario(sc).outcome().sink for r in entry.rows]
     assert rows == [["a", 3]]
+
+
+# ------------------------------------------------------------------ the Spark backends refuse it, by name
+
+
+def test_the_spark_backends_refuse_real_time_mode_naming_why():
+    from reference.backend import ScenarioRefused
+    from spark_impl.engine.backend import SparkEngineBackend
+    from spark_impl.native.backend import NativeBackend
+
+    for backend, words in ((NativeBackend(), "Kafka"), (SparkEngineBackend(), "long-running tasks")):
+        with pytest.raises(ScenarioRefused) as caught:
+            backend.run(scenario())
+        assert caught.value.field == "engine.real_time" and words in str(caught.value)
