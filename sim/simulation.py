@@ -159,7 +159,9 @@ def query_supervisor(env: simpy.Environment, sim: Simulation) -> Generator[simpy
         supervisor.ended(number, stopped_by)
         if stopped_by is None:
             sim.trace.record(env.now, "supervisor", "finished", f"incarnation {number}")
-        elif not supervisor.finished:
+        if stopped_by is not None and isinstance(sim.latency_book, RecordLatency):
+            sim.latency_book.forget_after(env.now)
+        if stopped_by is not None and not supervisor.finished:
             sim.trace.record(env.now, "supervisor", "restart", f"incarnation {number + 1} after {stopped_by}")
             yield env.timeout(sim.profile.restart_ms)
     sim.end_ms = env.now
