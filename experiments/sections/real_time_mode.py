@@ -4,7 +4,7 @@ its batch-duration trade-off, and Databricks' published figures as anchors, on t
 from __future__ import annotations
 
 from experiments.defs.real_time_mode import CLAIMS as ANCHORS
-from experiments.defs.real_time_mode import CONFIGS
+from experiments.defs.real_time_mode import CONFIGS, WORKLOADS
 from experiments.writeup import Table, Writeup, esc, key
 
 EXPERIMENT = "real-time-mode"
@@ -13,6 +13,8 @@ FIGURES = (("real_time_mode", "100%"),)
 
 def write(w: Writeup) -> None:
     run = w.run(EXPERIMENT, "sim")
+    published = {workload: [w.v.claim(f"rtm_{key(workload)}_published_{q}", ANCHORS[(workload, q)])
+                            for q in ("p50", "p99")] for workload in WORKLOADS}
     rows = []
     if run is not None:
         for workload in run.doc["summary"]["latency"]:
@@ -20,8 +22,7 @@ def write(w: Writeup) -> None:
             n = f"rtm_{key(workload)}"
             cells = [w.v.of(run, f"{n}_{key(config)}_{q}", base + [config, q, "median"], "ms1")
                      for config in CONFIGS for q in ("p50", "p99")]
-            published = [w.v.claim(f"{n}_published_{q}", ANCHORS[(workload, q)]) for q in ("p50", "p99")]
-            rows.append([esc(workload)] + cells + published)
+            rows.append([esc(workload)] + cells + published.get(workload, ["-", "-"]))
     else:
         rows.append(["simulator: " + w.absent_cell(EXPERIMENT, "sim")])
     w.table("real_time_mode_latency", Table(["Query", "Real-time p50", "Real-time p99", "Micro-batch p50",
@@ -39,12 +40,12 @@ def write(w: Writeup) -> None:
                           w.v.of(run, f"{n}_gap", base + ["gap_ms_mean", "median"], "ms"),
                           w.v.of(run, f"{n}_reprocessed", base + ["records_reprocessed", "median"], "int"),
                           w.v.of(run, f"{n}_recovery", base + ["recovery_ms", "median"], "ms")])
-        w.v.of(run, "rtm_rate", ["summary", "rate_rows_per_s"], "int")
-        w.v.of(run, "rtm_tradeoff_rate", ["summary", "tradeoff_rate_rows_per_s"], "int")
     else:
         trade.append(["simulator: " + w.absent_cell(EXPERIMENT, "sim")])
-        w.v.absent("rtm_rate")
-        w.v.absent("rtm_tradeoff_rate")
+    for name, path, spec in (("rtm_rate", ["rate_rows_per_s"], "int"),
+                             ("rtm_tradeoff_rate", ["tradeoff_rate_rows_per_s"], "int"),
+                             ("rtm_min_batch", ["min_batch_s"], "s"), ("rtm_default_batch", ["default_batch_s"], "min")):
+        w.v.of(run, name, ["summary"] + path, spec)
     w.table("real_time_mode_tradeoff", Table(["Batch", "p99, all", "p99, after a deadline", "Gap",
                                               "Re-processed", "Recovery"], trade,
                                              aligns=["left"] + ["right"] * 5),
