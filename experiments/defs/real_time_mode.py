@@ -210,29 +210,9 @@ class RealTimeMode(Experiment):
 
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
-        from experiments.claims import CLAIMS as PUBLISHED
         with figure_context():
-            fig, axes = plt.subplots(1, 3, figsize=(WIDE, 3.2))
-            ax = axes[0]
-            workloads = list(summary["latency"])
-            for i, (config, q) in enumerate((("real-time", "p50"), ("real-time", "p99"),
-                                              ("micro-batch", "p50"), ("micro-batch", "p99"))):
-                xs = [w + (i - 1.5) * 0.2 for w in range(len(workloads))]
-                ys = [(summary["latency"][w].get(config, {}).get(q) or {}).get("median") for w in workloads]
-                ax.bar(xs, [y or 0 for y in ys], 0.18, color=PALETTE[i], label=f"{config} {q}")
-            for w, workload in enumerate(workloads):
-                for q, marker in (("p50", "_"), ("p99", "x")):
-                    cid = CLAIMS.get((workload, q))
-                    if cid:
-                        ax.plot([w - 1.5 * 0.2 + (0.2 if q == "p99" else 0)], [PUBLISHED[cid].low], marker=marker,
-                                color="black", markersize=8, linestyle="none",
-                                label="Databricks (anchor, not fitted)" if (w, q) == (0, "p50") else None)
-            ax.set_yscale("log")
-            ax.set_xticks(range(len(workloads)))
-            ax.set_xticklabels(workloads)
-            ax.set_ylabel("end-to-end latency, ms (log)")
-            ax.set_title(f"Latency at {summary['rate_rows_per_s']:,} rows/s")
-            ax.legend(fontsize=6, loc="upper left")
+            fig, axes = plt.subplots(1, 3, figsize=(WIDE, 3.9))
+            _latency_panel(axes[0], summary)
             seconds = sorted(summary["tradeoff"], key=int)
             xs = [int(s) for s in seconds]
             med = {k: [((summary["tradeoff"][s].get(k) or {}).get("median")) for s in seconds]
@@ -241,29 +221,57 @@ class RealTimeMode(Experiment):
             ax.plot(xs, med["records_reprocessed"], "o-", color=PALETTE[1], label="records re-processed")
             ax.set_xscale("log")
             ax.set_xlabel("batch duration, s (log)")
-            ax.set_ylabel("records")
+            ax.set_ylabel("records re-processed")
             ax2 = ax.twinx()
-            ax2.plot(xs, [v / 1000 if v is not None else None for v in med["recovery_ms"]], "s--", color=PALETTE[4],
-                     label="recovery, s")
-            ax2.set_ylabel("recovery, s")
+            recovery_s = [v / 1000 if v is not None else None for v in med["recovery_ms"]]
+            ax2.plot(xs, recovery_s, "s--", color=PALETTE[4], label="recovery, s (right)")
+            ax2.set_ylim(0, max([v for v in recovery_s if v is not None] or [1.0]) * 1.3)
+            ax2.set_ylabel("recovery (restart included), s")
             ax.set_title("Replay after a crash")
-            ax.legend(fontsize=6, loc="upper left")
-            ax2.legend(fontsize=6, loc="lower right")
+            handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+            ax.legend(handles, [str(h.get_label()) for h in handles], fontsize=6, loc="upper left",
+                      bbox_to_anchor=(0.0, -0.2))
             ax = axes[2]
-            for key_, label, color in (("latency_p99", "p99, all records", 0), ("boundary_p99",
-                                       f"p99, first {BOUNDARY_WINDOW_MS // 1000} s after a deadline", 1),
+            floor = 0.01
+            for key_, label, color in (("latency_p99", "p99, all records", 0),
+                                       ("boundary_p99", f"p99, {BOUNDARY_WINDOW_MS // 1000} s after a deadline", 1),
                                        ("gap_ms_mean", "boundary gap (mean)", 2)):
-                ax.plot(xs, med[key_], "o-", color=PALETTE[color], label=label)
+                ax.plot(xs, [max(v, floor) if v is not None else None for v in med[key_]], "o-",
+                        color=PALETTE[color], label=label)
             ax.set_xscale("log")
-            ax.set_yscale("symlog", linthresh=1.0)
+            ax.set_yscale("log")
+            ax.set_ylim(floor, None)
             ax.set_xlabel("batch duration, s (log)")
-            ax.set_ylabel("ms")
-            ax.set_title("Latency around boundaries")
-            ax.legend(fontsize=6, loc="upper right")
+            ax.set_ylabel("ms (log)")
+            ax.set_title(f"Around boundaries (floor {floor} ms)")
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.0, -0.2))
             fig.suptitle(f"Real-time mode on the simulator ({ctx.mode}, {len(self.seed_list(ctx))} seed(s), "
-                         f"{PROFILE} profile, not fitted to the published figures)")
+                         f"{PROFILE} profile; not fitted to the published figures)")
             fig.tight_layout()
             return save_figure(fig, out_dir, "real_time_mode")
+
+
+def _latency_panel(ax: Any, summary: dict[str, Any]) -> None:
+    """p50 and p99, real-time and micro-batch, per query, with the published anchors as markers."""
+    from experiments.claims import CLAIMS as PUBLISHED
+    workloads = list(summary["latency"])
+    series = (("real-time", "p50"), ("real-time", "p99"), ("micro-batch", "p50"), ("micro-batch", "p99"))
+    for i, (config, q) in enumerate(series):
+        xs = [w + (i - 1.5) * 0.2 for w in range(len(workloads))]
+        ys = [(summary["latency"][w].get(config, {}).get(q) or {}).get("median") for w in workloads]
+        ax.bar(xs, [y or 0 for y in ys], 0.18, color=PALETTE[i], label=f"{config} {q}")
+    for w, workload in enumerate(workloads):
+        for i, q in ((0, "p50"), (1, "p99")):
+            cid = CLAIMS.get((workload, q))
+            if cid:
+                ax.plot([w + (i - 1.5) * 0.2], [PUBLISHED[cid].low], marker="D", color="black", markersize=4,
+                        linestyle="none", label="Databricks real-time (anchor)" if (w, q) == (0, "p50") else None)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(workloads)))
+    ax.set_xticklabels([w.replace("stateful ", "") for w in workloads], fontsize=7)
+    ax.set_ylabel("end-to-end latency, ms (log)")
+    ax.set_title(f"Latency at {summary['rate_rows_per_s']:,} rows/s")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=2)
 
 
 def _ratio(rt: dict[str, Any] | None, mb: dict[str, Any] | None) -> float | None:
