@@ -42,6 +42,7 @@ from experiments.verdicts import judge, report_lines
 from reference.engine_config import REAL_TIME_DEFAULT_BATCH_MS, REAL_TIME_MIN_BATCH_MS
 from reference.real_time import deadline_ms
 from reference.timing import first_visible_ms
+from sim.latency import RecordLatency
 
 PROFILE = "lightspeed_cluster"
 WORKLOADS = {"stateless": {"kind": "map"}, "stateful count": {"kind": "aggregate", "agg": "count"}}
@@ -124,13 +125,15 @@ class RealTimeMode(Experiment):
         metrics = latency_metrics(outcome)
         if point.task == "latency":
             return metrics
-        first = first_visible_ms(sim.latency_book.deliveries)
-        arrival = sim.latency_book.arrival_ms
+        book = sim.latency_book
+        assert isinstance(book, RecordLatency), "real-time mode runs in data mode, which books every record"
+        first = first_visible_ms(book.deliveries)
+        arrival = book.arrival_ms
         batch_ms = point.params["batch_s"] * 1000
         if point.task == "boundary":
             near = [first[k] - arrival[k] for k in first
                     if (arrival[k] % batch_ms) < BOUNDARY_WINDOW_MS and arrival[k] >= batch_ms]
-            starts = {p.batch_id: p.timestamp_ms for p in outcome.progress}
+            starts = {p.batch_id: p.timestamp_ms for p in outcome.progress if p.timestamp_ms is not None}
             gaps = [starts[b] - deadline_ms(b - 1, batch_ms) for b in sorted(starts) if b > 0]
             metrics.update({"boundary_p99": percentile(near, 99), "boundary_records": len(near),
                             "gap_ms_mean": sum(gaps) / len(gaps) if gaps else None})
