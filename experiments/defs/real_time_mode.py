@@ -48,12 +48,12 @@ PROFILE = "lightspeed_cluster"
 WORKLOADS = {"stateless": {"kind": "map"}, "stateful count": {"kind": "aggregate", "agg": "count"}}
 CONFIGS = ("real-time", "micro-batch")
 RATE = 10_000                       # rows/s: the published benchmark's
-LATENCY_DURATION_S = {"quick": 12, "full": 60}
+LATENCY_DURATION_S = {"quick": 6, "full": 60}
 # Spark's default batch (RealTimeTrigger$.apply(): 5 minutes); the benchmark's script does not state its own.
 # The latency runs are shorter than one batch, so their p99 has no boundary in it: the trade-off task
 # measures the boundaries.
 REAL_TIME_BATCH_MS = REAL_TIME_DEFAULT_BATCH_MS
-TRADEOFF_RATE = 100                 # rows/s: a 5-minute batch stays small enough for data mode
+TRADEOFF_RATE = 50                  # rows/s: a 5-minute batch stays small enough for data mode
 BATCH_DURATIONS_S = {"quick": (5, 60, 300), "full": (5, 30, 120, 300)}   # Spark's minimum to its default
 CRASH_AT = 1.9                      # in batches: 90% into the second batch
 BOUNDARY_WINDOW_MS = 1_000          # a record arriving this soon after a deadline waits out the gap
