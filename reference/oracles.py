@@ -31,8 +31,8 @@ from . import checkpoint_rules, layout
 from .graph import LOGICAL_BATCH_MS, shape_of
 from .logs import CommitEntry, log_batches, read_metadata
 from .outcome import Outcome, canonical_rows, digest_rows
-from .real_time import uncommitted_at_most
 from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
+from .real_time import uncommitted_at_most
 from .rebalancing import PlacementTimeline
 from .retained import committed_chain, latest_lineage, retained_range, retained_states
 from .scenario import Scenario

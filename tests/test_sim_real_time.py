@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
 
 from reference.compare import first_difference
 from reference.oracles import check_outcome, failures
@@ -83,3 +85,48 @@ def test_the_boundary_gap_is_the_driver_s_commit_and_the_next_plan():
 def test_volume_mode_refuses_real_time_mode_by_name():
     with pytest.raises(SimModeError, match="real-time mode needs data mode"):
         simulate(load("real-time-aggregate"), mode="volume")
+
+
+# ------------------------------------------------------------------ generated real-time scenarios
+
+OPERATORS = [{"kind": "map"}, {"kind": "aggregate", "agg": "count"}, {"kind": "aggregate", "agg": "sum"},
+             {"kind": "window_aggregate", "agg": "count", "window_ms": 3000, "watermark_delay_ms": 1000}]
+STEPS = ["plan", "purge", "task_apply", "sink_write", "changelog_write", "state_commit", "offset_log_write",
+         "commit_log_write", "source_commit"]
+
+
+@st.composite
+def real_time_scenarios(draw: st.DrawFn) -> Scenario:
+    """A small real-time scenario: a rate source over two to four 5 s batches, an allowed operator, and at most one
+    driver crash or task failure at a step of a batch that runs."""
+    duration_s = draw(st.integers(6, 18))
+    batches = -(-duration_s * 1000 // 5000)
+    operator = draw(st.sampled_from(OPERATORS))
+    faults = []
+    if draw(st.booleans()):
+        step = draw(st.sampled_from(STEPS))
+        at: dict = {"step": step, "batch": draw(st.integers(0, batches - 1)),
+                    "when": draw(st.sampled_from(["before", "after"]))}
+        task_step = step in ("task_apply", "sink_write", "changelog_write", "state_commit")
+        if task_step:
+            at["partition"] = draw(st.integers(0, 1))
+        kind = draw(st.sampled_from(["driver_crash", "task_failure"])) if task_step else "driver_crash"
+        faults.append({"at": at, "kind": kind})
+    raw = {"name": "generated-real-time", "seed": draw(st.integers(0, 50)),
+           "source": {"kind": "rate", "partitions": draw(st.integers(1, 2)), "keys": draw(st.integers(1, 5)),
+                      "rows_per_second": draw(st.sampled_from([1, 2, 3])), "duration_s": duration_s},
+           "query": {"operator": operator, "state_partitions": 2}, "sink": {"mode": "at_least_once"},
+           "engine": {"real_time": True, "trigger_interval_ms": 5000}, "faults": faults}
+    return Scenario.from_dict(raw)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(real_time_scenarios())
+def test_generated_real_time_scenarios_pass_every_oracle_on_the_reference_and_the_sim(scenario):
+    note(scenario.to_json())
+    reference = run_scenario(scenario)
+    assert not failures(check_outcome(scenario, reference.outcome(), reference.storage))
+    sim = simulate(scenario)
+    assert not failures(check_outcome(scenario, sim.outcome(), sim.storage))
+    if not scenario.faults:
+        assert first_difference(sim.outcome(), reference.outcome(), scenario.sink_mode) is None
