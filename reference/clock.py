@@ -60,7 +60,7 @@ class LogicalClock(IncarnationState):
         the batch's start plus its duration, and a reader returns no more records once it has passed;
         ``real_time.deadline_ms``)."""
         if self.cfg.real_time:
-            ends_ms = deadline_ms(b, self.cfg.trigger_interval_ms)
+            ends_ms = deadline_ms(b, self.cfg.real_time_step_ms)
             return self.data.arrived_by(ends_ms - 1, (0,) * len(self.data.partitions))
         return tuple(self.data.planned_end_offsets(b))
 

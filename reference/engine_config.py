@@ -21,6 +21,7 @@ PROVIDERS = ("changelog", "delta", "snapshot")
 # ``StreamingQueryManager.createQuery`` accepts.
 REAL_TIME_DEFAULT_BATCH_MS = 300_000
 REAL_TIME_MIN_BATCH_MS = 5_000
+REAL_TIME_MIN_PROGRESS_MS = 100   # the bounded-replay variant's shortest persistence interval (the model's limit)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,21 @@ class EngineConfig:
     # Spark's real-time mode (4.1+, ``trigger(realTime=...)``): long-running batches of
     # ``trigger_interval_ms`` each, offsets logged at the end of a batch (``real_time.py``).
     real_time: bool = False
+    # Beyond Spark, a modelled variant: persist the tasks' progress every this many ms within a real-time batch
+    # (its offsets, with the state committed there), so that a restart replays at most what followed the last
+    # persisted point instead of the whole batch. 0: Spark's real-time mode (progress at the batch's end only).
+    real_time_progress_ms: int = 0
+
+    @property
+    def real_time_step_ms(self) -> int:
+        """Real-time mode: the arrival time one step-graph batch covers, the interval at which progress is
+        persisted (the batch duration, unless the bounded-replay variant persists it more often)."""
+        return self.real_time_progress_ms or self.trigger_interval_ms
+
+    @property
+    def real_time_steps_per_batch(self) -> int:
+        """How many persisted progress points a real-time batch holds (1 in Spark's real-time mode)."""
+        return max(1, self.trigger_interval_ms // self.real_time_step_ms)
 
     @property
     def restart_mode(self) -> str:
@@ -68,7 +84,7 @@ class EngineConfig:
             o.choice("state_checkpoint", ("sync", "async"), "sync"), o.bool("pipelining", False),
             o.int("trigger_interval_ms", 0), o.int("pipeline_depth", 2, minimum=2),
             o.choice("batch_cuts", ("trigger", "fixed"), "trigger"), o.bool("parallel_store_commit", False),
-            o.bool("real_time", False))
+            o.bool("real_time", False), o.int("real_time_progress_ms", 0))
         if cfg.real_time and "trigger_interval_ms" not in o.raw:
             cfg = replace(cfg, trigger_interval_ms=REAL_TIME_DEFAULT_BATCH_MS)
         for part in (progress, purge, store, o):
@@ -77,6 +93,9 @@ class EngineConfig:
             raise ScenarioError(o.at("pipeline_depth"), "a pipeline depth needs \"pipelining\": true")
         if cfg.real_time:
             check_real_time_engine(cfg, o)
+        elif cfg.real_time_progress_ms:
+            raise ScenarioError(o.at("real_time_progress_ms"), "persisting progress within a batch is a variant of "
+                                                               "real-time mode: it needs \"real_time\": true")
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,7 +108,8 @@ class EngineConfig:
                 **({"pipeline_depth": self.pipeline_depth} if self.pipeline_depth != 2 else {}),
                 **({"batch_cuts": self.batch_cuts} if self.batch_cuts != "trigger" else {}),
                 **({"parallel_store_commit": True} if self.parallel_store_commit else {}),
-                **({"real_time": True} if self.real_time else {})}
+                **({"real_time": True} if self.real_time else {}),
+                **({"real_time_progress_ms": self.real_time_progress_ms} if self.real_time_progress_ms else {})}
 
 
 def check_real_time_engine(cfg: EngineConfig, o: FieldReader) -> None:
@@ -120,6 +140,14 @@ def check_real_time_engine(cfg: EngineConfig, o: FieldReader) -> None:
                             "real-time mode needs the RocksDB state store provider (Spark: STREAMING_REAL_TIME_MODE."
                             "SQL_CONFIGURATION_NOT_SUPPORTED, StreamingQueryManager."
                             "throwIfConfsAreRealTimeModeIncompatible); use changelog or snapshot")
+    progress = cfg.real_time_progress_ms
+    if progress and progress < REAL_TIME_MIN_PROGRESS_MS:
+        raise ScenarioError(o.at("real_time_progress_ms"), f"the bounded-replay variant persists progress at most "
+                                                           f"every {REAL_TIME_MIN_PROGRESS_MS} ms; got {progress}")
+    if progress and cfg.trigger_interval_ms % progress:
+        raise ScenarioError(o.at("real_time_progress_ms"), f"{progress} ms does not divide the batch duration "
+                                                           f"{cfg.trigger_interval_ms} ms: a batch holds a whole "
+                                                           "number of persisted progress points")
     if cfg.parallel_store_commit:
         raise ScenarioError(o.at("parallel_store_commit"),
                             "parallel store commit is for queries with two stores per partition (joins), which "

@@ -254,23 +254,49 @@ class RealTimeShape(GraphShape):
 
     A task's one ``sink_write`` node stands for its records' deliveries, each made as its record is
     processed: a crash between two of them leaves a prefix of that output, which the at-least-once
-    judge treats like the whole (duplicates from the replayed range only)."""
+    judge treats like the whole (duplicates from the replayed range only).
+
+    The bounded-replay variant (beyond Spark, ``engine.real_time_progress_ms``) splits each batch into
+    ``real_time_steps_per_batch`` graph batches, one per persisted progress point: at each the tasks commit
+    their state and report their offsets, and the driver writes both logs in the background, at most two
+    points behind; the tasks go on without a gap, which opens only where a real-time batch ends."""
+
+    @property
+    def steps_per_batch(self) -> int:
+        return self.cfg.real_time_steps_per_batch
+
+    def opens_batch(self, b: int) -> bool:
+        """Whether graph batch ``b`` starts a real-time batch (after the boundary gap)."""
+        return b % self.steps_per_batch == 0
+
+    def batch_variant(self, b: int) -> Hashable:
+        return (super().batch_variant(b), self.opens_batch(b))
+
+    def variant_batches(self) -> tuple[int, ...]:
+        return tuple(sorted({*super().variant_batches(), *range(min(self.steps_per_batch, 2))}))
 
     def batch_nodes(self, b: int) -> list[Node]:
         n = NodeId.of
         prev = b - 1
-        out = [Node(n("plan", b), (n("plan", prev), n("source_commit", prev))),
+        ended_before = [n(step, prev, p) for p in range(self.partitions)
+                        for step in (("sink_write", "state_commit") if self.stateful else ("sink_write",))]
+        if self.opens_batch(b):
+            plan_deps = (n("plan", prev), n("source_commit", prev))
+        else:   # the long-running tasks go on: the logs of b-1 are written in the background, two at most
+            plan_deps = (n("plan", prev), *ended_before, n("commit_log_write", b - 2))
+        logs_behind = not self.opens_batch(b + 1)
+        out = [Node(n("plan", b), plan_deps),
                Node(n("purge", b), (n("plan", b), n("purge", prev)), self.async_purge)]
         gate = [n("plan", b)] + ([] if self.async_purge else [n("purge", b)])
         for p in range(self.partitions):
             out += self._task_nodes(b, p, gate)
         ended = [n(step, b, p) for p in range(self.partitions)
                  for step in (("sink_write", "state_commit") if self.stateful else ("sink_write",))]
-        out += [Node(n("offset_log_write", b), tuple(ended) + (n("offset_log_write", prev),)),
+        out += [Node(n("offset_log_write", b), tuple(ended) + (n("offset_log_write", prev),), logs_behind),
                 Node(n("sink_commit", b), tuple(n("sink_write", b, p) for p in range(self.partitions))
                      + (n("sink_commit", prev),)),
                 Node(n("commit_log_write", b), tuple(ended) + (n("offset_log_write", b), n("sink_commit", b),
-                                                              n("commit_log_write", prev))),
+                                                              n("commit_log_write", prev)), logs_behind),
                 Node(n("source_commit", b), (n("commit_log_write", b),))]
         return out
 

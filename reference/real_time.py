@@ -39,24 +39,37 @@ def deadline_ms(batch: int, batch_ms: int) -> int:
 def purge_uncommitted_offsets(storage: Storage) -> list[int]:
     """Delete every offset entry newer than the latest commit entry (``offsetLog.purgeAfter``); the ids."""
     commits = log_batches(storage, layout.COMMITS)
-    last = commits[-1] if commits else -1
-    extra = [b for b in log_batches(storage, layout.OFFSETS) if b > last]
+    extra = [b for b in log_batches(storage, layout.OFFSETS) if not commits or b > commits[-1]]
     for b in extra:
         storage.delete(layout.offset_path(b))
     return extra
 
 
-def uncommitted_at_most(shape: BatchShape, batches: int = 6) -> int:
+def uncommitted_at_most(shape: BatchShape) -> int:
     """The most batches a crash can leave planned but not committed, read from the step graph: 1 + the
     largest number of later batches whose ``plan`` can run before ``commit_log_write`` of a batch (its
-    commit is not among their ancestors). A restart replays at most that many (the replay bound)."""
-    nodes = build_graph(shape, range(batches))
+    commit is not among their ancestors). A restart replays at most that many (the replay bound).
+
+    The graph is read over a horizon of batches that doubles until the bound lies inside it; a shape that
+    lets any number of batches run uncommitted has no bound, and says so."""
+    horizon = 4
+    while horizon <= MAX_HORIZON:
+        bound = 1 + _plans_ahead_of_a_commit(shape, horizon)
+        if bound < horizon:
+            return bound
+        horizon *= 2
+    raise ValueError(f"the step graph lets {MAX_HORIZON} or more batches be planned before one commits: no replay "
+                     "bound")
+
+
+MAX_HORIZON = 64   # batches of graph read at most: a bound beyond it is no bound
+
+
+def _plans_ahead_of_a_commit(shape: BatchShape, horizon: int) -> int:
+    nodes = build_graph(shape, range(horizon))
     ancestors: dict[NodeId, frozenset[NodeId]] = {}
     for node_id, node in nodes.items():   # creation order is a topological order
         ancestors[node_id] = frozenset(node.deps).union(*(ancestors[d] for d in node.deps))
-    worst = 0
-    for b in range(batches):
-        commit = NodeId.of("commit_log_write", b)
-        ahead = sum(1 for later in range(b + 1, batches) if commit not in ancestors[NodeId.of("plan", later)])
-        worst = max(worst, ahead)
-    return 1 + worst
+    return max(sum(1 for later in range(b + 1, horizon)
+                   if NodeId.of("commit_log_write", b) not in ancestors[NodeId.of("plan", later)])
+               for b in range(horizon))

@@ -54,6 +54,14 @@ class DataIncarnation(TimedIncarnation):
         return self.trigger_ms(float(self.data.input_ready_ms(*plan.bounds)))
 
     # ------------------------------------------------------------- costs
+    def cost_ms(self, node: StepNode) -> float:
+        """The driver's and the tasks' costs; in real-time mode's bounded-replay variant a persisted progress
+        point inside a batch is no new plan (the long-running tasks go on), so it costs nothing."""
+        if node.step == "plan" and self.cfg.real_time and node.batch != self.restart.first_batch and \
+                node.batch % self.cfg.real_time_steps_per_batch:
+            return 0.0
+        return super().cost_ms(node)
+
     def task_cost_ms(self, node: StepNode) -> float:
         step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service
@@ -93,7 +101,7 @@ class DataIncarnation(TimedIncarnation):
         now = self.clock.now
         records = sorted(route(self.data.slice(*self.plans[b].bounds), self.parts)[p], key=lambda r: r.arrival_ms)
         task = long_running_task([r.arrival_ms for r in records], now,
-                                 deadline_ms(b, self.cfg.trigger_interval_ms), self.profile, bool(self.store_ids))
+                                 deadline_ms(b, self.cfg.real_time_step_ms), self.profile, bool(self.store_ids))
         for record, visible_ms in zip(records, task.delivered_ms):
             self.latency_book.delivered([(record.source_partition, record.offset, record.arrival_ms)], visible_ms)
         return task.end_ms - now

@@ -135,12 +135,37 @@ def test_the_boundary_gap_no_task_of_the_next_batch_runs_before_the_commit_log()
 
 
 def test_the_replay_bound_is_read_from_the_graph_and_agrees_with_the_micro_batch_modes():
+    """The bound the graph gives equals the micro-batch table of ``oracles.replay_bound`` in each mode, deep
+    pipelines included (the graph is read over a horizon longer than the bound)."""
     assert uncommitted_at_most(shape_of(scenario())) == 1
     micro = {**load("real-time-aggregate"), "sink": {"mode": "at_least_once"}}
     for engine, expected in (({}, 1), ({"state_checkpoint": "async"}, 2), ({"pipelining": True}, 2),
-                             ({"pipelining": True, "pipeline_depth": 3}, 3)):
+                             ({"pipelining": True, "pipeline_depth": 3}, 3),
+                             ({"pipelining": True, "pipeline_depth": 9}, 9)):
         sc = Scenario.from_dict({**micro, "engine": engine})
         assert uncommitted_at_most(shape_of(sc)) == expected, engine
+
+
+class NeverWaitsForACommit(RealTimeShape):
+    """A shape whose batches plan without waiting for any commit: no replay bound."""
+
+    def batch_nodes(self, b):
+        return [replace(node, deps=tuple(d for d in node.deps if d.step != "source_commit"))
+                if node.id.step == "plan" else node for node in super().batch_nodes(b)]
+
+
+def test_a_shape_without_a_replay_bound_is_refused():
+    shape = shape_of(scenario())
+    unbounded = NeverWaitsForACommit(shape.cfg, shape.partitions, shape.stateful, shape.uses_watermark)
+    with pytest.raises(ValueError, match="no replay bound"):
+        uncommitted_at_most(unbounded)
+
+
+def test_a_chain_with_one_aggregation_is_accepted():
+    raw = {**load("real-time-aggregate"),
+           "query": {"operator": {"kind": "chain", "operators": [{"kind": "map"}, {"kind": "aggregate"}]},
+                     "state_partitions": 2}}
+    assert Scenario.from_dict(raw).engine.real_time
 
 
 # ------------------------------------------------------------------ the restart rule
@@ -165,7 +190,9 @@ def test_a_real_time_restart_replays_from_the_last_committed_offsets_and_purges_
 
 
 def test_a_real_time_restart_with_no_commit_starts_fresh():
-    assert plan_restart(logged({0: ((0,), (2,))}, []), "real_time", 1) == RestartPlan(0, (0,), {}, None)
+    storage = logged({0: ((0,), (2,)), 1: ((2,), (4,))}, [])
+    assert plan_restart(storage, "real_time", 1) == RestartPlan(0, (0,), {}, None)
+    assert purge_uncommitted_offsets(storage) == [0, 1] and not storage.list("offsets")
 
 
 def test_a_crash_between_the_offset_write_and_the_commit_write_replays_that_batch_with_duplicates():
@@ -272,3 +299,40 @@ def test_the_spark_backends_refuse_real_time_mode_naming_why():
         with pytest.raises(ScenarioRefused) as caught:
             backend.run(scenario())
         assert caught.value.field == "engine.real_time" and words in str(caught.value)
+
+
+# ------------------------------------------------------------------ beyond Spark: bounded replay
+
+
+def test_the_bounded_replay_variant_needs_real_time_mode_and_divides_the_batch():
+    sc = Scenario.from_dict(load("real-time-bounded-replay"))
+    assert (sc.engine.real_time_step_ms, sc.engine.real_time_steps_per_batch) == (2500, 2)
+    assert Scenario.from_dict(json.loads(sc.to_json())) == sc
+    for engine, words in (({"real_time_progress_ms": 1000}, "needs \"real_time\": true"),
+                          ({"real_time": True, "trigger_interval_ms": 5000, "real_time_progress_ms": 3000},
+                           "does not divide"),
+                          ({"real_time": True, "trigger_interval_ms": 5000, "real_time_progress_ms": 50},
+                           "at most every 100 ms")):
+        raw = {**load("real-time-bounded-replay"), "engine": engine}
+        with pytest.raises(ScenarioError, match=words) as caught:
+            Scenario.from_dict(raw)
+        assert caught.value.field == "engine.real_time_progress_ms"
+
+
+def test_bounded_replay_persists_progress_inside_a_batch_without_a_gap_and_replays_at_most_two_points():
+    sc = Scenario.from_dict(load("real-time-bounded-replay"))
+    inc = first_graph(sc, Model())
+    up = ancestors_of(inc.nodes)
+    n = NodeId.of
+    # inside a batch (graph batch 1 of 2) the tasks go on: no wait for batch 0's logs
+    assert n("commit_log_write", 0) not in up[n("task_apply", 1, 0)]
+    assert n("state_commit", 0, 0) in up[n("task_apply", 1, 0)]
+    assert inc.nodes[n("offset_log_write", 0)].background and inc.nodes[n("commit_log_write", 0)].background
+    # where a real-time batch ends, the gap: graph batch 2 waits for batch 1's commit log
+    assert n("commit_log_write", 1) in up[n("task_apply", 2, 0)]
+    assert uncommitted_at_most(shape_of(sc)) == 2
+
+
+def test_the_explorer_finds_no_violation_on_the_bounded_replay_variant():
+    report = explore(Scenario.from_dict(load("real-time-bounded-replay")), workers=1)
+    assert report.schedules > 1000 and not report.violations and not report.truncated

@@ -130,3 +130,26 @@ def test_generated_real_time_scenarios_pass_every_oracle_on_the_reference_and_th
     assert not failures(check_outcome(scenario, sim.outcome(), sim.storage))
     if not scenario.faults:
         assert first_difference(sim.outcome(), reference.outcome(), scenario.sink_mode) is None
+
+
+def test_bounded_replay_replays_at_most_two_progress_intervals_instead_of_the_batch():
+    """A crash late in a 5 s batch: Spark's real-time mode replays the whole batch so far; persisting progress
+    every second replays at most two seconds of input (two persisted points may be in flight)."""
+    raw = json.loads((SCENARIOS / "real-time-bounded-replay.json").read_text())
+    raw["source"] = {"kind": "rate", "partitions": 2, "keys": 4, "rows_per_second": 20, "duration_s": 15}
+    raw["faults"] = [{"at": {"time_ms": 9500}, "kind": "driver_crash"}]
+    replayed = {}
+    for progress_ms in (0, 1000):
+        engine = {"real_time": True, "trigger_interval_ms": 5000,
+                  **({"real_time_progress_ms": progress_ms} if progress_ms else {})}
+        scenario = Scenario.from_dict({**raw, "engine": engine})
+        sim = simulate(scenario)
+        outcome = sim.outcome()
+        assert not failures(check_outcome(scenario, outcome, sim.storage))
+        (recovery,) = outcome.recoveries
+        batches = {b.id: b for b in outcome.batches}
+        replayed[progress_ms] = sum(e - s for b in recovery.rerun_batches
+                                    for s, e in zip(batches[b].start_offsets, batches[b].end_offsets))
+    rate = 20
+    assert replayed[0] == rate * 5             # the whole second batch (its records up to its deadline)
+    assert 0 < replayed[1000] <= 2 * rate      # at most two one-second points
