@@ -276,6 +276,9 @@ def test_real_time_mode_beats_micro_batch_and_replays_what_arrived_since_the_las
         assert entry["rerun_batches"]["max"] == 1
     gaps = [entry["gap_ms_mean"]["median"] for entry in summary["tradeoff"].values()]
     assert max(gaps) - min(gaps) < 0.1 * max(gaps)
+    two_points = 2 * summary["progress_ms"] / 1000 * rate
+    for seconds, entry in summary["bounded_replay"].items():
+        assert 0 < entry["records_reprocessed"]["median"] <= two_points, seconds
 
 
 def test_changelog_commit_is_cheaper_than_a_full_snapshot(quick: Any) -> None:
