@@ -252,12 +252,14 @@ def replays_after_the_last_commit(storage, mode, partitions):
                        plan.lineage_version, last)
 
 
-@pytest.mark.parametrize("model, check", [
-    (Model(LogsOffsetsBeforeTheTasksReport), "state_equivalence"),
-    (Model(plan_restart_fn=replays_after_the_last_commit), "checkpoint"),   # commit_order
+@pytest.mark.parametrize("name, model, check", [
+    ("real-time-aggregate", Model(LogsOffsetsBeforeTheTasksReport), "state_equivalence"),
+    ("real-time-aggregate", Model(plan_restart_fn=replays_after_the_last_commit), "checkpoint"),   # commit_order
+    ("real-time-bounded-replay", Model(LogsOffsetsBeforeTheTasksReport), "state_equivalence"),
+    ("real-time-bounded-replay", Model(plan_restart_fn=replays_after_the_last_commit), "checkpoint"),
 ])
-def test_a_planted_real_time_bug_is_caught_by_a_named_check(model, check):
-    report = explore(scenario(), model=model, workers=1)
+def test_a_planted_real_time_bug_is_caught_by_a_named_check(name, model, check):
+    report = explore(Scenario.from_dict(load(name)), model=model, workers=1)
     caught = {v.check for violation in report.violations for v in violation.verdicts}
     assert check in caught, caught
 
