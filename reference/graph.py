@@ -269,6 +269,11 @@ class RealTimeShape(GraphShape):
         """Whether graph batch ``b`` starts a real-time batch (after the boundary gap)."""
         return b % self.steps_per_batch == 0
 
+    def maintenance_every(self) -> int:
+        """Maintenance every ``maintenance_interval_ms`` of input: that many graph batches of
+        ``real_time_step_ms`` each."""
+        return max(1, self.cfg.maintenance_interval_ms // self.cfg.real_time_step_ms)
+
     def batch_variant(self, b: int) -> Hashable:
         return (super().batch_variant(b), self.opens_batch(b))
 
@@ -278,20 +283,16 @@ class RealTimeShape(GraphShape):
     def batch_nodes(self, b: int) -> list[Node]:
         n = NodeId.of
         prev = b - 1
-        ended_before = [n(step, prev, p) for p in range(self.partitions)
-                        for step in (("sink_write", "state_commit") if self.stateful else ("sink_write",))]
-        if self.opens_batch(b):
-            plan_deps = (n("plan", prev), n("source_commit", prev))
-        else:   # the long-running tasks go on: the logs of b-1 are written in the background, two at most
-            plan_deps = (n("plan", prev), *ended_before, n("commit_log_write", b - 2))
+        plan_deps: tuple[NodeId, ...] = (n("plan", prev), n("source_commit", prev))
+        if not self.opens_batch(b):   # the long-running tasks go on: b-1's logs in the background, two at most
+            plan_deps = (n("plan", prev), *self._tasks_ended(prev), n("commit_log_write", b - 2))
         logs_behind = not self.opens_batch(b + 1)
         out = [Node(n("plan", b), plan_deps),
                Node(n("purge", b), (n("plan", b), n("purge", prev)), self.async_purge)]
         gate = [n("plan", b)] + ([] if self.async_purge else [n("purge", b)])
         for p in range(self.partitions):
             out += self._task_nodes(b, p, gate)
-        ended = [n(step, b, p) for p in range(self.partitions)
-                 for step in (("sink_write", "state_commit") if self.stateful else ("sink_write",))]
+        ended = self._tasks_ended(b)
         out += [Node(n("offset_log_write", b), tuple(ended) + (n("offset_log_write", prev),), logs_behind),
                 Node(n("sink_commit", b), tuple(n("sink_write", b, p) for p in range(self.partitions))
                      + (n("sink_commit", prev),)),
@@ -299,6 +300,11 @@ class RealTimeShape(GraphShape):
                                                               n("commit_log_write", prev)), logs_behind),
                 Node(n("source_commit", b), (n("commit_log_write", b),))]
         return out
+
+    def _tasks_ended(self, b: int) -> list[NodeId]:
+        """The last nodes of batch ``b``'s tasks: each partition's deliveries and its state commit."""
+        steps = ("sink_write", "state_commit") if self.stateful else ("sink_write",)
+        return [NodeId.of(step, b, p) for p in range(self.partitions) for step in steps]
 
     def _task_nodes(self, b: int, p: int, gate: list[NodeId]) -> list[Node]:
         n = NodeId.of
