@@ -111,7 +111,7 @@ def _judge(model: Model, scenario: Scenario, schedule: Schedule | None) -> list[
 
 def first_graph(scenario: Scenario, model: Model) -> Incarnation:
     data = SourceData.of(scenario)
-    restart = plan_restart(DurableStorage(), scenario.engine.restart_mode, len(data.partitions))
+    restart = plan_restart(DurableStorage(), scenario.engine.progress_mode, len(data.partitions))
     return model.incarnation_class(scenario, data, DurableStorage(), restart, 0, Observer())
 
 

@@ -7,6 +7,11 @@ steps' effects branch on ``EngineConfig.real_time`` only where Spark's
 ``markMicroBatchEnd`` writes the offsets the tasks reported). This module holds
 what a restart does and how much it replays.
 
+Spark's files (4.3): ``sql/core/.../streaming/runtime/MicroBatchExecution.scala`` (the real-time path of
+``markMicroBatchStart``, ``markMicroBatchEnd``, ``initializeExecution``),
+``.../streaming/runtime/RealTimeModeAllowlist.scala``, ``.../datasources/v2/RealTimeStreamScanExec.scala``,
+and ``RealTimeTrigger`` in ``sql/api/.../Triggers.scala``.
+
 Restart (Spark 4.3, ``MicroBatchExecution.initializeExecution``): when the
 latest offset entry is newer than the latest commit entry, Spark logs
 "Deleting extra entries in offset log to sync up with commit log" and calls
