@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 
-from reference.backend import RunOptions, RunResult, ScenarioRefused, refuse_unknown_options
+from reference.backend import RunOptions, RunResult, ScenarioRefused, refuse_too_large, refuse_unknown_options
 from reference.scenario import Scenario
 from reference.storage import SnapshotReader
 
@@ -48,6 +48,7 @@ class SparkEngineBackend:
         refuse_unknown_options(self, options)
         if scenario.engine.real_time:
             raise ScenarioRefused(self.name, "engine.real_time", REAL_TIME_REFUSAL)
+        refuse_too_large(self.name, scenario)
         if options.crash not in CRASH_MODES:
             raise ValueError(f"crash mode {options.crash!r}: expected one of {', '.join(CRASH_MODES)}")
         latency = None if options.storage_profile is None else \
