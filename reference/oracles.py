@@ -32,11 +32,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from . import checkpoint_rules, layout
-from .graph import LOGICAL_BATCH_MS, shape_of
+from .graph import LOGICAL_BATCH_MS
 from .logs import CommitEntry, OffsetEntry, log_batches, read_metadata
 from .outcome import Outcome, canonical_rows, digest_rows
 from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
-from .real_time import uncommitted_at_most
 from .rebalancing import PlacementTimeline
 from .retained import committed_chain, latest_lineage, retained_range, retained_states
 from .fault_effects import unexplained
@@ -266,7 +265,7 @@ def _real_time_bound(ctx: Context) -> Verdict:
     """Real-time mode: a restart replays everything since the last commit entry, from its end offsets
     (``real_time.py``): as many batches as the step graph lets be planned and not committed, which is one
     (``real_time.uncommitted_at_most``), and always the batches right after the last commit."""
-    bound = uncommitted_at_most(shape_of(ctx.scenario))
+    bound = checkpoint_rules.in_flight_limit(ctx.scenario)
     for r in ctx.outcome.recoveries:
         rerun = list(r.rerun_batches)
         if len(rerun) > bound:
