@@ -141,7 +141,8 @@ def test_the_replay_bound_is_read_from_the_graph_and_agrees_with_the_micro_batch
     micro = {**load("real-time-aggregate"), "sink": {"mode": "at_least_once"}}
     for engine, expected in (({}, 1), ({"state_checkpoint": "async"}, 2), ({"pipelining": True}, 2),
                              ({"pipelining": True, "pipeline_depth": 3}, 3),
-                             ({"pipelining": True, "pipeline_depth": 9}, 9)):
+                             ({"pipelining": True, "pipeline_depth": 9}, 9),
+                             ({"pipelining": True, "pipeline_depth": 40}, 40)):
         sc = Scenario.from_dict({**micro, "engine": engine})
         assert uncommitted_at_most(shape_of(sc)) == expected, engine
 
