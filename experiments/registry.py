@@ -41,6 +41,7 @@ EXPERIMENTS: dict[str, Entry] = {
     "state-rebalancing": _entry("state_rebalancing"),
     "parallel-store-commit": _entry("parallel_store_commit"),
     "engine-vs-native": _entry("engine_vs_native"),
+    "real-time-mode": _entry("real_time_mode"),
 }
 # experiment name -> definition module (one module per experiment)
 DEFINITIONS: dict[str, str] = {name: entry.definition for name, entry in EXPERIMENTS.items()}

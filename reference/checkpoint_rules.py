@@ -49,8 +49,10 @@ from typing import Collection
 
 from . import layout
 from .changelog import MAGIC
+from .graph import shape_of
 from .json_input import JsonInputError, loads
 from .logs import CommitEntry, OffsetEntry, log_batches, read_metadata
+from .real_time import uncommitted_at_most
 from .retained import committed_chain, unreadable
 from .scenario import Scenario
 from .sink_files import read_manifest, read_part
@@ -66,8 +68,12 @@ LINE_RULES = ("commit_order", "commit_has_offsets", "offsets_committed", "waterm
 def in_flight_limit(scenario: Scenario) -> int:
     """How many batches may be planned and not committed at once under sync progress: one, or
     ``pipeline_depth`` under pipelining, plus one under async state checkpointing (the batch whose state is
-    not durable yet). A restart re-runs at most these (``oracles.replay_bound``)."""
+    not durable yet). A restart re-runs at most these (``oracles.replay_bound``). Real-time mode: what its step
+    graph leaves uncommitted (``real_time.uncommitted_at_most``: one batch; two progress points under bounded
+    replay)."""
     e = scenario.engine
+    if e.real_time:
+        return uncommitted_at_most(shape_of(scenario))
     return (e.pipeline_depth if e.pipelining else 1) + (e.state_checkpoint == "async")
 
 

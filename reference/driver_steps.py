@@ -29,6 +29,8 @@ class DriverSteps(IncarnationState):
     def step_plan(self, b: int) -> None:
         self.await_plan(b)
         plan = self.plans[b]
+        if self.cfg.real_time:
+            self.start_at_committed_end(b)
         if plan.end is None:
             end = self.cut_now(b)
             assert all(s <= e <= t for s, e, t in zip(plan.start, end, self.data.totals)), \
@@ -52,16 +54,44 @@ class DriverSteps(IncarnationState):
                 layer.fetch(self.data.partitions[sp][end - 1].arrival_ms)
             layer.persist(self.storage, b)
 
-    def step_offset_log_write(self, b: int) -> None:
+    def start_at_committed_end(self, b: int) -> None:
+        """Real-time mode: batch ``b`` starts where batch b-1's offset entry ended (Spark: ``committedOffsets
+        ++= endOffsets`` in ``markMicroBatchEnd``, then ``runBatch`` reads from them); its deadline cut never
+        lies before its start."""
         plan = self.plans[b]
+        start = self.reported_ends.get(b - 1)
+        if start is None or start == plan.start:
+            return
+        plan.start = start
+        if plan.end is not None:
+            plan.end = tuple(max(e, s) for e, s in zip(plan.end, start))
+
+    def offsets_to_log(self, b: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The offsets ``offsets/b`` holds. Micro-batch: the planned ones, logged before the tasks run.
+        Real-time mode: the end is collected from the tasks at the end of the batch (Spark:
+        ``populateBatchOffsetsForRTM`` reads each task's report from ``RealTimeStreamScanExec``'s
+        accumulator and merges them): every task that reached the deadline reported the batch's cut; while a
+        task has not reported, the driver has only the batch's start."""
+        plan = self.plans[b]
+        if not self.cfg.real_time:
+            return plan.bounds
+        reported = all(self.tasks.get((b, p)) is not None and self.tasks[(b, p)].result is not None
+                       for p in range(self.parts))
+        end = plan.bounds[1] if reported else plan.start
+        self.reported_ends[b] = end
+        self.obs.batches[b]["end_offsets"] = list(end)
+        return plan.start, end
+
+    def step_offset_log_write(self, b: int) -> None:
         if self.cfg.progress_mode == "async" and not self._persist_offsets(b):
             return
-        entry = OffsetEntry(b, *plan.bounds)
+        start, end = self.offsets_to_log(b)
+        entry = OffsetEntry(b, start, end)
         path = layout.offset_path(b)
         if self.storage.exists(path):
             logged = OffsetEntry.read(self.storage, b)
             # async progress folds unlogged batches into a re-run, so only its end is fixed
-            same = logged.end == plan.end and (self.cfg.progress_mode == "async" or logged.start == plan.start)
+            same = logged.end == end and (self.cfg.progress_mode == "async" or logged.start == start)
             if not same:
                 raise QueryFailure(f"{path}: already logged with other offsets; a batch must re-run "
                                    f"with exactly its logged offsets")

@@ -8,7 +8,8 @@ naming the fault:
 - a fault at a step of a batch past the last batch any backend can cut: a
   generated source's ``batches`` (``Scenario.check_faults``); for the other
   sources, the batches of fixed cuts, or under the trigger's cuts (every
-  batch takes at least one new record) one per record;
+  batch takes at least one new record) one per record; in real-time mode,
+  the deadlines up to the last arrival;
 - a fault at a step only a stateful query runs (``state_load``,
   ``changelog_write``, ``state_commit``, ``snapshot_upload``) on a stateless
   one; ``snapshot_upload`` under the ``snapshot`` provider, which has no
@@ -24,6 +25,7 @@ round a timed backend skipped) is reported after the run, on screen.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Protocol, Sequence
 
 from .engine_config import EngineConfig
@@ -54,6 +56,9 @@ class Scenario(Protocol):
 def last_batch(scenario: Scenario) -> int:
     """One past the highest batch id any backend can run: fixed cuts give ``size.source_batches``; a timed
     backend cutting by its trigger takes at least one new record per batch."""
+    if scenario.engine.real_time:   # every backend ends a real-time batch at its deadline (real_time.deadline_ms)
+        step_ms = scenario.engine.real_time_step_ms
+        return max(source_batches(replace(src, batch_ms=step_ms)) for src in scenario.sources.values())
     fixed = scenario.engine.batch_cuts == "fixed"
     return max(source_batches(src) if fixed or src.kind == "generated" else
                max(source_batches(src), source_records(src))

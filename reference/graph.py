@@ -17,7 +17,9 @@ exactly the freedom the graph leaves:
   b is planned once batch b - ``pipeline_depth`` has committed;
 - parallel store commit: each store of a partition (a join's two sides) has its
   own ``changelog_write`` and ``state_commit``, tagged with the store, and
-  neither waits for the other's.
+  neither waits for the other's;
+- real-time mode (``RealTimeShape``): long-running tasks, offsets logged at the
+  end of the batch, after every task reported; no batch overlaps another.
 
 The graph is built once, as values; the reference's sequential scheduler, the
 simulator and the Spark engine's scheduler all consume it and re-derive
@@ -236,10 +238,100 @@ class GraphShape:
         return out + [Node(n("state_commit", b, p), every, bg)]
 
 
+@dataclass(frozen=True)
+class RealTimeShape(GraphShape):
+    """Spark's real-time mode (4.1+): one long-running batch at a time, its offsets known only at its end.
+
+    Spark 4.3, ``MicroBatchExecution``: ``markMicroBatchStart`` writes no offset entry for a real-time
+    trigger ("Delay offset logging"); each input partition's task reads until the batch's deadline and
+    delivers every record downstream at once (``RealTimeStreamScanExec``, the pipelined shuffle), so the
+    sink writes while the task runs, not after the state commit; the stateful task commits its state when
+    it ends (``StatefulStreamlineAggregateExec``: ``StateStore.commit`` in a ``CompletionIterator``). When
+    the job is complete, ``markMicroBatchEnd`` merges the offsets the tasks reported
+    (``populateBatchOffsetsForRTM``), writes the offset log, then the commit log. Batch N+1 plans only
+    after that: the boundary gap, in which no task runs. The logs are synchronous (Spark's stateful
+    real-time queries; ``engine_config.check_real_time_engine``).
+
+    A task's one ``sink_write`` node stands for its records' deliveries, each made as its record is
+    processed: a crash between two of them leaves a prefix of that output, which the at-least-once
+    judge treats like the whole (duplicates from the replayed range only).
+
+    The bounded-replay variant (beyond Spark, ``engine.real_time_progress_ms``) splits each batch into
+    ``real_time_steps_per_batch`` graph batches, one per persisted progress point: at each the tasks commit
+    their state and report their offsets, and the driver writes both logs in the background, at most two
+    points behind; the tasks go on without a gap, which opens only where a real-time batch ends."""
+
+    @property
+    def steps_per_batch(self) -> int:
+        return self.cfg.real_time_steps_per_batch
+
+    def opens_batch(self, b: int) -> bool:
+        """Whether graph batch ``b`` starts a real-time batch (after the boundary gap)."""
+        return b % self.steps_per_batch == 0
+
+    def maintenance_every(self) -> int:
+        """Maintenance every ``maintenance_interval_ms`` of input: that many graph batches of
+        ``real_time_step_ms`` each."""
+        return max(1, self.cfg.maintenance_interval_ms // self.cfg.real_time_step_ms)
+
+    def batch_variant(self, b: int) -> Hashable:
+        return (super().batch_variant(b), self.opens_batch(b))
+
+    def variant_batches(self) -> tuple[int, ...]:
+        return tuple(sorted({*super().variant_batches(), *range(min(self.steps_per_batch, 2))}))
+
+    def batch_nodes(self, b: int) -> list[Node]:
+        n = NodeId.of
+        prev = b - 1
+        plan_deps: tuple[NodeId, ...] = (n("plan", prev), n("source_commit", prev))
+        if not self.opens_batch(b):   # the long-running tasks go on: b-1's logs in the background, two at most
+            plan_deps = (n("plan", prev), *self._tasks_ended(prev), n("commit_log_write", b - 2))
+        logs_behind = not self.opens_batch(b + 1)
+        out = [Node(n("plan", b), plan_deps),
+               Node(n("purge", b), (n("plan", b), n("purge", prev)), self.async_purge)]
+        gate = [n("plan", b)] + ([] if self.async_purge else [n("purge", b)])
+        for p in range(self.partitions):
+            out += self._task_nodes(b, p, gate)
+        ended = self._tasks_ended(b)
+        out += [Node(n("offset_log_write", b), tuple(ended) + (n("offset_log_write", prev),), logs_behind),
+                Node(n("sink_commit", b), tuple(n("sink_write", b, p) for p in range(self.partitions))
+                     + (n("sink_commit", prev),)),
+                Node(n("commit_log_write", b), tuple(ended) + (n("offset_log_write", b), n("sink_commit", b),
+                                                              n("commit_log_write", prev)), logs_behind),
+                Node(n("source_commit", b), (n("commit_log_write", b),))]
+        return out
+
+    def _tasks_ended(self, b: int) -> list[NodeId]:
+        """The last nodes of batch ``b``'s tasks: each partition's deliveries and its state commit."""
+        steps = ("sink_write", "state_commit") if self.stateful else ("sink_write",)
+        return [NodeId.of(step, b, p) for p in range(self.partitions) for step in steps]
+
+    def _task_nodes(self, b: int, p: int, gate: list[NodeId]) -> list[Node]:
+        n = NodeId.of
+        out = []
+        if self.stateful:
+            out.append(Node(n("state_load", b, p), tuple(gate) + (n("state_commit", b - 1, p),)))
+            out.append(Node(n("task_apply", b, p), (n("state_load", b, p),)))
+            out += self._commit_nodes(b, p, (n("task_apply", b, p),))
+            if self.is_maintenance_batch(b):
+                previous = n("snapshot_upload", b - self.maintenance_every(), p)
+                out.append(Node(n("snapshot_upload", b, p), (n("state_commit", b, p), previous), True))
+        else:
+            out.append(Node(n("task_apply", b, p), tuple(gate) + (n("task_apply", b - 1, p),)))
+        # each record's output is delivered as it is produced, not after the task's state commit
+        out.append(Node(n("sink_write", b, p), (n("task_apply", b, p),)))
+        return out
+
+
 def shape_of(scenario: Scenario, *, store_commit_nodes: bool = True) -> BatchShape:
-    """The step graph's shape for the scenario's mode: the micro-batch protocol's (``GraphShape``), the only
-    mode today. ``store_commit_nodes`` as ``GraphShape.of``."""
-    return GraphShape.of(scenario, store_commit_nodes=store_commit_nodes)
+    """The step graph's shape for the scenario's mode: real-time mode's (``RealTimeShape``) when the engine
+    section says ``real_time``, else the micro-batch protocol's (``GraphShape``). ``store_commit_nodes`` as
+    ``GraphShape.of``."""
+    shape = GraphShape.of(scenario, store_commit_nodes=store_commit_nodes)
+    if scenario.engine.real_time:
+        return RealTimeShape(shape.cfg, shape.partitions, shape.stateful, shape.uses_watermark, shape.moved,
+                             shape.commit_stores)
+    return shape
 
 
 def build_graph(shape: BatchShape, batches: Iterable[int]) -> dict[NodeId, Node]:

@@ -36,6 +36,7 @@ from .graph import Node, build_graph, shape_of
 from .logs import check_metadata, log_batches, write_metadata
 from .observer import Observer
 from .query import initial_trackers, pipeline_store_ids
+from .real_time import purge_uncommitted_offsets
 from .rebalancing import PlacementTimeline
 from .recovery import RestartPlan
 from .scenario import Scenario
@@ -76,6 +77,7 @@ class Incarnation(TaskRetries, DriverSteps, InProcessTaskEffects, LogicalClock):
         self.trackers = {}
         self.lineage = {}
         self.persisted_offsets = set()
+        self.reported_ends = {}
         self.last_persisted_time_ms = None
         self.last_commit_written = -1
         self.last_purged_batch = -1    # HDFSMetadataLog.lastPurgedBatchId: in memory, so per incarnation
@@ -98,6 +100,8 @@ class Incarnation(TaskRetries, DriverSteps, InProcessTaskEffects, LogicalClock):
         for sid, per_part in restart.lineage.items():
             for p, uid in per_part.items():
                 self.lineage[(sid, int(p), restart.lineage_version)] = uid
+        if self.cfg.real_time:
+            purge_uncommitted_offsets(self.storage)
         latest_logged = max(log_batches(self.storage, layout.OFFSETS), default=None)
         for layer in self.fetchers.values():
             layer.restore(self.storage, latest_logged)

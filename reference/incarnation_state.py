@@ -91,6 +91,7 @@ class IncarnationState(Clock, TaskEffects, ProgressReporter, StepGraph):
     trackers: dict[int, list[dict[str, Any]]]
     lineage: dict[tuple[str, int, int], str]
     persisted_offsets: set[int]
+    reported_ends: dict[int, tuple[int, ...]]   # real-time mode: batch -> the end offsets its tasks reported
     last_persisted_time_ms: int | None
     last_commit_written: int
     last_purged_batch: int    # HDFSMetadataLog.lastPurgedBatchId: in memory, so per incarnation

@@ -249,6 +249,8 @@ def _rerun_batches(outcome: Outcome) -> set[int]:
 def replay_bound(ctx: Context) -> Verdict:
     """A restart re-runs at most what the modes allow (SPEC section 5)."""
     e = ctx.scenario.engine
+    if e.real_time:
+        return _real_time_bound(ctx)
     if e.progress_mode == "async":
         return _async_progress_bound(ctx)
     bound = checkpoint_rules.in_flight_limit(ctx.scenario)   # batches planned but not committed
@@ -257,6 +259,24 @@ def replay_bound(ctx: Context) -> Verdict:
             return Verdict("replay_bound", FAIL, f"a restart re-ran {len(r.rerun_batches)} batches; at most {bound} "
                                                  "allowed in these modes", expected=bound, actual=list(r.rerun_batches))
     return Verdict("replay_bound", PASS, f"every restart re-ran at most {bound} batch(es)")
+
+
+def _real_time_bound(ctx: Context) -> Verdict:
+    """Real-time mode: a restart replays everything since the last commit entry, from its end offsets
+    (``real_time.py``): as many batches as the step graph lets be planned and not committed, which is one
+    (``real_time.uncommitted_at_most``), and always the batches right after the last commit."""
+    bound = checkpoint_rules.in_flight_limit(ctx.scenario)
+    for r in ctx.outcome.recoveries:
+        rerun = list(r.rerun_batches)
+        if len(rerun) > bound:
+            return Verdict("replay_bound", FAIL, f"a real-time restart re-ran {len(rerun)} batches; the step graph "
+                                                 f"leaves at most {bound} uncommitted", expected=bound, actual=rerun)
+        if rerun and r.resumed_at != rerun[0]:
+            return Verdict("replay_bound", FAIL, "a real-time restart must replay from the last committed offsets, "
+                                                 "starting with the first uncommitted batch",
+                           batch=r.resumed_at, expected=rerun[0], actual=r.resumed_at)
+    return Verdict("replay_bound", PASS, f"real-time mode: every restart replayed at most {bound} batch(es), from "
+                                         "the last committed offsets")
 
 
 def async_progress_replay_limit(scenario: Scenario) -> int:

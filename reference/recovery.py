@@ -9,6 +9,9 @@ Async progress (``AsyncProgressTrackingMicroBatchExecution``): the logs have
 gaps. If ``commits/L`` exists the query runs L + 1; otherwise it re-runs batch
 L starting at the end offsets of the previous persisted entry P, so batches
 P+1..L-1, never logged, are folded into L.
+
+Real-time mode (``real_time.py``): the query runs C + 1 next, from the end
+offsets of C; an offset entry newer than C is purged, never re-run.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ def plan_restart(storage: Storage, progress_mode: str, source_partitions: int) -
         return fresh_plan(source_partitions)
     latest = offsets[-1]
     committed = commits[-1] if commits else None
+    if progress_mode == "real_time":
+        if committed is None:
+            return fresh_plan(source_partitions)
+        if committed < latest:
+            latest = committed   # the entries after the last commit are purged, not re-run
     if committed is not None and committed > latest:
         raise CheckpointFormatError(f"{layout.commit_path(committed)}: commit entry newer than the latest "
                                     f"offset entry {latest}")

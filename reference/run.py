@@ -185,7 +185,7 @@ class Run:
         self.observer = Observer()
         self.faults = FaultBook(scenario.faults)
         self.executed: list[list[NodeId]] = []
-        self.supervisor = Supervisor(self.storage, scenario.engine.progress_mode, len(self.data.partitions),
+        self.supervisor = Supervisor(self.storage, scenario.engine.restart_mode, len(self.data.partitions),
                                      self.observer, plan_restart_fn=plan_restart_fn)
         self._lives = self.supervisor.lives()
 

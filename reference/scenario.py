@@ -19,7 +19,9 @@ Additions to the SPEC (documented in docs/spec-additions.md):
 - state store provider ``snapshot``: RocksDB with changelog checkpointing off
   (a full snapshot on every commit);
 - ``explore_unsupported``: run a mode combination Spark forbids, to observe why;
-- ``faults[].at.restart``: fire only in that incarnation (a fault during recovery).
+- ``faults[].at.restart``: fire only in that incarnation (a fault during recovery);
+- ``engine.real_time``: Spark's real-time mode, with what it refuses of the query, sources and sink
+  (``real_time_rules``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .fault_reach import unreachable   # faults no step can match, or that never
 from .fault_spec import Fault, FaultAt, check_checkpoint_path, may_end_incarnation
 from .field_reader import FieldReader, ScenarioError
 from .operator_spec import AGGS, FUNCTIONS, OPERATOR_KINDS, STATEFUL_KINDS, OperatorSpec
+from .real_time_rules import check_real_time
 from .source_spec import (DEFAULT_BATCH_MS, MAX_REDELIVERING_MESSAGES, MAX_TIME_MS, SOURCE_KINDS, Broker, EventTime,
                           Source, check_key)
 from .steps import MAINTENANCE_STEPS, TASK_STEPS
@@ -86,6 +89,8 @@ class Scenario:
         o.done()
         scenario = Scenario(name, seed, sources, operator, state_partitions, sink_mode, engine, faults, explore,
                             executors, events)
+        if engine.real_time:
+            check_real_time({side: src.kind for side, src in sources.items()}, operator, sink_mode)
         scenario.check_supported()
         scenario.check_faults()
         scenario.check_events()

@@ -4,7 +4,8 @@ Batch boundaries are the reference's (``SourceData.planned_end_offsets``), so
 an outcome can be compared with the reference's batch for batch; the clock
 decides only *when* a batch is planned: once its input has arrived
 (``SourceData.input_ready_ms``, the rule every timed backend uses) and the
-trigger interval has passed. Step effects are the reference's step
+trigger interval has passed (real-time mode: its long-running tasks deliver
+each record as it arrives, ``real_time.py``). Step effects are the reference's step
 functions, over a ``reference.storage.DurableStorage``, so the checkpoint is
 the reference's format byte for byte. Costs come from the sizes those steps
 really read and write.
@@ -18,11 +19,13 @@ import numpy as np
 
 from reference.outcome import ProgressEvent
 from reference.query import route
+from reference.real_time import deadline_ms
 from reference.seams import StepNode
 from reference.state_store import plan_load
 
 from .cost_model import store_commits_ms
 from .latency import RecordLatency
+from .real_time import long_running_task
 from .timed_incarnation import TimedIncarnation
 
 MISS_STREAM = 7   # the seed component of a task's state-cache draw (``state_cache_miss_probability``)
@@ -42,16 +45,30 @@ class DataIncarnation(TimedIncarnation):
         return b in self.plans
 
     def plan_ready_ms(self, b: int) -> float:
-        """Plan at the first trigger that finds the batch's (fixed) input arrived."""
+        """Plan at the first trigger that finds the batch's (fixed) input arrived. Real-time mode plans the
+        next long-running batch as soon as the last one committed (Spark runs it with
+        ``ProcessingTimeTrigger(0)``): its tasks read records as they arrive."""
+        if self.cfg.real_time:
+            return self.clock.now
         plan = self.plans[b]
         return self.trigger_ms(float(self.data.input_ready_ms(*plan.bounds)))
 
     # ------------------------------------------------------------- costs
+    def cost_ms(self, node: StepNode) -> float:
+        """The driver's and the tasks' costs; in real-time mode's bounded-replay variant a persisted progress
+        point inside a batch is no new plan (the long-running tasks go on), so it costs nothing."""
+        if node.step == "plan" and self.cfg.real_time and node.batch != self.restart.first_batch and \
+                node.batch % self.cfg.real_time_steps_per_batch:
+            return 0.0
+        return super().cost_ms(node)
+
     def task_cost_ms(self, node: StepNode) -> float:
         step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service
         if step == "state_load":
             return self._state_load_ms(b, p)
+        if step == "task_apply" and self.cfg.real_time:
+            return self._long_running_task_ms(b, p)
         if step == "task_apply":
             plan = self.plans[b]
             records = len(route(self.data.slice(*plan.bounds), self.parts)[p])
@@ -72,9 +89,22 @@ class DataIncarnation(TimedIncarnation):
         if step == "snapshot_upload":
             return self._snapshot_ms(p)
         assert step == "sink_write", f"no cost for task step {step}"
+        if self.cfg.real_time:
+            return 0.0   # each record was delivered while the task ran (``_long_running_task_ms``)
         result = self.tasks[(b, p)].result
         rows = len(result.output) if result else 0
         return self.sink_write_ms(rows * prof.bytes_per_output_row)
+
+    def _long_running_task_ms(self, b: int, p: int) -> float:
+        """Real-time mode: the task reads partition p's records of batch b as they arrive, delivers each to
+        the sink on its own (its latency ends there), and stops at the batch's deadline (``real_time.py``)."""
+        now = self.clock.now
+        records = sorted(route(self.data.slice(*self.plans[b].bounds), self.parts)[p], key=lambda r: r.arrival_ms)
+        task = long_running_task([r.arrival_ms for r in records], now,
+                                 deadline_ms(b, self.cfg.real_time_step_ms), self.profile, bool(self.store_ids))
+        for record, visible_ms in zip(records, task.delivered_ms):
+            self.latency_book.delivered([(record.source_partition, record.offset, record.arrival_ms)], visible_ms)
+        return task.end_ms - now
 
     def _state_load_ms(self, b: int, p: int) -> float:
         prof, svc = self.profile, self.service

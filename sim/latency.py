@@ -45,6 +45,11 @@ class RecordLatency:
             self.arrival_ms[(sp, offset)] = arrival
             self.deliveries.append(((sp, offset), now_ms))
 
+    def forget_after(self, now_ms: float) -> None:
+        """The driver crashed at ``now_ms``: deliveries booked for later (a real-time task books each record's
+        delivery when its long-running task starts) never happened."""
+        self.deliveries = [d for d in self.deliveries if d[1] <= now_ms]
+
     def segments(self) -> list[Segment]:
         first = first_visible_ms(self.deliveries)
         return [(1, first[key] - self.arrival_ms[key], first[key] - self.arrival_ms[key]) for key in sorted(first)]

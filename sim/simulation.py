@@ -61,6 +61,9 @@ class Simulation:
         if mode == "volume" and any(src.kind == "redelivering" for src in scenario.sources.values()):
             raise SimModeError(mode, "a redelivering source needs data mode: its fetch layer dedups real message "
                                      "ids, which volume mode does not hold")
+        if mode == "volume" and scenario.engine.real_time:
+            raise SimModeError(mode, "real-time mode needs data mode: its long-running tasks deliver each record "
+                                     "on its own, and volume mode holds counts, not records")
         self.scenario, self.profile, self.mode = scenario, profile, mode
         self.env = env if env is not None else simpy.Environment()
         self.rng = Draws(np.random.default_rng(scenario.seed))
@@ -80,7 +83,7 @@ class Simulation:
             self.data, self.latency_book = SourceData.of(scenario), RecordLatency()
         else:
             self.data, self.latency_book = VolumeSource(scenario), RangeLatency()
-        self.supervisor = Supervisor(self.service.files, scenario.engine.progress_mode, len(self.data.partitions),
+        self.supervisor = Supervisor(self.service.files, scenario.engine.restart_mode, len(self.data.partitions),
                                      self.observer)
         self.clock_faults_left = len(clock_faults)   # clock faults that may still fire
         self.clock_faults = clock_faults
@@ -156,7 +159,9 @@ def query_supervisor(env: simpy.Environment, sim: Simulation) -> Generator[simpy
         supervisor.ended(number, stopped_by)
         if stopped_by is None:
             sim.trace.record(env.now, "supervisor", "finished", f"incarnation {number}")
-        elif not supervisor.finished:
+        if stopped_by is not None and isinstance(sim.latency_book, RecordLatency):
+            sim.latency_book.forget_after(env.now)
+        if stopped_by is not None and not supervisor.finished:
             sim.trace.record(env.now, "supervisor", "restart", f"incarnation {number + 1} after {stopped_by}")
             yield env.timeout(sim.profile.restart_ms)
     sim.end_ms = env.now

@@ -29,7 +29,7 @@ from streamtest import judged, make, run
 
 NAMES = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
          "checkpoint-interval", "calibration", "fault-matrix", "state-rebalancing", "parallel-store-commit",
-         "engine-vs-native")
+         "engine-vs-native", "real-time-mode")
 SIM_EXPERIMENTS = tuple(n for n in NAMES if n not in ("calibration", "engine-vs-native"))   # these measure Spark
 # a check the simulator cannot pass yet: it charges a state commit by its changed keys for every provider
 # (sim/data_mode.py and sim/volume.py, changelog_write), so a full snapshot costs what a changelog costs
@@ -260,6 +260,25 @@ def test_parallel_store_commit_halves_a_join_commit(quick: Any) -> None:
     for workload, entry in inputs.items():
         assert 0.45 <= entry["commit_ratio"] <= 0.65, workload
         assert entry["batch_ratio"] < 1.0, workload
+
+
+def test_real_time_mode_beats_micro_batch_and_replays_what_arrived_since_the_last_commit(quick: Any) -> None:
+    """Real-time records are visible long before micro-batch ones at the same rate; a crash at 90% of the second
+    batch re-processes the records of that batch read before it (rate x 0.9 x duration), so the replay grows
+    with the batch duration while the boundary gap does not."""
+    summary = quick("real-time-mode").summary
+    for workload, entry in summary["latency"].items():
+        assert entry["p50_ratio"] < 0.1, workload
+    rate = summary["tradeoff_rate_rows_per_s"]
+    for seconds, entry in summary["tradeoff"].items():
+        replayed = entry["records_reprocessed"]["median"]
+        assert 0.8 * rate * 0.9 * int(seconds) <= replayed <= rate * int(seconds), seconds
+        assert entry["rerun_batches"]["max"] == 1
+    gaps = [entry["gap_ms_mean"]["median"] for entry in summary["tradeoff"].values()]
+    assert max(gaps) - min(gaps) < 0.1 * max(gaps)
+    two_points = 2 * summary["progress_ms"] / 1000 * rate
+    for seconds, entry in summary["bounded_replay"].items():
+        assert 0 < entry["records_reprocessed"]["median"] <= two_points, seconds
 
 
 def test_changelog_commit_is_cheaper_than_a_full_snapshot(quick: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 
-from reference.backend import RunOptions, RunResult, refuse_too_large, refuse_unknown_options
+from reference.backend import RunOptions, RunResult, ScenarioRefused, refuse_too_large, refuse_unknown_options
 from reference.scenario import Scenario
 from reference.storage import SnapshotReader
 
@@ -15,6 +15,13 @@ from .run import BACKEND, run_spark
 from .storage_latency import StorageLatency
 
 CRASH_MODES = ("in-process", "process")
+# The engine runs each batch as Spark jobs of short tasks planned by the driver; real-time mode needs tasks that
+# live for the whole batch and are fed records continuously through a streaming shuffle. Imitating it with
+# micro-batches would measure the wrong thing, so the engine refuses it.
+REAL_TIME_REFUSAL = ("the PySpark engine runs each batch as jobs of short tasks over a fixed input; real-time mode "
+                     "needs long-running tasks fed continuously through a streaming shuffle "
+                     "(RealTimeStreamScanExec), which it does not have, and a micro-batch imitation would not be "
+                     "real-time mode: run real-time scenarios on the reference or the simulator")
 
 
 class SparkEngineBackend:
@@ -39,6 +46,8 @@ class SparkEngineBackend:
 
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         refuse_unknown_options(self, options)
+        if scenario.engine.real_time:
+            raise ScenarioRefused(self.name, "engine.real_time", REAL_TIME_REFUSAL)
         refuse_too_large(self.name, scenario)
         if options.crash not in CRASH_MODES:
             raise ValueError(f"crash mode {options.crash!r}: expected one of {', '.join(CRASH_MODES)}")

@@ -114,8 +114,19 @@ def needs_file_order(scenario: Scenario, realtime: bool) -> bool:
     return not realtime or any(op.kind in ORDER_SENSITIVE for op in scenario.operator.flatten())
 
 
+# Spark's real-time mode reads only SupportsRealTimeMode streams: in Spark 4.3 the Kafka source (the connector,
+# spark-sql-kafka, SPARK-54027) and the in-jar test stream LowLatencyMemoryStream (not a public API).
+REAL_TIME_REFUSAL = ("Spark runs real-time mode (trigger(realTime=...)) only on SupportsRealTimeMode sources: Kafka, "
+                     "whose connector (spark-sql-kafka) is not installable here, and the test-only "
+                     "LowLatencyMemoryStream, which this adapter does not drive; the reference and the simulator "
+                     "run real-time scenarios")
+
+
 def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
-    """Refuse, naming the field, what the adapter cannot run."""
+    """Refuse, naming the field, what the adapter cannot run. (``realtime`` is a wall-clock latency run;
+    Spark's real-time mode is ``scenario.engine.real_time``, refused here.)"""
+    if scenario.engine.real_time:
+        raise NativeUnsupported("engine.real_time", REAL_TIME_REFUSAL)
     _check_operator(scenario)
     _check_modes(scenario, realtime)
     for side, src in sorted(scenario.sources.items()):

@@ -102,6 +102,8 @@ MODULES: dict[str, list[str]] = {
     **{part: INCARNATION_TESTS for part in ("incarnation", "incarnation_state", "clock", "task_effects",
                                             "driver_steps", "task_retry")},
     "seams": ["tests/test_seams.py"],
+    "real_time": ["tests/test_real_time.py"],
+    "real_time_rules": ["tests/test_real_time.py"],
     # the simulator (a key with a folder names its module path): small modules with clear semantics
     "placement": ["tests/test_placement.py", "tests/test_reference_rebalancing.py"],
     "rebalancing": ["tests/test_reference_rebalancing.py", "tests/test_placement.py"],
