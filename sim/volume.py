@@ -27,7 +27,7 @@ batch): they do not depend on the order in which tasks run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
 
@@ -43,6 +43,7 @@ from reference.sources import SourceData
 from .cost_model import store_commits_ms
 from .graph import SimNode
 from .latency import RangeLatency
+from .stage_jitter import stage_jitter
 from .timed_incarnation import TimedIncarnation
 from .volume_state import OperatorModel, StoreCounts, VolumeSource, Window, distinct_keys
 
@@ -60,11 +61,23 @@ class BatchVolume:
     changed: float                    # sum over stores
     total: float                      # sum over stores
     straggler: list[float]            # per partition: task_apply's slowdown
-    jitter: dict[str, list[float]]    # per storage step, per partition: its jitter factor
+    jitter_bases: dict[str, int | None]   # per storage step: the draw its partitions' jitter factors follow from
     missed: list[bool]                # per partition: its task's process lacks the loaded store (a cache miss)
+    sigma: float                      # the storage's jitter shape
+    _jitter: dict[str, list[float]] = field(default_factory=dict)
 
     def records_of(self, p: int) -> int:
         return self.records + (1 if p < self.extra else 0)
+
+    def jitter(self, step: str) -> list[float]:
+        """Per partition, the jitter factor of storage step ``step`` (computed for all partitions at first use)."""
+        found = self._jitter.get(step)
+        if found is None:
+            base = self.jitter_bases[step]
+            parts = len(self.straggler)
+            found = self._jitter[step] = [1.0] * parts if base is None else \
+                stage_jitter(self.sigma, base, parts).tolist()
+        return found
 
 
 JITTERED_TASK_STEPS = ("state_load", "changelog_write", "snapshot_upload", "sink_write")
@@ -164,12 +177,13 @@ class VolumeIncarnation(TimedIncarnation):
         # for the whole stage at once: the order in which tasks and steps run cannot change them.
         draws = np.random.default_rng([self.sc.seed, self.number, b])
         straggler = [self.profile.straggler_factor_for(u) for u in draws.random(self.parts).tolist()]
-        jitter = {step: self.service.jitter_factors(draws, self.parts) for step in JITTERED_TASK_STEPS}
+        jitter = {step: self.service.jitter_base(draws) for step in JITTERED_TASK_STEPS}
         # drawn last, and only when a miss can happen, so that the draws above never depend on it
         missed = ([self.profile.state_cache_missed(u) for u in draws.random(self.parts).tolist()]
                   if self.profile.state_cache_miss_probability > 0 else [False] * self.parts)
         found = BatchVolume(total // self.parts, total % self.parts, stores, n,
-                            sum(s.changed for s in stores), sum(s.total for s in stores), straggler, jitter, missed)
+                            sum(s.changed for s in stores), sum(s.total for s in stores), straggler, jitter, missed,
+                            self.service.profile.jitter_sigma)
         self.volumes[b] = found
         return found
 
@@ -251,7 +265,7 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "state_commit":
             return store_commits_ms([prof.state_commit_ms(int(s.changed), int(s.total)) for s in counts.stores],
                                     parallel)
-        jitter = counts.jitter[step][p]
+        jitter = counts.jitter(step)[p]
         if step == "sink_write":
             return self.sink_write_ms(counts.output * prof.bytes_per_output_row, jitter)
         if step == "changelog_write":

@@ -1,0 +1,104 @@
+"""A stage's storage jitter, drawn for all its partitions at once: ``reference.storage_profiles.jitter_factor`` in numpy.
+
+Volume mode draws one jitter factor per partition and task step of a batch
+(``StorageService.jitter_base``: the shared draw function over the keys
+``stage/<base>/<i>``). The scalar function hashes each key in pure Python,
+which was a quarter of a cluster-scale run. This is its twin over an array of
+partitions, in the same operations on the same IEEE doubles (the hash in
+wrapping 64-bit integers; ``frexp``, ``ldexp``, ``floor``, ``sqrt``, ``+ - * /``
+are exact or correctly rounded in both), so it gives the same bits:
+``tests/test_sim_volume_stage.py`` checks it against the scalar function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference.storage_profiles import (
+    _ACKLAM_A,
+    _ACKLAM_B,
+    _ACKLAM_C,
+    _ACKLAM_D,
+    _ACKLAM_LOW,
+    _EXP_TERMS,
+    _FNV_PRIME,
+    _GOLDEN_GAMMA,
+    _LN2,
+    _LOG_TERMS,
+    _SQRT_HALF,
+    fnv1a64,
+)
+
+_ZERO = ord("0")
+
+
+def stage_jitter(sigma: float, base: int, count: int) -> np.ndarray:
+    """``[jitter_factor(sigma, f"stage/{base}/{i}") for i in range(count)]``, computed as an array."""
+    if sigma <= 0:
+        return np.ones(count)
+    z = sigma * _normal_quantile(_unit_uniform(_key_hashes(f"stage/{base}/".encode("utf-8"), count)))
+    return _exact_exp(z)
+
+
+def _key_hashes(prefix: bytes, count: int) -> np.ndarray:
+    """FNV-1a of ``prefix + str(i)`` for ``i < count``: the prefix's state, then each decimal digit of ``i``."""
+    out = np.empty(count, dtype=np.uint64)
+    start = np.uint64(fnv1a64(prefix))
+    prime = np.uint64(_FNV_PRIME)
+    lo, width = 0, 1
+    while lo < count:
+        hi = min(count, 10 ** width)
+        numbers = np.arange(lo, hi, dtype=np.int64)
+        h = np.full(hi - lo, start, dtype=np.uint64)
+        for position in range(width - 1, -1, -1):   # most significant digit first
+            digit = (numbers // 10 ** position) % 10 + _ZERO
+            h = (h ^ digit.astype(np.uint64)) * prime   # uint64 arithmetic wraps modulo 2**64
+        out[lo:hi] = h
+        lo, width = hi, width + 1
+    return out
+
+
+def _unit_uniform(h: np.ndarray) -> np.ndarray:
+    z = h + np.uint64(_GOLDEN_GAMMA)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    bits = (z ^ (z >> np.uint64(31))) >> np.uint64(12)
+    return (bits.astype(np.float64) + 0.5) * np.ldexp(1.0, -52)
+
+
+def _exact_log(x: np.ndarray) -> np.ndarray:
+    m, e = np.frexp(x)
+    low = m < _SQRT_HALF
+    m = np.where(low, m * 2.0, m)
+    e = np.where(low, e - 1, e)
+    t = (m - 1.0) / (m + 1.0)
+    t2 = t * t
+    s = np.zeros_like(t)
+    for k in range(_LOG_TERMS - 1, -1, -1):   # s = s * t2 + 1 / (2k + 1), in place
+        s *= t2
+        s += 1.0 / (2 * k + 1)
+    return 2.0 * t * s + e.astype(np.float64) * _LN2   # type: ignore[no-any-return]
+
+
+def _exact_exp(x: np.ndarray) -> np.ndarray:
+    k = np.floor(x / _LN2 + 0.5)
+    r = x - k * _LN2
+    s = np.ones_like(x)
+    for i in range(_EXP_TERMS, 0, -1):   # s = 1 + r * s / i, in place
+        s *= r
+        s /= i
+        s += 1.0
+    return np.ldexp(s, k.astype(np.int64))
+
+
+def _normal_quantile(u: np.ndarray) -> np.ndarray:
+    a, b, c, d = _ACKLAM_A, _ACKLAM_B, _ACKLAM_C, _ACKLAM_D
+    lower, upper = u < _ACKLAM_LOW, u > 1.0 - _ACKLAM_LOW
+    q = np.sqrt(-2.0 * _exact_log(np.where(lower, u, 1.0 - u)))
+    tail = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / \
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0)
+    q = u - 0.5
+    r = q * q
+    central = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0)
+    return np.where(lower, tail, np.where(upper, -tail, central))
