@@ -61,6 +61,8 @@ class TimedIncarnation(Incarnation, StepCosts):
     # step's effect, and a task step's effect is read by its own task only. Data mode's effects are
     # files and stores that other steps read, so it runs every step on its own.
     fuse_task_steps = False
+    # Whether a batch's tasks may run as one stage where nothing can tell (``stage.py``; volume mode only)
+    run_stages = False
     # parallel store commit: a partition's stores commit inside one node, charged the slower store's time
     store_commit_nodes = False
 

@@ -83,6 +83,15 @@ class BatchVolume:
 JITTERED_TASK_STEPS = ("state_load", "changelog_write", "snapshot_upload", "sink_write")
 
 
+@dataclass(frozen=True)
+class _TaskStep:
+    """A task step by name, batch and partition (what ``task_cost_ms`` reads of a node)."""
+
+    step: str
+    batch: int
+    partition: int
+
+
 class VolumeIncarnation(TimedIncarnation):
     """One incarnation in volume mode."""
 
@@ -90,6 +99,8 @@ class VolumeIncarnation(TimedIncarnation):
     # effects are the task's own bookkeeping, so a task may run the steps nothing else waits for under
     # one timeout: the run is the same as step by step, to the byte.
     fuse_task_steps = True
+    # ... and for the same reasons a batch's tasks may run as one stage where nothing can tell (``stage.py``)
+    run_stages = True
 
     def __init__(self, scenario: Any, source: VolumeSource, *args: Any, latency_book: RangeLatency,
                  **kwargs: Any):
@@ -233,6 +244,16 @@ class VolumeIncarnation(TimedIncarnation):
         for sid in self.store_ids:
             self.lineage[(sid, p, b + 1)] = uid
 
+    def land_stage(self, b: int, steps: tuple[str, ...]) -> None:
+        """The effects of every task of stage ``b`` (``stage.StageRun``), as its steps would have had them."""
+        tasks = self.tasks
+        for p in range(self.parts):
+            if (b, p) not in tasks:
+                tasks[(b, p)] = TaskState()
+        if "state_commit" in steps:
+            for p in range(self.parts):
+                self.step_state_commit(b, p)
+
     def step_snapshot_upload(self, b: int, p: int) -> None:
         pass
 
@@ -272,20 +293,74 @@ class VolumeIncarnation(TimedIncarnation):
             return svc.store_files_ms([prof.commit_files_bytes(self.cfg.provider, s.changed) for s in counts.stores],
                                       parallel, jitter)
         if step == "state_load":
-            if b == self.restart.first_batch and b > 0:
-                keys = self.restart_keys
-            elif ((b, p) in self.shape.moved or counts.missed[p]) and b > 0:   # the state before batch b, loaded
-                keys = (self.volumes.get(b - 1) or counts).total
-            else:
-                return prof.state_load_cached_ms * len(self.store_ids)
-            return prof.state_open_ms * len(self.store_ids) + svc.read_ms(keys * prof.bytes_per_state_key, jitter) \
-                + prof.state_replay_ms(int(keys))
+            return self._state_load_ms(b, p, counts, jitter)
         assert step == "snapshot_upload", f"no cost for task step {step}"
         every = self.shape.maintenance_every()
         since = range(max(self.restart.first_batch, b - every + 1), b + 1)   # this incarnation's batches
         changed = sum((self.volumes.get(x) or self.volume(x)).changed for x in since)
         keys = prof.snapshot_upload_keys(self.cfg.provider, int(counts.total), int(changed))
         return prof.snapshot_ms(keys) + svc.state_writes_ms([keys * prof.bytes_per_state_key], False, jitter)
+
+    def _state_load_ms(self, b: int, p: int, counts: BatchVolume, jitter: float) -> float:
+        """Partition ``p``'s state load in batch ``b``: cached, or read and replayed (a restart, a move, a miss)."""
+        prof = self.profile
+        if b == self.restart.first_batch and b > 0:
+            keys = self.restart_keys
+        elif ((b, p) in self.shape.moved or counts.missed[p]) and b > 0:   # the state before batch b, loaded
+            keys = (self.volumes.get(b - 1) or counts).total
+        else:
+            return prof.state_load_cached_ms * len(self.store_ids)
+        return prof.state_open_ms * len(self.store_ids) + \
+            self.service.read_ms(keys * prof.bytes_per_state_key, jitter) + prof.state_replay_ms(int(keys))
+
+    def stage_costs(self, b: int, steps: tuple[str, ...]) -> dict[str, list[float]]:
+        """Per step, every partition's ``task_cost_ms`` of batch ``b``, to the bit, computed for the stage at once.
+
+        A cost is a function of the batch's counts and the partition's draws; where
+        it is a base cost times the partition's jitter, the base is computed once
+        (a factor 1.0 leaves it unchanged) and multiplied by the jitter array.
+        """
+        counts = self.volumes.get(b) or self.volume(b)
+        prof, parts = self.profile, self.parts
+        out: dict[str, list[float]] = {}
+        for step in steps:
+            if step == "task_apply":
+                memo: dict[tuple[int, float], float] = {}
+                row = []
+                for p in range(parts):
+                    key = (counts.records_of(p), counts.straggler[p])
+                    cost = memo.get(key)
+                    if cost is None:
+                        cost = memo[key] = prof.task_apply_ms(*key)
+                    row.append(cost)
+            elif step == "state_commit":
+                row = [self.task_cost_ms(_TaskStep(step, b, 0))] * parts
+            elif step == "state_load":
+                jitter = counts.jitter(step)
+                row = [self._state_load_ms(b, p, counts, jitter[p]) for p in range(parts)]
+            elif step == "sink_write":
+                base = self.sink_write_ms(counts.output * prof.bytes_per_output_row, 1.0)
+                row = (base * np.asarray(counts.jitter(step))).tolist()
+            else:
+                assert step == "changelog_write", f"no stage cost for task step {step}"
+                row = self._changelog_writes_ms(counts, np.asarray(counts.jitter(step)))
+            out[step] = row
+        return out
+
+    def _changelog_writes_ms(self, counts: BatchVolume, jitter: np.ndarray) -> list[float]:
+        """Every partition's ``changelog_write`` (``StorageService.store_files_ms`` over a jitter array): each
+        store's files one after the other, the stores in turn or the slowest of them."""
+        prof, svc = self.profile, self.service
+        files = [prof.commit_files_bytes(self.cfg.provider, s.changed) for s in counts.stores]
+        per_store = [sum((svc.atomic_write_ms(size, 1.0, "executor") * jitter for size in sizes),
+                         np.zeros(len(jitter))) for sizes in files]
+        for _p in range(len(jitter)):   # the bytes every task's commit is charged for, in turn
+            svc.state_bytes_charged += sum(sum(sizes) for sizes in files)
+        if not per_store:
+            return [0.0] * len(jitter)
+        if self.cfg.parallel_store_commit:
+            return np.maximum.reduce(per_store).tolist()  # type: ignore[no-any-return]
+        return sum(per_store[1:], per_store[0]).tolist()  # type: ignore[no-any-return]
 
     def progress_event(self, b: int) -> ProgressEvent:
         plan = self.plans[b]

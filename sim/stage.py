@@ -1,0 +1,232 @@
+"""Volume mode's stages: all tasks of a batch scheduled at once, under one SimPy event.
+
+In volume mode a task step's cost is fixed when its batch's counts are drawn
+(``volume.BatchVolume``) and its effect is its own task's bookkeeping, so where
+nothing can watch the tasks one by one (no fault pending at a step or a time,
+no zombie, no trace, no invariant checks: ``IncarnationRun.may_fuse``) and no
+other batch's task can share the executors' slots while they run (no
+pipelining: batch ``b + 1`` plans only after ``b``'s sink commit, which waits
+for every task of ``b``), a batch's tasks form a closed system: they all become
+ready together, when the batch's gate (its offset log write, or its plan)
+completes, and then only compete with each other for task slots.
+
+A stage batch's graph (``StageGraph``) therefore holds one ``STAGE`` node in
+place of its task steps and gates. When it is ready, ``StageRun`` plays the
+tasks' schedule in plain Python, exactly as the executors and ``TaskRun``
+would: the launch delay, first come first served slots per executor, a task's
+steps under one timeout up to the one something outside the task waits for
+(``IncarnationRun.run_fused``), the same float operations for every time, and
+``commitTimeMs`` summed in the order the tasks start (SimPy's order of
+simultaneous events: time, then creation). One SimPy timeout then lands the
+whole stage at its last task's end; the driver steps that wait for the tasks
+start then, as they did after the last task's own event.
+
+What the shape gives up: the tasks' effects (their lineage ids and task
+records) land together at the stage's end instead of one by one, and no event
+of the stage is visible to the rest of the simulation before then. Nothing
+reads them earlier in a stage batch, which is why only such batches run as
+stages; a maintenance batch (its snapshot uploads run beside the tasks),
+asynchronous state checkpointing, pipelining, a latency spike, or any fault
+still to fire keeps the task-by-task path. ``tests/test_sim_volume_stage.py``
+holds both paths to the same bytes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Hashable, Sequence
+
+import simpy
+
+from .graph import EXECUTOR_BG, GATE, TASK_OWNED, Graph, SimNode, Template, TemplateNode
+from .timed_incarnation import COMMIT_STEPS
+
+if TYPE_CHECKING:
+    from .incarnation_run import IncarnationRun
+    from .volume import VolumeIncarnation
+
+STAGE = 5   # graph kind: every task of one batch (``StageRun``)
+
+
+@dataclass(frozen=True)
+class StageTemplate(Template):
+    """A batch template whose task steps and gates are one ``STAGE`` node.
+
+    ``tasks``: per partition, its foreground steps in order, cut into the runs
+    that share one timeout (``TaskRun._run``'s rule); ``task_slots``: the slots
+    of the replaced steps, which name the stage node for later batches.
+    """
+
+    tasks: tuple[tuple[int, tuple[tuple[str, ...], ...]], ...] = ()
+    task_slots: tuple[int, ...] = ()
+    steps: tuple[str, ...] = ()
+
+
+def stage_template(plain: Template) -> StageTemplate | None:
+    """``plain`` with its tasks as one stage node, or None when a step of the batch runs beside the tasks."""
+    if any(t.kind == EXECUTOR_BG for t in plain.nodes):
+        return None
+    gates = [t for t in plain.nodes if t.kind == GATE]
+    owned = {t.slot: t for t in plain.nodes if t.kind == TASK_OWNED}
+    if not gates:
+        return None
+    stage_slot = plain.slots
+    deps: dict[tuple[int, int], None] = {}
+    for gate in gates:
+        deps.update(dict.fromkeys(gate.deps))
+    stage = TemplateNode("stage", -1, False, STAGE, stage_slot, tuple(deps))
+    nodes: list[TemplateNode] = []
+    for t in plain.nodes:
+        if t.kind == TASK_OWNED:
+            if not any(n is stage for n in nodes):
+                nodes.append(stage)
+            continue
+        if t.kind == GATE:
+            continue
+        rewritten = dict.fromkeys((0, stage_slot) if delta == 0 and slot in owned else (delta, slot)
+                                  for delta, slot in t.deps)
+        nodes.append(TemplateNode(t.step, t.partition, t.background, t.kind, t.slot, tuple(rewritten)))
+    tasks = tuple((gate.partition, _runs([owned[slot] for slot in gate.task])) for gate in gates)
+    steps = tuple(dict.fromkeys(owned[slot].step for gate in gates for slot in gate.task))
+    return StageTemplate(tuple(nodes), plain.slots + 1, tasks, tuple(owned), steps)
+
+
+def _runs(steps: Sequence[TemplateNode]) -> tuple[tuple[str, ...], ...]:
+    """A task's steps cut as ``TaskRun._run`` cuts them when it may fuse: up to and including the first step
+    something outside the task waits for, one run per timeout."""
+    out, i = [], 0
+    while i < len(steps):
+        j = i
+        while j < len(steps) - 1 and steps[j].fusable:
+            j += 1
+        out.append(tuple(t.step for t in steps[i:j + 1]))
+        i = j + 1
+    return tuple(out)
+
+
+class StageGraph(Graph):
+    """A volume incarnation's graph whose batches run as stages where that gives the same run (module docs)."""
+
+    def __init__(self, inc: "VolumeIncarnation", run: "IncarnationRun"):
+        super().__init__(inc)
+        self.run = run
+        self.stages_allowed = not inc.cfg.pipelining
+        self.stage_templates: dict[Hashable, tuple[Template, StageTemplate | None]] = {}
+
+    def template(self, b: int) -> Template:
+        plain = super().template(b)
+        if not (self.stages_allowed and self.fusion and self.run.may_fuse() and not self.run.inc.service.spikes):
+            return plain
+        key = self.shape.batch_variant(b)
+        found = self.stage_templates.get(key)
+        if found is None or found[0] is not plain:   # a new variant can change which steps are watched
+            found = self.stage_templates[key] = (plain, stage_template(plain))
+        return found[1] or plain
+
+    def add_batch(self, b: int, ready: Any) -> Any:
+        graph = super().add_batch(b, ready)
+        template = self.template(b)
+        if isinstance(template, StageTemplate):
+            stage = graph.by_slot[template.slots - 1]
+            for slot in template.task_slots:   # later batches name the tasks' steps: they wait for the stage
+                graph.by_slot[slot] = stage
+        return graph
+
+
+class StageRun:
+    """Plays one stage's task schedule and lands it under one timeout (module docs)."""
+
+    def __init__(self, run: "IncarnationRun"):
+        self.run = run
+
+    def start(self, node: SimNode) -> None:
+        run = self.run
+        inc = cast_volume(run.inc)
+        env = run.env
+        template = run.graph.template(node.batch)
+        assert isinstance(template, StageTemplate), f"batch {node.batch} is not a stage"
+        b = node.batch
+        costs = inc.stage_costs(b, template.steps)
+        executors = run.executors
+        cores = run.profile.cores_per_executor
+        for ex in executors:
+            assert ex.free_slots == cores and not ex.waiting, "a stage's tasks have the executors to themselves"
+        free = [cores] * len(executors)
+        queues: list[deque[int]] = [deque() for _ in executors]
+        runs = dict(template.tasks)
+        home = {p: inc.slot_executor_of(b, p) for p in runs}
+        heap: list[tuple[float, int, int, int]] = []
+        order = 0
+        commit = inc.commit_ms.get(b)
+        commit_steps = [s for s in template.steps if s in COMMIT_STEPS]
+
+        def begin(p: int, k: int, now: float) -> None:
+            nonlocal order, commit
+            steps = runs[p][k]
+            if len(steps) == 1:   # ``run_step``: the cost, plus no fault time
+                cost = costs[steps[0]][p] + 0.0
+                end = now + cost
+            else:                 # ``run_fused``: each step from the previous one's end
+                at = now
+                for step in steps:
+                    at += costs[step][p]
+                end = now + (at - now)
+            if commit_steps:
+                for step in steps:
+                    if step in COMMIT_STEPS:
+                        commit = (0.0 if commit is None else commit) + costs[step][p]
+            heapq.heappush(heap, (end, order, p, k))
+            order += 1
+
+        arrive = env.now + run.launch_delay_ms
+        for p, _steps in template.tasks:   # the tasks arrive in launch order, at once
+            e = home[p]
+            if free[e]:
+                free[e] -= 1
+                begin(p, 0, arrive)
+            else:
+                queues[e].append(p)
+        last = arrive
+        while heap:
+            last, _order, p, k = heapq.heappop(heap)
+            if k + 1 < len(runs[p]):
+                begin(p, k + 1, last)
+            else:
+                queue = queues[home[p]]
+                if queue:
+                    begin(queue.popleft(), 0, last)
+                else:
+                    free[home[p]] += 1
+        if commit is not None:
+            inc.commit_ms[b] = commit
+        timeout_until(env, last).callbacks.append(lambda _event: self.land(node, template))
+
+    def land(self, node: SimNode, template: StageTemplate) -> None:
+        run = self.run
+        if run.stopped:
+            return
+        try:
+            cast_volume(run.inc).land_stage(node.batch, template.steps)
+            run.trace.count += sum(len(steps) for _p, runs in template.tasks for steps in runs)
+            run.complete(node)
+        except Exception as exc:
+            run._failed(exc)
+
+
+def cast_volume(inc: Any) -> "VolumeIncarnation":
+    return inc   # type: ignore[no-any-return]
+
+
+def timeout_until(env: simpy.Environment, at_ms: float) -> simpy.Event:
+    """A timeout that fires at exactly ``at_ms`` (SimPy adds its delay to the clock, which may round)."""
+    now = env.now
+    delay = at_ms - now
+    while now + delay < at_ms:
+        delay = math.nextafter(delay, math.inf)
+    while now + delay > at_ms:
+        delay = math.nextafter(delay, -math.inf)
+    assert now + delay == at_ms and delay >= 0, f"no delay reaches {at_ms!r} from {now!r}"
+    return env.timeout(delay)
