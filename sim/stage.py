@@ -34,6 +34,7 @@ holds both paths to the same bytes.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -143,56 +144,76 @@ class StageRun:
         self.run = run
 
     def start(self, node: SimNode) -> None:
-        run = self.run
+        """The stage's gate is met: play its tasks' schedule now, land it at its last task's end."""
+        run, b = self.run, node.batch
         inc = cast_volume(run.inc)
-        env = run.env
-        template = run.graph.template(node.batch)
-        assert isinstance(template, StageTemplate), f"batch {node.batch} is not a stage"
-        b = node.batch
-        costs = inc.stage_costs(b, template.steps)
-        executors = run.executors
+        template = run.graph.template(b)
+        assert isinstance(template, StageTemplate), f"batch {b} is not a stage"
         cores = run.profile.cores_per_executor
-        for ex in executors:
+        for ex in run.executors:
             assert ex.free_slots == cores and not ex.waiting, "a stage's tasks have the executors to themselves"
-        free = [cores] * len(executors)
-        queues: list[deque[int]] = [deque() for _ in executors]
-        runs = dict(template.tasks)
-        home = {p: inc.slot_executor_of(b, p) for p in runs}
-        heap: list[tuple[float, int, int, int]] = []
-        order = 0
+        costs = inc.stage_costs(b, template.steps)
+        # per partition, per run of steps under one timeout: the steps' costs, in order
+        by_runs: dict[tuple[tuple[str, ...], ...], list[list[tuple[float, ...]]]] = {}
+        run_costs: dict[int, list[tuple[float, ...]]] = {}
+        for p, runs in template.tasks:
+            zipped = by_runs.get(runs)
+            if zipped is None:   # per run, per partition: its steps' costs
+                zipped = by_runs[runs] = [list(zip(*(costs[step] for step in steps))) for steps in runs]
+            run_costs[p] = [per_partition[p] for per_partition in zipped]
+        last, started = self.schedule(template, run_costs, {p: inc.slot_executor_of(b, p) for p in run_costs},
+                                      [cores] * len(run.executors), run.env.now + run.launch_delay_ms)
         commit = inc.commit_ms.get(b)
-        commit_steps = [s for s in template.steps if s in COMMIT_STEPS]
+        runs = dict(template.tasks)
+        for p, k in started:   # commitTimeMs: the tasks' commit costs summed in the order the tasks charge them
+            for step, cost in zip(runs[p][k], run_costs[p][k]):
+                if step in COMMIT_STEPS:
+                    commit = (0.0 if commit is None else commit) + cost
+        if commit is not None:
+            inc.commit_ms[b] = commit
+        timeout_until(run.env, last).callbacks.append(lambda _event: self.land(node, template))
+
+    @staticmethod
+    def schedule(template: StageTemplate, run_costs: dict[int, list[tuple[float, ...]]], home: dict[int, int],
+                 free: list[int], arrive_ms: float) -> tuple[float, list[tuple[int, int]]]:
+        """The stage's last end and the order in which its runs start, as executors and ``TaskRun`` give them.
+
+        Every task arrives at ``arrive_ms`` in launch order and takes a free slot
+        of its executor or waits for one, first come first served; a run of steps
+        ends at its start plus its costs, in ``run_step``'s or ``run_fused``'s
+        float operations; a task's next run starts at its previous one's end and
+        a finished task hands its slot to the first waiting one. Events at one
+        time are taken in the order they were created, as SimPy takes them.
+        """
+        heap: list[tuple[float, int, int, int]] = []
+        started: list[tuple[int, int]] = []
+        queues: list[deque[int]] = [deque() for _ in free]
+        order = itertools.count()
+        push, pop = heapq.heappush, heapq.heappop
 
         def begin(p: int, k: int, now: float) -> None:
-            nonlocal order, commit
-            steps = runs[p][k]
+            steps = run_costs[p][k]
             if len(steps) == 1:   # ``run_step``: the cost, plus no fault time
-                cost = costs[steps[0]][p] + 0.0
-                end = now + cost
+                end = now + (steps[0] + 0.0)
             else:                 # ``run_fused``: each step from the previous one's end
                 at = now
-                for step in steps:
-                    at += costs[step][p]
+                for cost in steps:
+                    at += cost
                 end = now + (at - now)
-            if commit_steps:
-                for step in steps:
-                    if step in COMMIT_STEPS:
-                        commit = (0.0 if commit is None else commit) + costs[step][p]
-            heapq.heappush(heap, (end, order, p, k))
-            order += 1
+            push(heap, (end, next(order), p, k))
+            started.append((p, k))
 
-        arrive = env.now + run.launch_delay_ms
-        for p, _steps in template.tasks:   # the tasks arrive in launch order, at once
+        for p, _runs in template.tasks:
             e = home[p]
             if free[e]:
                 free[e] -= 1
-                begin(p, 0, arrive)
+                begin(p, 0, arrive_ms)
             else:
                 queues[e].append(p)
-        last = arrive
+        last = arrive_ms
         while heap:
-            last, _order, p, k = heapq.heappop(heap)
-            if k + 1 < len(runs[p]):
+            last, _order, p, k = pop(heap)
+            if k + 1 < len(run_costs[p]):
                 begin(p, k + 1, last)
             else:
                 queue = queues[home[p]]
@@ -200,9 +221,7 @@ class StageRun:
                     begin(queue.popleft(), 0, last)
                 else:
                     free[home[p]] += 1
-        if commit is not None:
-            inc.commit_ms[b] = commit
-        timeout_until(env, last).callbacks.append(lambda _event: self.land(node, template))
+        return last, started
 
     def land(self, node: SimNode, template: StageTemplate) -> None:
         run = self.run

@@ -42,7 +42,7 @@ from .random_draws import Draws
 from .storage_service import StorageService
 
 # What a mode of the simulator implements, beside the reference's seams (``reference.seams``) it overrides.
-MODE_INTERFACE = ("has_batch", "plan_ready_ms", "begin_step", "task_cost_ms", "fuse_task_steps")
+MODE_INTERFACE = ("has_batch", "plan_ready_ms", "begin_step", "task_cost_ms", "fuse_task_steps", "run_stages")
 COMMIT_STEPS = frozenset(("changelog_write", "state_commit"))   # a task's part of Spark's commitTimeMs
 SMALL_FILE_BYTES = 256         # a log entry or manifest
 

@@ -301,6 +301,14 @@ class VolumeIncarnation(TimedIncarnation):
         keys = prof.snapshot_upload_keys(self.cfg.provider, int(counts.total), int(changed))
         return prof.snapshot_ms(keys) + svc.state_writes_ms([keys * prof.bytes_per_state_key], False, jitter)
 
+    def _loading(self, b: int, counts: BatchVolume) -> list[int]:
+        """The partitions whose state load in batch ``b`` is not the cached one (``_state_load_ms``)."""
+        if b == self.restart.first_batch and b > 0:
+            return list(range(self.parts))
+        if b == 0 or (not self.shape.moved and not any(counts.missed)):
+            return []
+        return [p for p in range(self.parts) if (b, p) in self.shape.moved or counts.missed[p]]
+
     def _state_load_ms(self, b: int, p: int, counts: BatchVolume, jitter: float) -> float:
         """Partition ``p``'s state load in batch ``b``: cached, or read and replayed (a restart, a move, a miss)."""
         prof = self.profile
@@ -336,8 +344,9 @@ class VolumeIncarnation(TimedIncarnation):
             elif step == "state_commit":
                 row = [self.task_cost_ms(_TaskStep(step, b, 0))] * parts
             elif step == "state_load":
-                jitter = counts.jitter(step)
-                row = [self._state_load_ms(b, p, counts, jitter[p]) for p in range(parts)]
+                row = [prof.state_load_cached_ms * len(self.store_ids)] * parts
+                for p in self._loading(b, counts):   # jitter only where a store is read
+                    row[p] = self._state_load_ms(b, p, counts, counts.jitter(step)[p])
             elif step == "sink_write":
                 base = self.sink_write_ms(counts.output * prof.bytes_per_output_row, 1.0)
                 row = (base * np.asarray(counts.jitter(step))).tolist()
