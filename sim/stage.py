@@ -64,6 +64,8 @@ class StageTemplate(Template):
     tasks: tuple[tuple[int, tuple[tuple[str, ...], ...]], ...] = ()
     task_slots: tuple[int, ...] = ()
     steps: tuple[str, ...] = ()
+    charging: tuple[tuple[int, tuple[int, ...]], ...] = ()   # per partition: the runs that charge a commit
+    step_count: int = 0
 
 
 def stage_template(plain: Template) -> StageTemplate | None:
@@ -92,7 +94,9 @@ def stage_template(plain: Template) -> StageTemplate | None:
         nodes.append(TemplateNode(t.step, t.partition, t.background, t.kind, t.slot, tuple(rewritten)))
     tasks = tuple((gate.partition, _runs([owned[slot] for slot in gate.task])) for gate in gates)
     steps = tuple(dict.fromkeys(owned[slot].step for gate in gates for slot in gate.task))
-    return StageTemplate(tuple(nodes), plain.slots + 1, tasks, tuple(owned), steps)
+    charging = tuple((p, tuple(k for k, run in enumerate(runs) if COMMIT_STEPS.intersection(run))) for p, runs in tasks)
+    return StageTemplate(tuple(nodes), plain.slots + 1, tasks, tuple(owned), steps, charging,
+                         sum(len(run) for _p, runs in tasks for run in runs))
 
 
 def _runs(steps: Sequence[TemplateNode]) -> tuple[tuple[str, ...], ...]:
@@ -142,6 +146,17 @@ class StageRun:
 
     def __init__(self, run: "IncarnationRun"):
         self.run = run
+        self._homes: dict[int, int] | None = None
+
+    def homes(self, b: int) -> dict[int, int]:
+        """Where each partition's task of batch ``b`` runs (``slot_executor_of``; the same in every batch unless
+        the scenario places its executors by name)."""
+        inc = self.run.inc
+        if inc.executor_index:
+            return {p: inc.slot_executor_of(b, p) for p in range(inc.parts)}
+        if self._homes is None:
+            self._homes = {p: inc.slot_executor_of(b, p) for p in range(inc.parts)}
+        return self._homes
 
     def start(self, node: SimNode) -> None:
         """The stage's gate is met: play its tasks' schedule now, land it at its last task's end."""
@@ -161,10 +176,18 @@ class StageRun:
             if zipped is None:   # per run, per partition: its steps' costs
                 zipped = by_runs[runs] = [list(zip(*(costs[step] for step in steps))) for steps in runs]
             run_costs[p] = [per_partition[p] for per_partition in zipped]
-        last, started = self.schedule(template, run_costs, {p: inc.slot_executor_of(b, p) for p in run_costs},
-                                      [cores] * len(run.executors), run.env.now + run.launch_delay_ms)
-        commit = inc.commit_ms.get(b)
         runs = dict(template.tasks)
+        charging = dict(template.charging)
+        home = self.homes(b)
+        arrive_ms = run.env.now + run.launch_delay_ms
+        found = self.schedule_by_executor([p for p, _runs in template.tasks], run_costs, charging, home, cores,
+                                          arrive_ms)
+        if found is None:   # simultaneous charges on two executors: SimPy's order decides, so play it
+            last, started = self.schedule(template, run_costs, home, [cores] * len(run.executors), arrive_ms)
+            started = [(p, k) for p, k in started if k in charging[p]]
+        else:
+            last, started = found
+        commit = inc.commit_ms.get(b)
         for p, k in started:   # commitTimeMs: the tasks' commit costs summed in the order the tasks charge them
             for step, cost in zip(runs[p][k], run_costs[p][k]):
                 if step in COMMIT_STEPS:
@@ -172,6 +195,55 @@ class StageRun:
         if commit is not None:
             inc.commit_ms[b] = commit
         timeout_until(run.env, last).callbacks.append(lambda _event: self.land(node, template))
+
+    @staticmethod
+    def schedule_by_executor(launched: list[int], run_costs: dict[int, list[tuple[float, ...]]],
+                             charging: dict[int, tuple[int, ...]], home: dict[int, int], cores: int,
+                             arrive_ms: float) -> tuple[float, list[tuple[int, int]]] | None:
+        """``schedule``'s result without its event queue, or None when its order of charges needs one.
+
+        Each executor alone: its tasks take its ``cores`` slots in launch order and
+        then the earliest freed one (a task holds its slot through all its runs).
+        The runs that charge a commit cost are ordered by the time they start,
+        after the first wave (launch order, at ``arrive_ms``); where two charge at
+        the same time, only SimPy's order of creation tells them apart, so
+        ``schedule`` decides (None).
+        """
+        per_executor: dict[int, list[int]] = {}
+        for p in launched:
+            per_executor.setdefault(home[p], []).append(p)
+        wave: list[tuple[int, int]] = []
+        later: list[tuple[float, int, int]] = []
+        last = arrive_ms
+        push, pop = heapq.heappush, heapq.heappop
+        for tasks in per_executor.values():
+            slots: list[float] = []
+            for i, p in enumerate(tasks):
+                now = arrive_ms if i < cores else pop(slots)
+                charges = charging[p]
+                for k, steps in enumerate(run_costs[p]):
+                    if k in charges:
+                        if i < cores and k == 0:
+                            wave.append((p, k))
+                        else:
+                            later.append((now, p, k))
+                    if len(steps) == 1:
+                        now = now + (steps[0] + 0.0)
+                    else:
+                        at = now
+                        for cost in steps:
+                            at += cost
+                        now = now + (at - now)
+                push(slots, now)
+                if now > last:
+                    last = now
+        later.sort()
+        times = [t for t, _p, _k in later]
+        if (times and times[0] <= arrive_ms) or any(a == b for a, b in zip(times, times[1:])):
+            return None
+        order = {p: i for i, p in enumerate(launched)}
+        wave.sort(key=lambda pk: order[pk[0]])
+        return last, wave + [(p, k) for _t, p, k in later]
 
     @staticmethod
     def schedule(template: StageTemplate, run_costs: dict[int, list[tuple[float, ...]]], home: dict[int, int],
@@ -229,7 +301,7 @@ class StageRun:
             return
         try:
             cast_volume(run.inc).land_stage(node.batch, template.steps)
-            run.trace.count += sum(len(steps) for _p, runs in template.tasks for steps in runs)
+            run.trace.count += template.step_count
             run.complete(node)
         except Exception as exc:
             run._failed(exc)

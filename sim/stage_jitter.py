@@ -34,10 +34,17 @@ _ZERO = ord("0")
 
 def stage_jitter(sigma: float, base: int, count: int) -> np.ndarray:
     """``[jitter_factor(sigma, f"stage/{base}/{i}") for i in range(count)]``, computed as an array."""
-    if sigma <= 0:
-        return np.ones(count)
-    z = sigma * _normal_quantile(_unit_uniform(_key_hashes(f"stage/{base}/".encode("utf-8"), count)))
-    return _exact_exp(z)
+    return stage_jitters(sigma, [base], count)[0]
+
+
+def stage_jitters(sigma: float, bases: list[int | None], count: int) -> list[np.ndarray]:
+    """``stage_jitter`` of each base (None: no jitter, all 1.0), computed in one pass over all of them."""
+    drawn = [base for base in bases if base is not None]
+    if sigma <= 0 or not drawn:
+        return [np.ones(count) for _ in bases]
+    keys = np.concatenate([_key_hashes(f"stage/{base}/".encode("utf-8"), count) for base in drawn])
+    factors = iter(np.split(_exact_exp(sigma * _normal_quantile(_unit_uniform(keys))), len(drawn)))
+    return [np.ones(count) if base is None else next(factors) for base in bases]
 
 
 def _key_hashes(prefix: bytes, count: int) -> np.ndarray:

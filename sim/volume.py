@@ -43,7 +43,7 @@ from reference.sources import SourceData
 from .cost_model import store_commits_ms
 from .graph import SimNode
 from .latency import RangeLatency
-from .stage_jitter import stage_jitter
+from .stage_jitter import stage_jitters
 from .timed_incarnation import TimedIncarnation
 from .volume_state import OperatorModel, StoreCounts, VolumeSource, Window, distinct_keys
 
@@ -64,19 +64,26 @@ class BatchVolume:
     jitter_bases: dict[str, int | None]   # per storage step: the draw its partitions' jitter factors follow from
     missed: list[bool]                # per partition: its task's process lacks the loaded store (a cache miss)
     sigma: float                      # the storage's jitter shape
-    _jitter: dict[str, list[float]] = field(default_factory=dict)
+    _jitter: dict[str, np.ndarray] = field(default_factory=dict)
+    _jitter_lists: dict[str, list[float]] = field(default_factory=dict)
 
     def records_of(self, p: int) -> int:
         return self.records + (1 if p < self.extra else 0)
 
-    def jitter(self, step: str) -> list[float]:
-        """Per partition, the jitter factor of storage step ``step`` (computed for all partitions at first use)."""
-        found = self._jitter.get(step)
-        if found is None:
-            base = self.jitter_bases[step]
+    def jitter_array(self, *steps: str) -> list[np.ndarray]:
+        """Per step, every partition's jitter factor of that storage step (drawn at first use, the steps together)."""
+        missing = [step for step in dict.fromkeys(steps) if step not in self._jitter]
+        if missing:
             parts = len(self.straggler)
-            found = self._jitter[step] = [1.0] * parts if base is None else \
-                stage_jitter(self.sigma, base, parts).tolist()
+            drawn = stage_jitters(self.sigma, [self.jitter_bases[step] for step in missing], parts)
+            self._jitter.update(zip(missing, drawn))
+        return [self._jitter[step] for step in steps]
+
+    def jitter(self, step: str) -> list[float]:
+        """Per partition, the jitter factor of storage step ``step``."""
+        found = self._jitter_lists.get(step)
+        if found is None:
+            found = self._jitter_lists[step] = self.jitter_array(step)[0].tolist()
         return found
 
 
@@ -246,13 +253,14 @@ class VolumeIncarnation(TimedIncarnation):
 
     def land_stage(self, b: int, steps: tuple[str, ...]) -> None:
         """The effects of every task of stage ``b`` (``stage.StageRun``), as its steps would have had them."""
-        tasks = self.tasks
-        for p in range(self.parts):
+        tasks, parts = self.tasks, range(self.parts)
+        for p in parts:   # step_state_load and step_task_apply
             if (b, p) not in tasks:
                 tasks[(b, p)] = TaskState()
         if "state_commit" in steps:
-            for p in range(self.parts):
-                self.step_state_commit(b, p)
+            commit = self.step_state_commit
+            for p in parts:
+                commit(b, p)
 
     def step_snapshot_upload(self, b: int, p: int) -> None:
         pass
@@ -330,6 +338,7 @@ class VolumeIncarnation(TimedIncarnation):
         """
         counts = self.volumes.get(b) or self.volume(b)
         prof, parts = self.profile, self.parts
+        counts.jitter_array(*(step for step in steps if step in ("changelog_write", "sink_write")))
         out: dict[str, list[float]] = {}
         for step in steps:
             if step == "task_apply":
@@ -349,10 +358,10 @@ class VolumeIncarnation(TimedIncarnation):
                     row[p] = self._state_load_ms(b, p, counts, counts.jitter(step)[p])
             elif step == "sink_write":
                 base = self.sink_write_ms(counts.output * prof.bytes_per_output_row, 1.0)
-                row = (base * np.asarray(counts.jitter(step))).tolist()
+                row = (base * counts.jitter_array(step)[0]).tolist()
             else:
                 assert step == "changelog_write", f"no stage cost for task step {step}"
-                row = self._changelog_writes_ms(counts, np.asarray(counts.jitter(step)))
+                row = self._changelog_writes_ms(counts, counts.jitter_array(step)[0])
             out[step] = row
         return out
 
