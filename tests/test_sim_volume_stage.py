@@ -14,12 +14,12 @@ import random
 from typing import Any
 
 import pytest
-from volume_grid import digest, grid, scenario
+from volume_grid import STEADY, digest, grid, profile_of, scenario
 
 from reference.storage_profiles import jitter_factor
-from sim import Simulation, shipped_profile, simulate
+from sim import Simulation, simulate
 from sim.simulation import CountingEnvironment
-from sim.stage import StageRun
+from sim.stage import StageRun, StageTemplate
 from sim.stage_jitter import stage_jitter
 from sim.volume import VolumeIncarnation, _TaskStep
 
@@ -50,7 +50,7 @@ def test_volume_outcomes_are_the_pinned_ones() -> None:
 def run(sc: Any, profile: str, stages: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int, float, int]:
     monkeypatch.setattr(VolumeIncarnation, "run_stages", stages)
     env = CountingEnvironment()
-    sim = Simulation(sc, shipped_profile(profile), "volume", trace_enabled=False, env=env)
+    sim = Simulation(sc, profile_of(profile), "volume", trace_enabled=False, env=env)
     sim.run()
     return sim.outcome().to_json(), sim.trace.count, sim.end_ms, env.processed
 
@@ -92,7 +92,9 @@ def test_a_fault_still_to_fire_keeps_the_batches_task_by_task(monkeypatch: pytes
 
 @pytest.mark.parametrize("name", ["1/sync/aggregate", "1/sync/join", "1/parallel-commit/join", "1/sync/map",
                                   "1/sync/dedup", "1/sync/aggregate/local_spark",
-                                  "1/sync/aggregate/lightspeed_cluster_fitted", "1/inline-purge/window/timed-crash"])
+                                  "1/sync/aggregate/lightspeed_cluster_fitted", "1/inline-purge/window/timed-crash",
+                                  "1/sync/window/driver-crash", "1/sync/aggregate/placed",
+                                  "1/sync/window/64/lightspeed_cluster"])
 def test_stage_costs_are_the_task_costs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _name, sc, profile = next(case for case in CASES if case[0] == name)
     original = VolumeIncarnation.stage_costs
@@ -106,5 +108,41 @@ def test_stage_costs_are_the_task_costs(name: str, monkeypatch: pytest.MonkeyPat
         return got
 
     monkeypatch.setattr(VolumeIncarnation, "stage_costs", compare)
-    assert simulate(sc, profile, mode="volume", trace_enabled=False).outcome().error is None
+    assert simulate(sc, profile_of(profile), mode="volume", trace_enabled=False).outcome().error is None
     assert checked
+
+
+def test_the_schedule_per_executor_is_the_event_queue_s_or_defers_to_it() -> None:
+    """Random stages, with costs that tie often (whole milliseconds) and never (jittered): where the per-executor
+    schedule answers, its end and its order of charges are the event queue's; where charges tie, it defers."""
+    rng = random.Random(7)
+    answered = deferred = 0
+    for trial in range(400):
+        parts, executors, cores = rng.randint(1, 40), rng.randint(1, 5), rng.randint(1, 3)
+        steady = trial % 2 == 0
+        runs = (("state_load", "task_apply", "changelog_write", "state_commit"), ("sink_write",))
+        tasks = tuple((p, runs) for p in range(parts))
+        template = StageTemplate((), 0, tasks, charging=tuple((p, (0,)) for p in range(parts)))
+
+        def cost() -> float:
+            return float(rng.randint(0, 3)) if steady else rng.uniform(0.1, 50.0)
+
+        run_costs = {p: [tuple(cost() for _ in steps) for steps in runs] for p in range(parts)}
+        home = {p: p % executors for p in range(parts)}
+        arrive = rng.choice([0.0, 1.5, 1234.567])
+        fast = StageRun.schedule_by_executor(list(range(parts)), run_costs, dict(template.charging), home, cores,
+                                             arrive)
+        last, started = StageRun.schedule(template, run_costs, home, [cores] * executors, arrive)
+        queued = [(p, k) for p, k in started if k == 0]
+        if fast is None:
+            deferred += 1
+        else:
+            answered += 1
+            assert fast == (last, queued), trial
+    assert answered > 100 and deferred > 50
+
+
+def test_steady_costs_defer_to_the_event_queue_and_give_the_same_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without jitter many tasks end together: the stage asks the event queue for the order, to the same bytes."""
+    sc = scenario(1, "sync", "window", "none", partitions=64)
+    assert run(sc, STEADY, True, monkeypatch)[:3] == run(sc, STEADY, False, monkeypatch)[:3]

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any, Iterator
 
 from reference.scenario import Scenario
-from sim import simulate
+from sim import Profile, shipped_profile, simulate
 
 SEEDS = (1, 2, 7)
 PROFILES = ("lightspeed_cluster", "local_spark", "lightspeed_cluster_fitted")
+STEADY = "steady_cluster"
 ENGINES: dict[str, dict[str, Any]] = {
     "sync": {},
     "inline-purge": {"log_purge": {"mode": "inline", "min_batches_to_retain": 3}},
@@ -43,16 +45,21 @@ FAULTS: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def scenario(seed: int, engine: str, operator: str, fault: str, *, join: bool = False) -> Scenario:
+def scenario(seed: int, engine: str, operator: str, fault: str, *, join: bool = False, partitions: int = 12,
+             placed: bool = False) -> Scenario:
     src = {"kind": "rate", "rows_per_second": 20_000, "duration_s": 8, "partitions": 3, "keys": 2000}
     raw: dict[str, Any] = {
         "name": f"grid-{engine}-{operator}-{fault}", "seed": seed,
         "query": {"operator": ({"kind": "join", "time_bound_ms": 1000, "watermark_delay_ms": 500} if join
-                               else OPERATORS[operator]), "state_partitions": 12},
+                               else OPERATORS[operator]), "state_partitions": partitions},
         "sink": {"mode": "at_least_once" if "progress" in ENGINES[engine] else "exactly_once"},
         "engine": {"trigger_interval_ms": 500, "state_store": {"maintenance_interval_ms": 2000},
                    **ENGINES[engine]},
         "faults": FAULTS[fault]}
+    if placed:   # named executors, one joining and one leaving: partitions move between them
+        raw["executors"] = ["a", "b"]
+        raw["events"] = [{"kind": "executor_join", "executor": "c", "before_batch": 4},
+                         {"kind": "executor_leave", "executor": "a", "before_batch": 9}]
     if join:
         raw["sources"] = {"left": src, "right": dict(src)}
     else:
@@ -77,10 +84,29 @@ def grid() -> Iterator[tuple[str, Scenario, str]]:
         for profile in PROFILES[1:]:
             for engine in ("sync", "pipelining"):
                 yield f"{seed}/{engine}/aggregate/{profile}", scenario(seed, engine, "aggregate", "none"), profile
+        # more partitions than task slots, so tasks queue for slots; without jitter, so many end together
+        for profile in (PROFILES[0], STEADY):
+            for engine in ("sync", "inline-purge", "pipelining", "async-state"):
+                for operator in ("aggregate", "window"):
+                    yield (f"{seed}/{engine}/{operator}/64/{profile}",
+                           scenario(seed, engine, operator, "none", partitions=64), profile)
+            yield f"{seed}/sync/window/64/{profile}/spike", scenario(seed, "sync", "window", "spike",
+                                                                      partitions=64), profile
+        for engine in ("sync", "async-state"):
+            yield f"{seed}/{engine}/aggregate/placed", scenario(seed, engine, "aggregate", "none", placed=True), \
+                PROFILES[0]
+
+
+def profile_of(name: str) -> Profile:
+    """A shipped profile, or ``STEADY``: the cluster profile without stragglers and storage jitter."""
+    if name == STEADY:
+        base = shipped_profile(PROFILES[0])
+        return replace(base, name=STEADY, straggler_probability=0.0, storage=replace(base.storage, jitter_sigma=0.0))
+    return shipped_profile(name)
 
 
 def digest(sc: Scenario, profile: str) -> str:
-    sim = simulate(sc, profile, mode="volume", trace_enabled=False)
+    sim = simulate(sc, profile_of(profile), mode="volume", trace_enabled=False)
     body = json.dumps([sim.outcome().to_json(), sim.trace.count, sim.end_ms])
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
