@@ -77,9 +77,10 @@ def stage_template(plain: Template) -> StageTemplate | None:
     if not gates:
         return None
     stage_slot = plain.slots
-    deps: dict[tuple[int, int], None] = {}
-    for gate in gates:
-        deps.update(dict.fromkeys(gate.deps))
+    # The gates' dependencies within the batch (its plan, offset log write, purge). Those on earlier batches'
+    # task steps are left out: without pipelining the batch plans only after the previous batch's sink commit
+    # (or source commit), which waits for every one of its tasks, so they are always met by then.
+    deps = dict.fromkeys(dep for gate in gates for dep in gate.deps if dep[0] == 0)
     stage = TemplateNode("stage", -1, False, STAGE, stage_slot, tuple(deps))
     nodes: list[TemplateNode] = []
     for t in plain.nodes:

@@ -372,8 +372,9 @@ class VolumeIncarnation(TimedIncarnation):
         files = [prof.commit_files_bytes(self.cfg.provider, s.changed) for s in counts.stores]
         per_store = [sum((svc.atomic_write_ms(size, 1.0, "executor") * jitter for size in sizes),
                          np.zeros(len(jitter))) for sizes in files]
+        charged = sum(sum(sizes) for sizes in files)
         for _p in range(len(jitter)):   # the bytes every task's commit is charged for, in turn
-            svc.state_bytes_charged += sum(sum(sizes) for sizes in files)
+            svc.state_bytes_charged += charged
         if not per_store:
             return [0.0] * len(jitter)
         if self.cfg.parallel_store_commit:
