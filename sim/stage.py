@@ -38,12 +38,12 @@ import itertools
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Sequence, cast
 
 import simpy
 
-from .graph import EXECUTOR_BG, GATE, TASK_OWNED, Graph, SimNode, Template, TemplateNode
-from .timed_incarnation import COMMIT_STEPS
+from .graph import EXECUTOR_BG, GATE, TASK_OWNED, BatchGraph, Graph, SimNode, Template, TemplateNode
+from .timed_incarnation import COMMIT_STEPS, TimedIncarnation
 
 if TYPE_CHECKING:
     from .incarnation_run import IncarnationRun
@@ -116,13 +116,18 @@ def _runs(steps: Sequence[TemplateNode]) -> tuple[tuple[str, ...], ...]:
 class StageGraph(Graph):
     """A volume incarnation's graph whose batches run as stages where that gives the same run (module docs)."""
 
-    def __init__(self, inc: "VolumeIncarnation", run: "IncarnationRun"):
+    def __init__(self, inc: "TimedIncarnation", run: "IncarnationRun"):
         super().__init__(inc)
         self.run = run
         self.stages_allowed = not inc.cfg.pipelining
         self.stage_templates: dict[Hashable, tuple[Template, StageTemplate | None]] = {}
+        self.stages: dict[int, StageTemplate] = {}   # live stage batches: the template each was made from
+        self._adding: tuple[int, Template] | None = None
 
     def template(self, b: int) -> Template:
+        """Batch ``b``'s template: as a stage when nothing can tell (module docs), else the plain one."""
+        if self._adding is not None and self._adding[0] == b:
+            return self._adding[1]   # the one ``add_batch`` chose, whatever happens while it wires the batch
         plain = super().template(b)
         if not (self.stages_allowed and self.fusion and self.run.may_fuse() and not self.run.inc.service.spikes):
             return plain
@@ -132,14 +137,23 @@ class StageGraph(Graph):
             found = self.stage_templates[key] = (plain, stage_template(plain))
         return found[1] or plain
 
-    def add_batch(self, b: int, ready: Any) -> Any:
-        graph = super().add_batch(b, ready)
+    def add_batch(self, b: int, ready: Callable[[SimNode], None]) -> BatchGraph:
         template = self.template(b)
+        self._adding = (b, template)
+        try:
+            graph = super().add_batch(b, ready)
+        finally:
+            self._adding = None
         if isinstance(template, StageTemplate):
+            self.stages[b] = template
             stage = graph.by_slot[template.slots - 1]
             for slot in template.task_slots:   # later batches name the tasks' steps: they wait for the stage
                 graph.by_slot[slot] = stage
         return graph
+
+    def forget(self, b: int) -> None:
+        super().forget(b)
+        self.stages.pop(b, None)
 
 
 class StageRun:
@@ -163,8 +177,9 @@ class StageRun:
         """The stage's gate is met: play its tasks' schedule now, land it at its last task's end."""
         run, b = self.run, node.batch
         inc = cast_volume(run.inc)
-        template = run.graph.template(b)
-        assert isinstance(template, StageTemplate), f"batch {b} is not a stage"
+        graph = run.graph
+        assert isinstance(graph, StageGraph) and b in graph.stages, f"batch {b} is not a stage"
+        template = graph.stages[b]
         cores = run.profile.cores_per_executor
         for ex in run.executors:
             assert ex.free_slots == cores and not ex.waiting, "a stage's tasks have the executors to themselves"
@@ -177,7 +192,7 @@ class StageRun:
             if zipped is None:   # per run, per partition: its steps' costs
                 zipped = by_runs[runs] = [list(zip(*(costs[step] for step in steps))) for steps in runs]
             run_costs[p] = [per_partition[p] for per_partition in zipped]
-        runs = dict(template.tasks)
+        runs_of = dict(template.tasks)
         charging = dict(template.charging)
         home = self.homes(b)
         arrive_ms = run.env.now + run.launch_delay_ms
@@ -190,7 +205,7 @@ class StageRun:
             last, started = found
         commit = inc.commit_ms.get(b)
         for p, k in started:   # commitTimeMs: the tasks' commit costs summed in the order the tasks charge them
-            for step, cost in zip(runs[p][k], run_costs[p][k]):
+            for step, cost in zip(runs_of[p][k], run_costs[p][k]):
                 if step in COMMIT_STEPS:
                     commit = (0.0 if commit is None else commit) + cost
         if commit is not None:
@@ -309,7 +324,8 @@ class StageRun:
 
 
 def cast_volume(inc: Any) -> "VolumeIncarnation":
-    return inc   # type: ignore[no-any-return]
+    """The incarnation of a stage graph: only a mode that runs stages (``run_stages``) builds one."""
+    return cast("VolumeIncarnation", inc)
 
 
 def timeout_until(env: simpy.Environment, at_ms: float) -> simpy.Event:

@@ -84,7 +84,7 @@ def _exact_log(x: np.ndarray) -> np.ndarray:
     for k in range(_LOG_TERMS - 1, -1, -1):   # s = s * t2 + 1 / (2k + 1), in place
         s *= t2
         s += 1.0 / (2 * k + 1)
-    return 2.0 * t * s + e.astype(np.float64) * _LN2   # type: ignore[no-any-return]
+    return 2.0 * t * s + e.astype(np.float64) * _LN2
 
 
 def _exact_exp(x: np.ndarray) -> np.ndarray:

@@ -90,13 +90,14 @@ class BatchVolume:
 JITTERED_TASK_STEPS = ("state_load", "changelog_write", "snapshot_upload", "sink_write")
 
 
-@dataclass(frozen=True)
-class _TaskStep:
-    """A task step by name, batch and partition (what ``task_cost_ms`` reads of a node)."""
+@dataclass
+class TaskStep:
+    """A foreground task step by name, batch and partition: what ``task_cost_ms`` reads of a node."""
 
     step: str
     batch: int
     partition: int
+    background: bool = False
 
 
 class VolumeIncarnation(TimedIncarnation):
@@ -351,7 +352,7 @@ class VolumeIncarnation(TimedIncarnation):
                         cost = memo[key] = prof.task_apply_ms(*key)
                     row.append(cost)
             elif step == "state_commit":
-                row = [self.task_cost_ms(_TaskStep(step, b, 0))] * parts
+                row = [self.task_cost_ms(TaskStep(step, b, 0))] * parts
             elif step == "state_load":
                 row = [prof.state_load_cached_ms * len(self.store_ids)] * parts
                 for p in self._loading(b, counts):   # jitter only where a store is read
@@ -378,8 +379,8 @@ class VolumeIncarnation(TimedIncarnation):
         if not per_store:
             return [0.0] * len(jitter)
         if self.cfg.parallel_store_commit:
-            return np.maximum.reduce(per_store).tolist()  # type: ignore[no-any-return]
-        return sum(per_store[1:], per_store[0]).tolist()  # type: ignore[no-any-return]
+            return np.maximum.reduce(per_store).tolist()
+        return sum(per_store[1:], per_store[0]).tolist()
 
     def progress_event(self, b: int) -> ProgressEvent:
         plan = self.plans[b]

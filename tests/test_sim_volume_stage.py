@@ -21,7 +21,7 @@ from sim import Simulation, simulate
 from sim.simulation import CountingEnvironment
 from sim.stage import StageRun, StageTemplate
 from sim.stage_jitter import stage_jitter
-from sim.volume import VolumeIncarnation, _TaskStep
+from sim.volume import TaskStep, VolumeIncarnation
 
 PINS = os.path.join(os.path.dirname(__file__), "volume_grid_pins.json")
 CASES = list(grid())
@@ -103,7 +103,7 @@ def test_stage_costs_are_the_task_costs(name: str, monkeypatch: pytest.MonkeyPat
     def compare(self: VolumeIncarnation, b: int, steps: tuple[str, ...]) -> dict[str, list[float]]:
         got = original(self, b, steps)
         for step in steps:
-            assert got[step] == [self.task_cost_ms(_TaskStep(step, b, p)) for p in range(self.parts)], (step, b)
+            assert got[step] == [self.task_cost_ms(TaskStep(step, b, p)) for p in range(self.parts)], (step, b)
         checked.append(b)
         return got
 

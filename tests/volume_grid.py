@@ -41,6 +41,8 @@ FAULTS: dict[str, list[dict[str, Any]]] = {
     "task-failure": [{"at": {"step": "task_apply", "batch": 2, "partition": 1}, "kind": "task_failure"}],
     "executor-loss": [{"at": {"step": "state_commit", "batch": 4, "partition": 0}, "kind": "executor_loss"}],
     "spike": [{"at": {"time_ms": 2500}, "kind": "storage_latency", "ms": 700}],
+    # fires while the first batch is wired (its plan is ready at once): the batch must keep the shape it got
+    "first-plan": [{"at": {"step": "plan", "batch": 0}, "kind": "storage_latency", "ms": 300}],
     "timed-crash": [{"at": {"time_ms": 3000}, "kind": "driver_crash"}],
 }
 
