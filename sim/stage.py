@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Sequence, cast
@@ -199,10 +198,10 @@ class StageRun:
         found = self.schedule_by_executor([p for p, _runs in template.tasks], run_costs, charging, home, cores,
                                           arrive_ms)
         if found is None:   # simultaneous charges on two executors: SimPy's order decides, so play it
-            last, started = self.schedule(template, run_costs, home, [cores] * len(run.executors), arrive_ms)
+            last, started, chain = self.schedule(template, run_costs, home, [cores] * len(run.executors), arrive_ms)
             started = [(p, k) for p, k in started if k in charging[p]]
         else:
-            last, started = found
+            last, started, chain = found
         commit = inc.commit_ms.get(b)
         for p, k in started:   # commitTimeMs: the tasks' commit costs summed in the order the tasks charge them
             for step, cost in zip(runs_of[p][k], run_costs[p][k]):
@@ -210,12 +209,14 @@ class StageRun:
                     commit = (0.0 if commit is None else commit) + cost
         if commit is not None:
             inc.commit_ms[b] = commit
-        timeout_until(run.env, last).callbacks.append(lambda _event: self.land(node, template))
+        # the stage lands when its last task's timeout fires: reached along the same chain of timeouts (the launch
+        # delay, then each run that led to it), as an absolute time may lie between two sums SimPy can form
+        follow(run, [run.launch_delay_ms, *chain], last, lambda: self.land(node, template))
 
     @staticmethod
     def schedule_by_executor(launched: list[int], run_costs: dict[int, list[tuple[float, ...]]],
                              charging: dict[int, tuple[int, ...]], home: dict[int, int], cores: int,
-                             arrive_ms: float) -> tuple[float, list[tuple[int, int]]] | None:
+                             arrive_ms: float) -> tuple[float, list[tuple[int, int]], list[float]] | None:
         """``schedule``'s result without its event queue, or None when its order of charges needs one.
 
         Each executor alone: its tasks take its ``cores`` slots in launch order and
@@ -230,40 +231,43 @@ class StageRun:
             per_executor.setdefault(home[p], []).append(p)
         wave: list[tuple[int, int]] = []
         later: list[tuple[float, int, int]] = []
-        last = arrive_ms
+        delays: dict[int, list[float]] = {}   # per task: the delay of each of its runs' timeouts
+        after: dict[int, int] = {}            # per task: the task whose slot it took (-1: a free one)
+        last, last_task = arrive_ms, -1
         push, pop = heapq.heappush, heapq.heappop
         for tasks in per_executor.values():
-            slots: list[float] = []
+            slots: list[tuple[float, int]] = []
             for i, p in enumerate(tasks):
-                now = arrive_ms if i < cores else pop(slots)
+                now, after[p] = (arrive_ms, -1) if i < cores else pop(slots)
                 charges = charging[p]
+                own = delays[p] = []
                 for k, steps in enumerate(run_costs[p]):
                     if k in charges:
                         if i < cores and k == 0:
                             wave.append((p, k))
                         else:
                             later.append((now, p, k))
-                    if len(steps) == 1:
-                        now = now + (steps[0] + 0.0)
-                    else:
-                        at = now
-                        for cost in steps:
-                            at += cost
-                        now = now + (at - now)
-                push(slots, now)
+                    delay = run_delay(steps, now)
+                    own.append(delay)
+                    now = now + delay
+                push(slots, (now, p))
                 if now > last:
-                    last = now
+                    last, last_task = now, p
         later.sort()
         times = [t for t, _p, _k in later]
         if (times and times[0] <= arrive_ms) or any(a == b for a, b in zip(times, times[1:])):
             return None
         order = {p: i for i, p in enumerate(launched)}
         wave.sort(key=lambda pk: order[pk[0]])
-        return last, wave + [(p, k) for _t, p, k in later]
+        chain: list[float] = []
+        while last_task >= 0:   # the last task's runs, after those of the tasks whose slots it inherited
+            chain[:0] = delays[last_task]
+            last_task = after[last_task]
+        return last, wave + [(p, k) for _t, p, k in later], chain
 
     @staticmethod
     def schedule(template: StageTemplate, run_costs: dict[int, list[tuple[float, ...]]], home: dict[int, int],
-                 free: list[int], arrive_ms: float) -> tuple[float, list[tuple[int, int]]]:
+                 free: list[int], arrive_ms: float) -> tuple[float, list[tuple[int, int]], list[float]]:
         """The stage's last end and the order in which its runs start, as executors and ``TaskRun`` give them.
 
         Every task arrives at ``arrive_ms`` in launch order and takes a free slot
@@ -271,24 +275,24 @@ class StageRun:
         ends at its start plus its costs, in ``run_step``'s or ``run_fused``'s
         float operations; a task's next run starts at its previous one's end and
         a finished task hands its slot to the first waiting one. Events at one
-        time are taken in the order they were created, as SimPy takes them.
+        time are taken in the order they were created, as SimPy takes them. Also
+        returns the delays of the chain of timeouts that led to the last end, each
+        made when the one before it fired (``follow``).
         """
         heap: list[tuple[float, int, int, int]] = []
         started: list[tuple[int, int]] = []
         queues: list[deque[int]] = [deque() for _ in free]
         order = itertools.count()
         push, pop = heapq.heappush, heapq.heappop
+        delay_of: dict[int, float] = {}   # per event: its timeout's delay, and the event whose handling made it
+        parent_of: dict[int, int] = {}
+        handling = -1
 
         def begin(p: int, k: int, now: float) -> None:
-            steps = run_costs[p][k]
-            if len(steps) == 1:   # ``run_step``: the cost, plus no fault time
-                end = now + (steps[0] + 0.0)
-            else:                 # ``run_fused``: each step from the previous one's end
-                at = now
-                for cost in steps:
-                    at += cost
-                end = now + (at - now)
-            push(heap, (end, next(order), p, k))
+            delay = run_delay(run_costs[p][k], now)
+            event = next(order)
+            delay_of[event], parent_of[event] = delay, handling
+            push(heap, (now + delay, event, p, k))
             started.append((p, k))
 
         for p, _runs in template.tasks:
@@ -300,7 +304,7 @@ class StageRun:
                 queues[e].append(p)
         last = arrive_ms
         while heap:
-            last, _order, p, k = pop(heap)
+            last, handling, p, k = pop(heap)
             if k + 1 < len(run_costs[p]):
                 begin(p, k + 1, last)
             else:
@@ -309,7 +313,11 @@ class StageRun:
                     begin(queue.popleft(), 0, last)
                 else:
                     free[home[p]] += 1
-        return last, started
+        chain: list[float] = []
+        while handling >= 0:   # the timeouts that led to the last one, each made when the one before it fired
+            chain.insert(0, delay_of[handling])
+            handling = parent_of[handling]
+        return last, started, chain
 
     def land(self, node: SimNode, template: StageTemplate) -> None:
         run = self.run
@@ -328,13 +336,31 @@ def cast_volume(inc: Any) -> "VolumeIncarnation":
     return cast("VolumeIncarnation", inc)
 
 
-def timeout_until(env: simpy.Environment, at_ms: float) -> simpy.Event:
-    """A timeout that fires at exactly ``at_ms`` (SimPy adds its delay to the clock, which may round)."""
-    now = env.now
-    delay = at_ms - now
-    while now + delay < at_ms:
-        delay = math.nextafter(delay, math.inf)
-    while now + delay > at_ms:
-        delay = math.nextafter(delay, -math.inf)
-    assert now + delay == at_ms and delay >= 0, f"no delay reaches {at_ms!r} from {now!r}"
-    return env.timeout(delay)
+def run_delay(costs: tuple[float, ...], now: float) -> float:
+    """The delay of the timeout of one run of a task's steps starting at ``now``, in the float operations of
+    ``IncarnationRun.run_step`` (the cost plus no fault time) or ``run_fused`` (each step from the previous
+    one's end, then the end less the start)."""
+    if len(costs) == 1:
+        return costs[0] + 0.0
+    at = now
+    for cost in costs:
+        at += cost
+    return at - now
+
+
+def follow(run: "IncarnationRun", delays: list[float], at_ms: float, then: Callable[[], None]) -> None:
+    """Timeouts of ``delays``, each made when the one before it fires, then ``then`` (at ``at_ms``)."""
+    env = run.env
+    remaining = iter(delays)
+
+    def hop(_event: object = None) -> None:
+        if run.stopped:
+            return
+        delay = next(remaining, None)
+        if delay is None:
+            assert env.now == at_ms, f"a stage landed at {env.now!r}, not at its last task's end {at_ms!r}"
+            then()
+        else:
+            env.timeout(delay).callbacks.append(hop)
+
+    hop()

@@ -97,6 +97,13 @@ def grid() -> Iterator[tuple[str, Scenario, str]]:
         for engine in ("sync", "async-state"):
             yield f"{seed}/{engine}/aggregate/placed", scenario(seed, engine, "aggregate", "none", placed=True), \
                 PROFILES[0]
+    # the checkpoint-interval experiment's async-progress run: a stage whose last end no delay from its start reaches
+    yield "1/checkpoint-interval-progress", Scenario.from_dict({
+        "name": "interval-progress", "seed": 1,
+        "source": {"kind": "rate", "rows_per_second": 500_000, "duration_s": 30, "partitions": 8, "keys": 1000},
+        "query": {"operator": {"kind": "map"}, "state_partitions": 28}, "sink": {"mode": "at_least_once"},
+        "engine": {"progress": {"mode": "async", "checkpoint_interval_ms": 1_000_000_000},
+                   "log_purge": {"mode": "async"}}}), PROFILES[0]
 
 
 def profile_of(name: str) -> Profile:
