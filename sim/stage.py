@@ -37,6 +37,7 @@ import heapq
 import itertools
 from collections import deque
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Sequence, cast
 
 import simpy
@@ -64,6 +65,7 @@ class StageTemplate(Template):
     task_slots: tuple[int, ...] = ()
     steps: tuple[str, ...] = ()
     charging: tuple[tuple[int, tuple[int, ...]], ...] = ()   # per partition: the runs that charge a commit
+    commits: tuple[tuple[int, tuple[tuple[int, ...], ...]], ...] = ()   # ... and per run, its commit steps
     step_count: int = 0
 
 
@@ -95,7 +97,9 @@ def stage_template(plain: Template) -> StageTemplate | None:
     tasks = tuple((gate.partition, _runs([owned[slot] for slot in gate.task])) for gate in gates)
     steps = tuple(dict.fromkeys(owned[slot].step for gate in gates for slot in gate.task))
     charging = tuple((p, tuple(k for k, run in enumerate(runs) if COMMIT_STEPS.intersection(run))) for p, runs in tasks)
-    return StageTemplate(tuple(nodes), plain.slots + 1, tasks, tuple(owned), steps, charging,
+    commits = tuple((p, tuple(tuple(i for i, step in enumerate(run) if step in COMMIT_STEPS) for run in runs))
+                    for p, runs in tasks)
+    return StageTemplate(tuple(nodes), plain.slots + 1, tasks, tuple(owned), steps, charging, commits,
                          sum(len(run) for _p, runs in tasks for run in runs))
 
 
@@ -191,7 +195,6 @@ class StageRun:
             if zipped is None:   # per run, per partition: its steps' costs
                 zipped = by_runs[runs] = [list(zip(*(costs[step] for step in steps))) for steps in runs]
             run_costs[p] = [per_partition[p] for per_partition in zipped]
-        runs_of = dict(template.tasks)
         charging = dict(template.charging)
         home = self.homes(b)
         arrive_ms = run.env.now + run.launch_delay_ms
@@ -203,10 +206,11 @@ class StageRun:
         else:
             last, started, chain = found
         commit = inc.commit_ms.get(b)
+        commits = dict(template.commits)
         for p, k in started:   # commitTimeMs: the tasks' commit costs summed in the order the tasks charge them
-            for step, cost in zip(runs_of[p][k], run_costs[p][k]):
-                if step in COMMIT_STEPS:
-                    commit = (0.0 if commit is None else commit) + cost
+            costs_of_run = run_costs[p][k]
+            for i in commits[p][k]:
+                commit = (0.0 if commit is None else commit) + costs_of_run[i]
         if commit is not None:
             inc.commit_ms[b] = commit
         # the stage lands when its last task's timeout fires: reached along the same chain of timeouts (the launch
@@ -231,37 +235,50 @@ class StageRun:
             per_executor.setdefault(home[p], []).append(p)
         wave: list[tuple[int, int]] = []
         later: list[tuple[float, int, int]] = []
-        delays: dict[int, list[float]] = {}   # per task: the delay of each of its runs' timeouts
-        after: dict[int, int] = {}            # per task: the task whose slot it took (-1: a free one)
+        start: dict[int, float] = {}   # per task: when it took its slot
+        after: dict[int, int] = {}     # per task: the task whose slot it took (-1: a free one)
         last, last_task = arrive_ms, -1
         push, pop = heapq.heappush, heapq.heappop
         for tasks in per_executor.values():
             slots: list[tuple[float, int]] = []
             for i, p in enumerate(tasks):
-                now, after[p] = (arrive_ms, -1) if i < cores else pop(slots)
+                if i < cores:
+                    now, after[p] = arrive_ms, -1
+                else:
+                    now, after[p] = pop(slots)
+                start[p] = now
                 charges = charging[p]
-                own = delays[p] = []
-                for k, steps in enumerate(run_costs[p]):
+                k = 0
+                for steps in run_costs[p]:
                     if k in charges:
                         if i < cores and k == 0:
                             wave.append((p, k))
                         else:
                             later.append((now, p, k))
-                    delay = run_delay(steps, now)
-                    own.append(delay)
-                    now = now + delay
+                    if len(steps) == 1:   # ``run_delay``, inline: this loop is the stage's hot path
+                        now = now + (steps[0] + 0.0)
+                    else:
+                        at = now
+                        for cost in steps:
+                            at += cost
+                        now = now + (at - now)
+                    k += 1
                 push(slots, (now, p))
                 if now > last:
                     last, last_task = now, p
-        later.sort()
+        later.sort(key=itemgetter(0))
         times = [t for t, _p, _k in later]
-        if (times and times[0] <= arrive_ms) or any(a == b for a, b in zip(times, times[1:])):
+        if (times and times[0] <= arrive_ms) or len(set(times)) < len(times):
             return None
         order = {p: i for i, p in enumerate(launched)}
         wave.sort(key=lambda pk: order[pk[0]])
         chain: list[float] = []
         while last_task >= 0:   # the last task's runs, after those of the tasks whose slots it inherited
-            chain[:0] = delays[last_task]
+            now, delays = start[last_task], []
+            for steps in run_costs[last_task]:
+                delays.append(run_delay(steps, now))
+                now = now + delays[-1]
+            chain[:0] = delays
             last_task = after[last_task]
         return last, wave + [(p, k) for _t, p, k in later], chain
 
