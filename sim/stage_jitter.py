@@ -12,6 +12,8 @@ are exact or correctly rounded in both), so it gives the same bits:
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from reference.storage_profiles import (
@@ -42,27 +44,40 @@ def stage_jitters(sigma: float, bases: list[int | None], count: int) -> list[np.
     drawn = [base for base in bases if base is not None]
     if sigma <= 0 or not drawn:
         return [np.ones(count) for _ in bases]
-    keys = np.concatenate([_key_hashes(f"stage/{base}/".encode("utf-8"), count) for base in drawn])
-    factors = iter(np.split(_exact_exp(sigma * _normal_quantile(_unit_uniform(keys))), len(drawn)))
+    keys = _key_hashes([f"stage/{base}/".encode("utf-8") for base in drawn], count)
+    factors = iter(_exact_exp(sigma * _normal_quantile(_unit_uniform(keys.ravel()))).reshape(keys.shape))
     return [np.ones(count) if base is None else next(factors) for base in bases]
 
 
-def _key_hashes(prefix: bytes, count: int) -> np.ndarray:
-    """FNV-1a of ``prefix + str(i)`` for ``i < count``: the prefix's state, then each decimal digit of ``i``."""
-    out = np.empty(count, dtype=np.uint64)
-    start = np.uint64(fnv1a64(prefix))
+def _key_hashes(prefixes: list[bytes], count: int) -> np.ndarray:
+    """FNV-1a of ``prefix + str(i)`` for each prefix (a row) and ``i < count`` (a column): the prefix's state,
+    then each decimal digit of ``i``."""
+    out = np.empty((len(prefixes), count), dtype=np.uint64)
+    starts = np.array([fnv1a64(prefix) for prefix in prefixes], dtype=np.uint64)[:, None]
     prime = np.uint64(_FNV_PRIME)
+    for lo, hi, digits in _decimal_digits(count):
+        h = np.repeat(starts, hi - lo, axis=1)
+        for digit in digits:   # most significant first
+            h ^= digit
+            h *= prime   # uint64 arithmetic wraps modulo 2**64
+        out[:, lo:hi] = h
+    return out
+
+
+@lru_cache(maxsize=16)
+def _decimal_digits(count: int) -> tuple[tuple[int, int, tuple[np.ndarray, ...]], ...]:
+    """The numbers below ``count`` grouped by their number of digits: ``(lo, hi, digits)``, where ``digits``
+    holds the ASCII code of each digit position of ``lo..hi-1``, most significant first."""
+    out = []
     lo, width = 0, 1
     while lo < count:
         hi = min(count, 10 ** width)
         numbers = np.arange(lo, hi, dtype=np.int64)
-        h = np.full(hi - lo, start, dtype=np.uint64)
-        for position in range(width - 1, -1, -1):   # most significant digit first
-            digit = (numbers // 10 ** position) % 10 + _ZERO
-            h = (h ^ digit.astype(np.uint64)) * prime   # uint64 arithmetic wraps modulo 2**64
-        out[lo:hi] = h
+        digits = tuple(((numbers // 10 ** position) % 10 + _ZERO).astype(np.uint64)
+                       for position in range(width - 1, -1, -1))
+        out.append((lo, hi, digits))
         lo, width = hi, width + 1
-    return out
+    return tuple(out)
 
 
 def _unit_uniform(h: np.ndarray) -> np.ndarray:
@@ -99,13 +114,39 @@ def _exact_exp(x: np.ndarray) -> np.ndarray:
 
 
 def _normal_quantile(u: np.ndarray) -> np.ndarray:
-    a, b, c, d = _ACKLAM_A, _ACKLAM_B, _ACKLAM_C, _ACKLAM_D
+    """Acklam's approximation as the scalar function computes it: the tails (a few per cent of the partitions)
+    on their own elements, the central region on all."""
+    out = _horner(u - 0.5, u - 0.5, _ACKLAM_A, _ACKLAM_B, central=True)
     lower, upper = u < _ACKLAM_LOW, u > 1.0 - _ACKLAM_LOW
-    q = np.sqrt(-2.0 * _exact_log(np.where(lower, u, 1.0 - u)))
-    tail = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / \
-        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0)
-    q = u - 0.5
-    r = q * q
-    central = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
-        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0)
-    return np.where(lower, tail, np.where(upper, -tail, central))
+    tails = np.flatnonzero(lower | upper)
+    if len(tails):
+        t = u[tails]
+        low = lower[tails]
+        q = np.sqrt(-2.0 * _exact_log(np.where(low, t, 1.0 - t)))
+        tail = _horner(q, q, _ACKLAM_C, _ACKLAM_D + (1.0,), central=False)
+        out[tails] = np.where(low, tail, -tail)
+    return out
+
+
+def _horner(x: np.ndarray, q: np.ndarray, numerator: tuple[float, ...], denominator: tuple[float, ...],
+            central: bool) -> np.ndarray:
+    """``n(x) / d(x)`` (``n(x) * q / d(x)`` when ``central``, with ``x = q * q``) for polynomials given by their
+    coefficients from the highest power, in Horner's form, in place, in the scalar function's operations."""
+    if central:
+        x = q * q
+    top = _polynomial(x, numerator)
+    if central:
+        top *= q
+    bottom = _polynomial(x, denominator if not central else denominator + (1.0,))
+    top /= bottom
+    return top
+
+
+def _polynomial(x: np.ndarray, coefficients: tuple[float, ...]) -> np.ndarray:
+    """``((c0 * x + c1) * x + ...) * x + cn``, each operation in turn."""
+    acc = x * coefficients[0]
+    for c in coefficients[1:-1]:
+        acc += c
+        acc *= x
+    acc += coefficients[-1]
+    return acc

@@ -14,17 +14,18 @@ import os
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, note, settings
 from test_sim_strategies import scenario_strategy
 from volume_grid import STEADY, digest, grid, profile_of, scenario
 
 from reference.scenario import Scenario
-from reference.storage_profiles import jitter_factor
+from reference.storage_profiles import jitter_factor, normal_quantile
 from sim import Simulation, simulate
 from sim.simulation import CountingEnvironment
 from sim.stage import StageRun, StageTemplate
-from sim.stage_jitter import stage_jitter
+from sim.stage_jitter import _normal_quantile, stage_jitter
 from sim.volume import TaskStep, VolumeIncarnation
 
 PINS = os.path.join(os.path.dirname(__file__), "volume_grid_pins.json")
@@ -40,6 +41,10 @@ def test_stage_jitter_is_the_scalar_draw_function_to_the_bit() -> None:
                 got = stage_jitter(sigma, base, count).tolist()
                 assert got == [jitter_factor(sigma, f"stage/{base}/{i}") for i in range(count)], (base, sigma, count)
     assert stage_jitter(0.0, 5, 3).tolist() == [1.0, 1.0, 1.0]
+    # each branch of the quantile and the edges between them
+    edges = [1e-300, 1e-10, 1e-4, 0.02424, 0.02425, 0.02426, 0.3, 0.5, 0.7, 0.97574, 0.97575, 0.97576, 0.9999,
+             1 - 1e-16]
+    assert _normal_quantile(np.array(edges)).tolist() == [normal_quantile(u) for u in edges]
 
 
 def test_volume_outcomes_are_the_pinned_ones() -> None:
