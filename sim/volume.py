@@ -115,6 +115,7 @@ class VolumeIncarnation(TimedIncarnation):
         self.source = source
         self.latency_book = latency_book
         self.volumes: dict[int, BatchVolume] = {}
+        self._changed_since: dict[int, float] = {}
         # The reference's steps that read records (plan_batches, task_apply, progress_event) are all
         # overridden below, so the reference never reads ``data`` as a ``SourceData``.
         super().__init__(scenario, cast(SourceData, source), *args, **kwargs)
@@ -304,11 +305,18 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "state_load":
             return self._state_load_ms(b, p, counts, jitter)
         assert step == "snapshot_upload", f"no cost for task step {step}"
-        every = self.shape.maintenance_every()
-        since = range(max(self.restart.first_batch, b - every + 1), b + 1)   # this incarnation's batches
-        changed = sum((self.volumes.get(x) or self.volume(x)).changed for x in since)
-        keys = prof.snapshot_upload_keys(self.cfg.provider, int(counts.total), int(changed))
+        keys = prof.snapshot_upload_keys(self.cfg.provider, int(counts.total), int(self._changed_since_snapshot(b)))
         return prof.snapshot_ms(keys) + svc.state_writes_ms([keys * prof.bytes_per_state_key], False, jitter)
+
+    def _changed_since_snapshot(self, b: int) -> float:
+        """Keys changed per partition by this incarnation's batches since the snapshot before ``b``'s (the same for
+        every partition, so summed once per batch)."""
+        found = self._changed_since.get(b)
+        if found is None:
+            every = self.shape.maintenance_every()
+            since = range(max(self.restart.first_batch, b - every + 1), b + 1)   # this incarnation's batches
+            found = self._changed_since[b] = sum((self.volumes.get(x) or self.volume(x)).changed for x in since)
+        return found
 
     def _loading(self, b: int, counts: BatchVolume) -> list[int]:
         """The partitions whose state load in batch ``b`` is not the cached one (``_state_load_ms``)."""
