@@ -26,8 +26,8 @@ records) land together at the stage's end instead of one by one, and no event
 of the stage is visible to the rest of the simulation before then. Nothing
 reads them earlier in a stage batch, which is why only such batches run as
 stages; a maintenance batch (its snapshot uploads run beside the tasks),
-asynchronous state checkpointing, pipelining, a latency spike, or any fault
-still to fire keeps the task-by-task path. ``tests/test_sim_volume_stage.py``
+asynchronous state checkpointing, pipelining, a latency spike not yet over,
+or any fault still to fire keeps the task-by-task path. ``tests/test_sim_volume_stage.py``
 holds both paths to the same bytes.
 """
 
@@ -132,13 +132,19 @@ class StageGraph(Graph):
         if self._adding is not None and self._adding[0] == b:
             return self._adding[1]   # the one ``add_batch`` chose, whatever happens while it wires the batch
         plain = super().template(b)
-        if not (self.stages_allowed and self.fusion and self.run.may_fuse() and not self.run.inc.service.spikes):
+        run = self.run
+        if not (self.stages_allowed and self.fusion and run.may_fuse() and self._spikes_over()):
             return plain
         key = self.shape.batch_variant(b)
         found = self.stage_templates.get(key)
         if found is None or found[0] is not plain:   # a new variant can change which steps are watched
             found = self.stage_templates[key] = (plain, stage_template(plain))
         return found[1] or plain
+
+    def _spikes_over(self) -> bool:
+        """Whether every latency spike has ended: a step that starts later waits for none (``spike_wait_ms``)."""
+        now = self.run.env.now
+        return all(end <= now for _start, end in self.run.inc.service.spikes)
 
     def add_batch(self, b: int, ready: Callable[[SimNode], None]) -> BatchGraph:
         template = self.template(b)

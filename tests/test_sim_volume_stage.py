@@ -99,6 +99,24 @@ def test_a_fault_still_to_fire_keeps_the_batches_task_by_task(monkeypatch: pytes
     assert started and min(started) >= 3, "no stage before the crash at batch 3's commit log write"
 
 
+def test_stages_resume_once_a_latency_spike_is_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spike makes steps that start inside it wait; once it has ended no step waits, so batches run as stages."""
+    started: list[tuple[int, float]] = []
+    original = StageRun.start
+
+    def spy(self: StageRun, node: Any) -> None:
+        started.append((node.batch, self.run.env.now))
+        original(self, node)
+
+    monkeypatch.setattr(StageRun, "start", spy)
+    sim = simulate(scenario(1, "sync", "window", "spike", partitions=64), "lightspeed_cluster", mode="volume",
+                   trace_enabled=False)
+    assert sim.outcome().error is None and not sim.outcome().faults_not_fired
+    (spike_start, spike_end), = sim.service.spikes
+    assert started and all(at >= spike_start for _b, at in started)
+    assert min(at for _b, at in started) >= spike_end
+
+
 @pytest.mark.parametrize("name", ["1/sync/aggregate", "1/sync/join", "1/parallel-commit/join", "1/sync/map",
                                   "1/sync/dedup", "1/sync/aggregate/local_spark",
                                   "1/sync/aggregate/lightspeed_cluster_fitted", "1/inline-purge/window/timed-crash",
