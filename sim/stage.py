@@ -193,14 +193,10 @@ class StageRun:
         for ex in run.executors:
             assert ex.free_slots == cores and not ex.waiting, "a stage's tasks have the executors to themselves"
         costs = inc.stage_costs(b, template.steps)
-        # per partition, per run of steps under one timeout: the steps' costs, in order
-        by_runs: dict[tuple[tuple[str, ...], ...], list[list[tuple[float, ...]]]] = {}
-        run_costs: dict[int, list[tuple[float, ...]]] = {}
-        for p, runs in template.tasks:
-            zipped = by_runs.get(runs)
-            if zipped is None:   # per run, per partition: its steps' costs
-                zipped = by_runs[runs] = [list(zip(*(costs[step] for step in steps))) for steps in runs]
-            run_costs[p] = [per_partition[p] for per_partition in zipped]
+        # per partition, per run of steps under one timeout: the steps' costs, in order (one zip per shape of task)
+        by_shape = {runs: dict(enumerate(zip(*(zip(*(costs[step] for step in steps)) for steps in runs))))
+                    for runs in {runs for _p, runs in template.tasks}}
+        run_costs = {p: by_shape[runs][p] for p, runs in template.tasks}
         charging = dict(template.charging)
         home = self.homes(b)
         arrive_ms = run.env.now + run.launch_delay_ms
@@ -224,7 +220,7 @@ class StageRun:
         follow(run, [run.launch_delay_ms, *chain], last, lambda: self.land(node, template))
 
     @staticmethod
-    def schedule_by_executor(launched: list[int], run_costs: dict[int, list[tuple[float, ...]]],
+    def schedule_by_executor(launched: list[int], run_costs: dict[int, Sequence[tuple[float, ...]]],
                              charging: dict[int, tuple[int, ...]], home: dict[int, int], cores: int,
                              arrive_ms: float) -> tuple[float, list[tuple[int, int]], list[float]] | None:
         """``schedule``'s result without its event queue, or None when its order of charges needs one.
@@ -289,7 +285,7 @@ class StageRun:
         return last, wave + [(p, k) for _t, p, k in later], chain
 
     @staticmethod
-    def schedule(template: StageTemplate, run_costs: dict[int, list[tuple[float, ...]]], home: dict[int, int],
+    def schedule(template: StageTemplate, run_costs: dict[int, Sequence[tuple[float, ...]]], home: dict[int, int],
                  free: list[int], arrive_ms: float) -> tuple[float, list[tuple[int, int]], list[float]]:
         """The stage's last end and the order in which its runs start, as executors and ``TaskRun`` give them.
 

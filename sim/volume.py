@@ -255,13 +255,12 @@ class VolumeIncarnation(TimedIncarnation):
 
     def land_stage(self, b: int, steps: tuple[str, ...]) -> None:
         """The effects of every task of stage ``b`` (``stage.StageRun``), as its steps would have had them."""
-        tasks, parts = self.tasks, range(self.parts)
-        for p in parts:   # step_state_load and step_task_apply
-            if (b, p) not in tasks:
+        tasks = self.tasks
+        commit = self.step_state_commit if "state_commit" in steps else None
+        for p in range(self.parts):
+            if (b, p) not in tasks:   # step_state_load and step_task_apply
                 tasks[(b, p)] = TaskState()
-        if "state_commit" in steps:
-            commit = self.step_state_commit
-            for p in parts:
+            if commit is not None:
                 commit(b, p)
 
     def step_snapshot_upload(self, b: int, p: int) -> None:
