@@ -38,18 +38,41 @@ import itertools
 from collections import deque
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Protocol, Sequence, cast
 
 import simpy
 
+from .cost_model import Profile
+from .executor import Executor
 from .graph import EXECUTOR_BG, GATE, TASK_OWNED, BatchGraph, Graph, SimNode, Template, TemplateNode
 from .timed_incarnation import COMMIT_STEPS, TimedIncarnation
+from .trace import Trace
 
 if TYPE_CHECKING:
-    from .incarnation_run import IncarnationRun
     from .volume import VolumeIncarnation
 
 STAGE = 5   # graph kind: every task of one batch (``StageRun``)
+
+
+class StageHost(Protocol):
+    """What stages need of the run of an incarnation (``incarnation_run.IncarnationRun``)."""
+
+    env: simpy.Environment
+    inc: TimedIncarnation
+    graph: Graph
+    profile: Profile
+    executors: list[Executor]
+    launch_delay_ms: float
+    trace: Trace
+
+    @property
+    def stopped(self) -> bool: ...
+
+    def may_fuse(self) -> bool: ...
+
+    def complete(self, node: SimNode) -> None: ...
+
+    def _failed(self, exc: Exception) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -119,7 +142,7 @@ def _runs(steps: Sequence[TemplateNode]) -> tuple[tuple[str, ...], ...]:
 class StageGraph(Graph):
     """A volume incarnation's graph whose batches run as stages where that gives the same run (module docs)."""
 
-    def __init__(self, inc: "TimedIncarnation", run: "IncarnationRun"):
+    def __init__(self, inc: "TimedIncarnation", run: StageHost):
         super().__init__(inc)
         self.run = run
         self.stages_allowed = not inc.cfg.pipelining
@@ -168,7 +191,7 @@ class StageGraph(Graph):
 class StageRun:
     """Plays one stage's task schedule and lands it under one timeout (module docs)."""
 
-    def __init__(self, run: "IncarnationRun"):
+    def __init__(self, run: StageHost):
         self.run = run
         self._homes: dict[int, int] | None = None
 
@@ -367,7 +390,7 @@ def run_delay(costs: tuple[float, ...], now: float) -> float:
     return at - now
 
 
-def follow(run: "IncarnationRun", delays: list[float], at_ms: float, then: Callable[[], None]) -> None:
+def follow(run: StageHost, delays: list[float], at_ms: float, then: Callable[[], None]) -> None:
     """Timeouts of ``delays``, each made when the one before it fires, then ``then`` (at ``at_ms``)."""
     env = run.env
     remaining = iter(delays)
