@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,9 +56,29 @@ class BackendListError(ValueError):
     """A list of backend names that is too short for what it is for."""
 
 
+class MasterError(ValueError):
+    """A Spark master the spark backends cannot run on."""
+
+
+# local, local[N], local[*], local[N,F], local[*,F], or a standalone cluster spark://host:port[,host:port...]
+MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[^\s,/:]+:\d+(,[^\s,/:]+:\d+)*)$")
+
+
+def check_master(master: str | None) -> str | None:
+    """``master`` when it is a Spark master the spark backends run on; ``MasterError`` naming it otherwise."""
+    if master is not None and not MASTER.match(master):
+        raise MasterError(f"--master {master!r}: expected local, local[N], local[*], local[N,F] or "
+                          "spark://HOST:PORT")
+    return master
+
+
 def parse_backend_list(text: str, at_least: int = 1) -> list[str]:
-    """Comma-separated backend names, each known; ``UnknownBackend`` or ``BackendListError`` otherwise."""
+    """Comma-separated backend names, each known and named once; ``UnknownBackend`` or ``BackendListError``
+    otherwise."""
     names = [known(n.strip()) for n in text.split(",") if n.strip()]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise BackendListError(f"backend {twice!r} is named twice in {text!r}: each backend runs once")
     if len(names) < at_least:
         raise BackendListError(f"give at least {at_least} of {', '.join(BACKEND_NAMES)} separated by commas; "
                                f"got {text!r}")

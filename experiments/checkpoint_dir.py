@@ -1,30 +1,46 @@
 """Checkpoint directories on disk (SPEC section 3): claiming one for a run, writing a run's files, opening one.
 
-``lightspeed run --checkpoint DIR`` claims DIR before the run: a directory
-that holds a checkpoint (of another scenario, or an earlier run of this one)
-or files that are not a checkpoint is refused, unless the user asks to
-overwrite it, which clears it first; files of two runs are never mixed. A
-lock file (hidden, so no checkpoint reader sees it) refuses a second run on
-the same directory while the first is alive. ``open_checkpoint`` opens a
-directory for the oracles with the snapshot readers its metadata names.
+The tool deletes only what it wrote. ``claimed`` looks at a directory before
+anything runs, without a full walk and without writing to it:
+
+- the filesystem root, the home directory, the working directory and their
+  ancestors are refused up front, by name;
+- a directory holding anything that is not a file or folder of a checkpoint
+  (``reference.layout.classify``) is refused, naming the first such entry: a
+  user's own file, a link, a FIFO; the survey stops there, so a large foreign
+  tree is never walked;
+- a checkpoint is recognised by its marker, a ``metadata`` file naming a query
+  and a scenario digest, and its layout; one is refused unless the user asks to
+  overwrite it, and layout files without that marker are refused as not the
+  tool's;
+- a link given as the directory is never followed to delete what it points to.
+
+Only then is the directory made (if it is new) and locked: a lock file (hidden,
+so no checkpoint reader sees it) refuses a second run while the first is alive.
+The old checkpoint's files, each by name, are removed only when the run's own
+checkpoint is written (``Claim.write``), after the scenario validated and the
+backend ran it; a run that was refused or failed leaves the directory as it was.
+``open_checkpoint`` opens a directory for the oracles with the snapshot readers
+its metadata names.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from experiments.backends import snapshot_readers_for
+from experiments.output_paths import writable
 from reference import layout
 from reference.logs import read_metadata
 from reference.scenario import Scenario
-from reference.storage import CheckpointFormatError, LocalStorage, Storage
+from reference.storage import CheckpointFormatError, LocalStorage, Storage, entry_kind
 
-LOCK = ".lightspeed-run.lock"
+LOCK = layout.RUN_LOCK
 
 
 class CheckpointDirError(ValueError):
@@ -35,8 +51,10 @@ def open_checkpoint(path: str | os.PathLike[str]) -> tuple[LocalStorage, str | N
     """The checkpoint at ``path`` for the oracles, with the snapshot readers its metadata names, and a note when
     its snapshots cannot be decoded here (it is then judged without them, and the oracles that load state fail).
 
-    ``CheckpointDirError`` when ``path`` is missing or not a directory.
+    ``CheckpointDirError`` when ``path`` is empty, missing or not a directory.
     """
+    if str(path) == "":
+        raise CheckpointDirError("--checkpoint: an empty path names no directory")
     root = Path(path)
     if not root.exists():
         raise CheckpointDirError(f"{path}: no such checkpoint directory")
@@ -50,52 +68,195 @@ def open_checkpoint(path: str | os.PathLike[str]) -> tuple[LocalStorage, str | N
     return LocalStorage(root, snapshot_readers=readers), None
 
 
-@contextmanager
-def claimed(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool = False) -> Iterator[Path]:
-    """Claim ``path`` for a checkpoint of ``scenario`` for the duration of the block.
+# ------------------------------------------------------------------ survey
 
-    ``CheckpointDirError`` when another live run holds it, or when it holds a checkpoint or stray files and
-    ``overwrite`` is not given; with ``overwrite`` its contents are removed first.
+
+@dataclass
+class Survey:
+    """What a directory holds, as far as it had to be looked at: the checkpoint files (by path, folders
+    last), the first entry that is none, and the metadata marker (None when there is none or it is not ours)."""
+
+    files: list[str] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)
+    foreign: str | None = None
+    marker: dict[str, object] | None = None
+
+    @property
+    def data(self) -> list[str]:
+        """The files that hold a checkpoint's data (not a lock or a half-written file)."""
+        kinds = {f: getattr(layout.classify(f), "kind", None) for f in self.files}
+        return [f for f in self.files if kinds[f] not in ("run_lock", "temp")]
+
+
+def survey(root: Path) -> Survey:
+    """Look at ``root`` entry by entry (never following a link, never opening anything but ``metadata``),
+    stopping at the first entry that is not a file or folder of a checkpoint."""
+    out = Survey()
+    pending = [""]
+    while pending and out.foreign is None:
+        folder = pending.pop()
+        with os.scandir(root / folder if folder else root) as listing:
+            for item in sorted(listing, key=lambda e: e.name):
+                rel = f"{folder}/{item.name}" if folder else item.name
+                kind = entry_kind(item.stat(follow_symlinks=False).st_mode)
+                if kind == "directory" and layout.classify_folder(rel) is not None:
+                    out.folders.append(rel)
+                    pending.append(rel)
+                elif kind == "file" and layout.classify(rel) is not None:
+                    out.files.append(rel)
+                else:
+                    what = "a folder" if kind == "directory" else "a file" if kind == "file" else f"a {kind}"
+                    out.foreign = f"{rel} ({what} the checkpoint layout has no place for)"
+                    break
+    if out.foreign is None and layout.METADATA in out.files:
+        try:
+            meta = read_metadata(LocalStorage(root))
+        except CheckpointFormatError:
+            meta = None
+        if isinstance(meta, dict) and isinstance(meta.get("id"), str) and meta.get("scenario_digest"):
+            out.marker = meta
+    out.folders.reverse()   # deepest last-found first, so removing them in this order empties parents last
+    return out
+
+
+def _dangerous(root: Path) -> str | None:
+    """Why ``root`` must never be a checkpoint directory (the filesystem root, the home directory, the working
+    directory, or an ancestor of one of them), or None."""
+    target = Path(os.path.abspath(root))
+    home = Path(os.path.expanduser("~")).resolve()
+    cwd = Path.cwd().resolve()
+    try:
+        resolved = target.resolve()
+    except OSError:
+        resolved = target
+    if resolved == Path(resolved.anchor):
+        return "is the root of the filesystem; a checkpoint needs a directory of its own"
+    for place, name in ((home, "the home directory"), (cwd, "the working directory")):
+        if resolved == place or resolved in place.parents:
+            what = name if resolved == place else f"an ancestor of {name} ({place})"
+            return f"is {what}; a checkpoint needs a directory of its own"
+    return None
+
+
+# ------------------------------------------------------------------- claim
+
+
+@dataclass
+class Claim:
+    """A directory claimed for a run's checkpoint: the old checkpoint's files (if any) and the lock."""
+
+    root: Path
+    old: Survey
+
+    def write(self, storage: Storage | None) -> Path:
+        """Remove the old checkpoint's files, each by name, and write ``storage``'s (None: the backend keeps
+        none, and the directory is left without the old one)."""
+        for rel in self.old.files:
+            if rel != LOCK:   # this run's own lock
+                (self.root / rel).unlink(missing_ok=True)
+        for rel in self.old.folders:
+            try:
+                (self.root / rel).rmdir()
+            except OSError:
+                pass   # not empty: the new checkpoint's files, or litter of a dead writer
+        self.old = Survey()
+        if storage is not None:
+            write_checkpoint(storage, self.root)
+        return self.root
+
+
+def check_target(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool = False) -> Survey:
+    """``CheckpointDirError`` unless ``path`` may take a checkpoint of ``scenario``; what it holds now.
+
+    Refused: an empty path; a dangerous place (``_dangerous``); a path under a file; a file or special file;
+    a link, when asked to overwrite; a directory holding anything a checkpoint does not hold, or layout files
+    without the marker; a checkpoint, unless ``overwrite``. Nothing is created or written.
+    """
+    if str(path) == "":
+        raise CheckpointDirError("--checkpoint: an empty path names no directory; leave the option out to keep "
+                                 "no checkpoint")
+    root = Path(path)
+    danger = _dangerous(root)
+    if danger is not None:
+        raise CheckpointDirError(f"{path}: {danger}")
+    if not os.path.lexists(root):
+        base = root.parent
+        while not os.path.lexists(base) and base.parent != base:
+            base = base.parent
+        if not base.is_dir():
+            raise CheckpointDirError(f"{path}: cannot be made: {base} is not a directory")
+        if not writable(base):
+            raise CheckpointDirError(f"{path}: cannot be made: {base} is not writable")
+        return Survey()
+    if root.is_symlink() and overwrite:
+        raise CheckpointDirError(f"{path}: is a symbolic link; --overwrite never follows a link to delete what it "
+                                 "points to; give the directory itself")
+    if not root.is_dir():
+        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (SPEC section 3)")
+    if not os.access(root, os.R_OK) or not writable(root):
+        raise CheckpointDirError(f"{path}: is not writable")
+    found = survey(root)
+    if found.foreign is not None:
+        raise CheckpointDirError(f"{path}: holds {found.foreign}; this tool writes a checkpoint only into an "
+                                 "empty directory or one holding a checkpoint, and --overwrite removes only a "
+                                 "checkpoint's own files")
+    if found.data and found.marker is None:
+        raise CheckpointDirError(f"{path}: holds {len(found.data)} file(s) named like a checkpoint's (first: "
+                                 f"{found.data[0]}) but no metadata naming a query: not a checkpoint this tool "
+                                 "wrote; remove them yourself, or choose an empty directory")
+    if found.data and not overwrite:
+        raise CheckpointDirError(f"{path}: {_occupied_by(found, scenario)}; give --overwrite to replace it, or "
+                                 "choose an empty directory")
+    return found
+
+
+@contextmanager
+def claimed(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool = False) -> Iterator[Claim]:
+    """Claim ``path`` for a checkpoint of ``scenario`` for the duration of the block (``check_target`` first).
+
+    The old checkpoint is removed by ``Claim.write``, when the run's checkpoint is written; a block that ends
+    before leaves it as it was, and a directory this call made and nothing was written to is removed.
     """
     root = Path(path)
-    if root.exists() and not root.is_dir():
-        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (SPEC section 3)")
-    created = not root.exists()
-    root.mkdir(parents=True, exist_ok=True)
-    lock_fd = _lock(root)
+    check_target(path, scenario, overwrite=overwrite)
+    created = not os.path.lexists(root)
     try:
-        present = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.name != LOCK)
-        if present:
-            if not overwrite:
-                raise CheckpointDirError(f"{path}: {_occupied_by(root, scenario, present)}; give --overwrite "
-                                         "to replace it, or choose an empty directory")
-            for entry in root.iterdir():
-                if entry.name != LOCK:
-                    shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-        yield root
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointDirError(f"{path}: cannot be made ({exc.strerror or exc})") from None
+    try:
+        lock_fd = _lock(root)
+    except BaseException:
+        if created:
+            _remove_if_empty(root)
+        raise
+    try:
+        old = check_target(path, scenario, overwrite=overwrite)   # again, now that no other run can change it
+        yield Claim(root, old)
     finally:
         (root / LOCK).unlink(missing_ok=True)
         os.close(lock_fd)
-        if created and not any(root.iterdir()):
-            root.rmdir()   # the run wrote nothing: leave no empty directory behind
+        if created:
+            _remove_if_empty(root)   # the run wrote nothing: leave no empty directory behind
 
 
-def _occupied_by(root: Path, scenario: Scenario, present: list[str]) -> str:
-    """What already is in a directory, in words."""
-    if layout.METADATA in present:
-        try:
-            meta = read_metadata(LocalStorage(root)) or {}
-        except CheckpointFormatError:
-            meta = {}
-        digest = meta.get("scenario_digest")
-        if digest == scenario.query_digest():
-            return (f"already holds a checkpoint of scenario {scenario.name!r} (seed {scenario.seed}) from an "
-                    "earlier run; this run's files would mix with it")
-        if digest is not None:
-            owner = f"scenario {meta['scenario']!r}, " if meta.get("scenario") else ""
-            return (f"holds a checkpoint of another query ({owner}digest {digest!r}); this is scenario "
-                    f"{scenario.name!r}, digest {scenario.query_digest()!r}")
-    return f"holds {len(present)} file(s) that are not a checkpoint of this scenario (first: {present[0]})"
+def _remove_if_empty(root: Path) -> None:
+    try:
+        root.rmdir()
+    except OSError:
+        pass
+
+
+def _occupied_by(found: Survey, scenario: Scenario) -> str:
+    """What a directory's checkpoint is, in words."""
+    meta = found.marker or {}
+    digest = meta.get("scenario_digest")
+    if digest == scenario.query_digest():
+        return (f"already holds a checkpoint of scenario {scenario.name!r} (seed {scenario.seed}) from an "
+                "earlier run; this run's files would mix with it")
+    owner = f"scenario {meta['scenario']!r}, " if meta.get("scenario") else ""
+    return (f"holds a checkpoint of another query ({owner}digest {digest!r}); this is scenario "
+            f"{scenario.name!r}, digest {scenario.query_digest()!r}")
 
 
 def _lock(root: Path) -> int:
@@ -103,14 +264,17 @@ def _lock(root: Path) -> int:
     holds it. The kernel drops the lock when its holder dies, so a lock file left behind is never stale."""
     lock = root / LOCK
     while True:
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise CheckpointDirError(f"{root}: cannot take the run's lock {lock} ({exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise CheckpointDirError(f"{root}: another lightspeed run (pid {holder}) is writing a checkpoint here "
-                                     f"({lock}); wait for it, or choose another directory") from None
+            raise CheckpointDirError(f"{root}: another lightspeed run (pid {holder[:12]}) is writing a checkpoint "
+                                     f"here ({lock}); wait for it, or choose another directory") from None
         try:
             same = os.fstat(fd).st_ino == os.stat(lock).st_ino
         except FileNotFoundError:
@@ -122,16 +286,15 @@ def _lock(root: Path) -> int:
         os.close(fd)
 
 
-def write_checkpoint(storage: Storage, path: str | os.PathLike[str], *, replace: bool = False) -> Path:
-    """Copy every file of a run's checkpoint into ``path``; with ``replace`` whatever was there goes first
-    (an output directory the command owns, as ``diff --out`` and ``demo`` have)."""
+def write_checkpoint(storage: Storage, path: str | os.PathLike[str]) -> Path:
+    """Copy every file of a run's checkpoint into ``path``, its ``metadata`` marker first (so a copy cut short
+    is still recognised as the tool's own)."""
     root = Path(path)
     if isinstance(storage, LocalStorage) and root.exists() and storage.root.resolve() == root.resolve():
         return root   # the backend wrote it there itself
-    if replace and root.exists():
-        shutil.rmtree(root)
     target = LocalStorage(root)
     root.mkdir(parents=True, exist_ok=True)
-    for name in storage.list():
-        target.write(name, storage.read(name))
+    names = storage.list()
+    for name in sorted(names, key=lambda n: n != layout.METADATA):
+        target.write(name, storage.read(name), overwrite=True)
     return root

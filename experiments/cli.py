@@ -24,6 +24,7 @@ import os
 import sys
 import textwrap
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,18 +32,21 @@ from experiments import exit_codes
 from experiments.backends import (
     BACKEND_NAMES,
     BackendListError,
+    MasterError,
     UnknownBackend,
+    check_master,
     parse_backend_list,
     run_backend,
 )
-from experiments.checkpoint_dir import CheckpointDirError, claimed, open_checkpoint, write_checkpoint
+from experiments.checkpoint_dir import Claim, CheckpointDirError, claimed, open_checkpoint
 from experiments.demo import cmd_demo
-from experiments.diff import compare_backends, comparison_lines, options_per_backend
+from experiments.diff import claim_outputs, compare_backends, comparison_lines, options_per_backend
 from experiments.experiment import ExperimentError
 from experiments.experiment_cli import add_experiment_parser
 from experiments.exploration import explore_with_progress, report_lines
-from experiments.input_files import InputFileError
-from experiments.judging import load_outcome, tally, verdict_lines
+from experiments.input_files import InputFileError, check_regular, load_scenario
+from experiments.judging import load_outcome, tally, unfired_lines, verdict_lines
+from experiments.output_paths import OutputPathError, output_dir, output_file, write_text
 from experiments.zoo import DEFAULT_OUT as ZOO_OUT
 from experiments.zoo import JIRAS as ZOO_JIRAS
 from experiments.zoo import PAPER_OUT as ZOO_PAPER_OUT
@@ -51,14 +55,16 @@ from reference.backend import BackendError, BackendUnavailable, RunOptions
 from reference.explorer import ExplorationInterrupted
 from reference.oracles import check_outcome, failures
 from reference.outcome import OutcomeError
-from reference.scenario import Scenario, ScenarioError, load_scenario
+from reference.scenario import Scenario, ScenarioError
+from reference.size import MATERIALISED, refusal
 from reference.storage import CheckpointFormatError
 from reference.storage_profiles import STORAGE_PROFILES, StorageProfileError
 
 DEFAULT_DIFF_BACKENDS = "reference,sim"
 DEFAULT_DEMO_BACKENDS = "reference,sim,spark"
 BAD_INPUT_ERRORS = (ScenarioError, OutcomeError, BackendError, UnknownBackend, BackendListError, ExperimentError,
-                    CheckpointDirError, InputFileError, ZooError, StorageProfileError)
+                    CheckpointDirError, InputFileError, ZooError, StorageProfileError, OutputPathError, MasterError)
+WORKERS_PER_CORE = 4   # explore --workers: more processes than this per core only contend for the cores
 
 
 # ------------------------------------------------------------------ commands
@@ -70,45 +76,57 @@ def cmd_validate(args: argparse.Namespace) -> int:
           f"operator {scenario.operator.kind}, {len(scenario.faults)} fault(s))")
     for path, why in scenario.unsupported_reasons():
         print(f"  note: explores an unsupported combination ({path}): {why}")
+    large = refusal(scenario, MATERIALISED)
+    if large is not None:
+        print(f"  note: too large for the reference, the simulator's data mode and the Spark backends: {large}")
     return exit_codes.OK
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
-    """The options given on the command line (each backend refuses those it does not take)."""
+    """The options given on the command line, each checked where it can be before anything runs (each backend
+    refuses those it does not take)."""
+    check_master(getattr(args, "master", None))
+    if getattr(args, "workdir", None) is not None:
+        output_dir(args.workdir, "the spark backends' work files (--workdir)")
+    profile = getattr(args, "profile", None)
+    if profile is not None and os.path.lexists(profile):   # a profile file (else a shipped profile's name)
+        check_regular(profile, "a cost profile JSON file")
     given = {name: getattr(args, name, None)
-             for name in ("profile", "master", "workdir", "crash", "group", "storage_profile")}
+             for name in ("profile", "sim_mode", "master", "workdir", "crash", "group", "storage_profile")}
     return RunOptions(**{k: v for k, v in given.items() if v is not None})
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     options = _run_options(args)
+    out = output_file(args.out, "the outcome (--out)") if args.out is not None else None
+    if args.checkpoint is None:
+        return _run_and_write(args, scenario, options, out, None)
+    with claimed(args.checkpoint, scenario, overwrite=args.overwrite) as claim:
+        return _run_and_write(args, scenario, options, out, claim)
+
+
+def _run_and_write(args: argparse.Namespace, scenario: Scenario, options: RunOptions, out: Path | None,
+                   claim: Claim | None) -> int:
     print(f"running {scenario.name!r} on {args.backend} with seed {scenario.seed}", file=sys.stderr)
-    if not args.checkpoint:
-        return _run_and_write(args, scenario, options, None)
-    with claimed(args.checkpoint, scenario, overwrite=args.overwrite) as target:
-        return _run_and_write(args, scenario, options, target)
-
-
-def _run_and_write(args: argparse.Namespace, scenario: Scenario, options: RunOptions, checkpoint: Path | None
-                   ) -> int:
     started = time.perf_counter()
     result = run_backend(args.backend, scenario, options)
     print(f"{args.backend} finished in {time.perf_counter() - started:.2f} s", file=sys.stderr)
     text = result.outcome.to_json()
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text)
-        print(f"outcome written to {args.out}", file=sys.stderr)
+    if out is not None:
+        write_text(out, text, "the outcome")
+        print(f"outcome written to {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    if checkpoint is not None:
+    if claim is not None:
         if result.checkpoint is None:
-            print(f"note: backend {args.backend} keeps no checkpoint the reference can read; {checkpoint} stays "
-                  "empty", file=sys.stderr)
-        else:
-            write_checkpoint(result.checkpoint, checkpoint)
-            print(f"checkpoint written to {checkpoint}", file=sys.stderr)
+            print(f"note: backend {args.backend} keeps no checkpoint the reference can read; {claim.root} holds "
+                  "none", file=sys.stderr)
+        claim.write(result.checkpoint)
+        if result.checkpoint is not None:
+            print(f"checkpoint written to {claim.root}", file=sys.stderr)
+    for line in unfired_lines(scenario, result.outcome):
+        print(line, file=sys.stderr)
     if result.outcome.error is not None:
         print(f"the run stopped with an error: {result.outcome.error}", file=sys.stderr)
         return exit_codes.CHECK_FAILED
@@ -119,20 +137,30 @@ def cmd_check(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     outcome = load_outcome(args.outcome)
     storage = None
-    if args.checkpoint:
+    if args.checkpoint is not None:
         storage, note = open_checkpoint(args.checkpoint)
         if note:
             print(f"note: {note}", file=sys.stderr)
     verdicts = check_outcome(scenario, outcome, storage)
     print(f"{args.outcome}: {tally(verdicts)}")
     print("\n".join(verdict_lines(verdicts)))
+    for line in unfired_lines(scenario, outcome):
+        print(line, file=sys.stderr)
     return exit_codes.CHECK_FAILED if failures(verdicts) else exit_codes.OK
+
+
+def workers_ceiling() -> int:
+    return WORKERS_PER_CORE * (os.cpu_count() or 1)
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     if args.workers is not None and args.workers < 1:
-        raise ExperimentError(f"--workers must be at least 1, got {args.workers}")
+        raise ExperimentError(f"--workers {args.workers}: expected at least 1")
+    if args.workers is not None and not args.master and args.workers > workers_ceiling():
+        raise ExperimentError(f"--workers {args.workers}: expected 1 to {workers_ceiling()} ({WORKERS_PER_CORE} per "
+                              "core of this machine); more processes only contend for the cores")
+    out = output_file(args.out, "the exploration report (--out)") if args.out is not None else None
     if args.master:
         from experiments.explore_spark import explore_on_spark
         report = explore_on_spark(scenario, args.master, depth=args.depth, shares=args.workers, quiet=args.quiet)
@@ -141,13 +169,14 @@ def cmd_explore(args: argparse.Namespace) -> int:
     print("\n".join(report_lines(report)))
     for violation in report.violations:
         print(f"reproduce {violation.schedule} with: " + json.dumps(violation.reproduce)[:500])
-    if args.out:
-        Path(args.out).write_text(json.dumps({
+    if out is not None:
+        write_text(out, json.dumps({
             "summary": report.summary(), "schedules": report.schedules,
             "distinct_checkpoints": report.distinct_checkpoints, "truncated": report.truncated,
             "checkpoint_fingerprint": report.checkpoint_fingerprint, "seconds": round(report.seconds, 3),
             "violations": [{"schedule": v.schedule, "verdicts": [x.to_dict() for x in v.verdicts],
-                            "reproduce": v.reproduce} for v in report.violations]}, indent=1))
+                            "reproduce": v.reproduce} for v in report.violations]}, indent=1), "the report")
+        print(f"report written to {out}", file=sys.stderr)
     return exit_codes.CHECK_FAILED if report.violations or report.truncated else exit_codes.OK
 
 
@@ -155,9 +184,18 @@ def cmd_diff(args: argparse.Namespace) -> int:
     names = parse_backend_list(args.backends, at_least=2)
     scenario = load_scenario(args.scenario)
     options = options_per_backend(names, _run_options(args))
-    comparison = compare_backends(scenario, names, options, Path(args.out) if args.out else None,
-                                  announce=lambda name: print(f"running on {name} ...", file=sys.stderr, flush=True))
+    with ExitStack() as stack:
+        keep = None
+        if args.out is not None:
+            keep = claim_outputs(stack, output_dir(args.out, "the outcomes and checkpoints (--out)"), names,
+                                 scenario, overwrite=args.overwrite)
+        comparison = compare_backends(scenario, names, options, keep, announce=lambda name: print(
+            f"running on {name} ...", file=sys.stderr, flush=True))
     print("\n".join(comparison_lines(comparison)))
+    for run in comparison.ran:
+        assert run.result is not None
+        for line in unfired_lines(scenario, run.result.outcome):
+            print(f"{run.name}: {line}", file=sys.stderr)
     if args.out:
         print(f"outcomes and checkpoints written under {args.out}")
     return comparison.exit_code
@@ -165,6 +203,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_zoo(args: argparse.Namespace) -> int:
     jiras = resolve(args.only)
+    output_file(args.out, "the zoo's rows (--out)")
+    if not args.no_paper:
+        output_file(args.paper_out, "the zoo's rows for the paper (--paper-out)")
     if args.seed is not None:
         print(f"seed {args.seed}: the bugs run in a shuffled order", file=sys.stderr)
     start = time.perf_counter()
@@ -216,6 +257,13 @@ def _spark_options(p: argparse.ArgumentParser) -> None:
                         "is local[2]); on a cluster every worker must reach the checkpoint path")
 
 
+def _sim_mode_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sim-mode", choices=("data", "volume"), default=None,
+                   help="sim backend: data mode holds every record (and writes a checkpoint the oracles read); "
+                        "volume mode counts records instead, for scenarios too large to hold (no checkpoint, and "
+                        "the oracles that need records or files cannot judge it); the backend's default: data")
+
+
 def _storage_profile_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage-profile", default=None, metavar="NAME",
                    help=f"the checkpoint storage's latency ({', '.join(STORAGE_PROFILES)}): the spark engine "
@@ -249,10 +297,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="sim backend: a cost-model profile (a shipped name such as local_spark, or a JSON file)")
     p.add_argument("--out", default=None, help="write the outcome here (default: stdout)")
     p.add_argument("--checkpoint", default=None, metavar="DIR",
-                   help="also write the run's checkpoint directory here; refused if DIR holds a checkpoint or "
-                        "other files")
+                   help="also write the run's checkpoint directory here; refused if DIR holds a checkpoint, "
+                        "anything that is not a checkpoint's, or is /, the home or the working directory")
     p.add_argument("--overwrite", action="store_true",
-                   help="with --checkpoint: clear DIR first if it holds a checkpoint or other files")
+                   help="with --checkpoint: replace the checkpoint DIR holds, removing only its own files, once "
+                        "the run has produced the new one; a directory holding other files is still refused")
+    _sim_mode_option(p)
     _spark_options(p)
     p.add_argument("--workdir", default=None,
                    help="spark backends: where checkpoint/, coord/ and local/ go (default: a new temporary "
@@ -287,8 +337,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     p.add_argument("--depth", type=int, choices=(1, 2), default=1, help="2 adds a second crash during recovery")
     p.add_argument("--out", default=None, help="write the report JSON here")
     p.add_argument("--workers", type=int, default=None,
-                   help="processes sharing the schedules (default: one per core, at most 4); with --master, "
-                        "the Spark tasks (default: two per task slot)")
+                   help=f"processes sharing the schedules (default: one per core, at most 4; at most "
+                        f"{WORKERS_PER_CORE} per core); with --master, the Spark tasks (default: two per task slot)")
     p.add_argument("--master", default=None, metavar="URL",
                    help="spread the schedules as Spark tasks over this cluster (spark://HOST:PORT, or local[N]); "
                         "the report is the same as a local run's")
@@ -305,8 +355,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help=f"two or more of {', '.join(BACKEND_NAMES)}, separated by commas")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="keep each outcome as DIR/outcome-<backend>.json and its checkpoint as "
-                        "DIR/checkpoint-<backend>/")
+                        "DIR/checkpoint-<backend>/ (a checkpoint already there is refused, as run --checkpoint "
+                        "refuses one, unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --out: replace the checkpoints DIR/checkpoint-<backend>/ hold, removing only their "
+                        "own files")
     p.add_argument("--profile", default=None, help="sim backend: a cost-model profile (shipped name or JSON file)")
+    _sim_mode_option(p)
     _spark_options(p)
     _storage_profile_option(p)
 
@@ -360,6 +415,15 @@ def _unknown_command(parser: argparse.ArgumentParser, commands: list[str], word:
     return exit_codes.BAD_INPUT
 
 
+MESSAGE_CHARS = 1_000   # an error quotes what it names; a hostile file must not turn that into megabytes
+
+
+def said(exc: BaseException) -> str:
+    """An error's message on one line, cut at ``MESSAGE_CHARS`` (saying so)."""
+    text = " ".join(str(exc).splitlines())
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + f"... ({len(text):,} characters in all)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv``, run the subcommand, and turn its typed errors into a message and an exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -380,14 +444,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return exit_codes.INTERRUPTED
+    except BrokenPipeError:   # the reader of the output went away (| head): stop quietly, as an interrupt
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # so exit's flush has nowhere to fail
+        return exit_codes.INTERRUPTED
     except BackendUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {said(exc)}", file=sys.stderr)
         return exit_codes.UNAVAILABLE
     except CheckpointFormatError as exc:   # a checkpoint file an oracle had to read is damaged: a failed check
-        print(f"FAIL: the checkpoint cannot be read: {exc}", file=sys.stderr)
+        print(f"FAIL: the checkpoint cannot be read: {said(exc)}", file=sys.stderr)
         return exit_codes.CHECK_FAILED
     except BAD_INPUT_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {said(exc)}", file=sys.stderr)
         return exit_codes.BAD_INPUT
 
 

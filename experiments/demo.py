@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from experiments import exit_codes
-from experiments.backends import on_spark, parse_backend_list
-from experiments.diff import compare_backends, comparison_lines
+from experiments.backends import check_master, on_spark, parse_backend_list
+from experiments.diff import claim_outputs, compare_backends, comparison_lines
 from experiments.experiment import RunContext
 from experiments.experiment_cli import print_result
 from experiments.exploration import explore_with_progress, report_lines
+from experiments.input_files import load_scenario
+from experiments.output_paths import make_dir, output_dir
 from experiments.sweep import run_experiment
 from reference.backend import RunOptions
-from reference.scenario import load_scenario
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 SCENARIO = SCENARIOS / "running-count-crash-after-wal.json"
@@ -34,17 +37,21 @@ EXPERIMENT = "offset-management"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     names = parse_backend_list(args.backends)
+    check_master(args.master)
     scenario = load_scenario(str(SCENARIO))
+    out = make_dir(output_dir(args.out, "the demo's outcomes, checkpoints and figures (--out)"), "the demo")
     print(f"== 1. Failure and replay on every backend: {scenario.name} (seed {scenario.seed})")
     print("   A running count over 2 partitions, 6 batches; the driver crashes right after writing offsets/3.",
           flush=True)
-    options = {name: RunOptions(master=args.master, workdir=str(out / f"{name}-work")) if on_spark(name)
+    # a Spark backend resumes the checkpoint of its work directory: each demo replays the crash in a new one
+    options = {name: RunOptions(master=args.master, workdir=tempfile.mkdtemp(prefix=f"{name}-work-", dir=out))
+               if on_spark(name)
                else RunOptions() for name in names}
-    comparison = compare_backends(scenario, names, options, out,
-                                  announce=lambda name: print(f"   running on {name} ...", flush=True))
+    with ExitStack() as stack:   # the demo's own output directory: a run of it replaces its checkpoints
+        keep = claim_outputs(stack, out, names, scenario, overwrite=True)
+        comparison = compare_backends(scenario, names, options, keep,
+                                      announce=lambda name: print(f"   running on {name} ...", flush=True))
     print()
     for line in comparison_lines(comparison):
         print("   " + line)

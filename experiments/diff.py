@@ -10,14 +10,16 @@ reported with the reason, and the backends that did run are still compared.
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from experiments import exit_codes
 from experiments.backends import get_backend, run_backend
-from experiments.checkpoint_dir import write_checkpoint
+from experiments.checkpoint_dir import Claim, claimed
 from experiments.judging import tally, verdict_lines
+from experiments.output_paths import output_file, write_text
 from reference.backend import BackendUnavailable, OptionRefused, RunOptions, RunResult, ScenarioRefused
 from reference.compare import first_difference
 from reference.oracles import Verdict, check_outcome, failures
@@ -83,12 +85,37 @@ def options_per_backend(names: Sequence[str], given: RunOptions) -> dict[str, Ru
     return out
 
 
+@dataclass
+class Keep:
+    """Where a comparison keeps what each backend gave: ``out/outcome-<backend>.json``, and its checkpoint, where
+    the backend keeps one, in ``out/checkpoint-<backend>/``, a directory claimed before anything ran
+    (``checkpoint_dir.claimed``: written only when the run's checkpoint replaces it)."""
+
+    out: Path
+    claims: dict[str, Claim]
+
+    def __call__(self, result: RunResult, name: str) -> None:
+        write_text(self.out / f"outcome-{name}.json", result.outcome.to_json(), f"the outcome of {name}")
+        self.claims[name].write(result.checkpoint)
+
+
+def claim_outputs(stack: ExitStack, out: Path, names: Sequence[str], scenario: Scenario, *,
+                  overwrite: bool = False) -> Keep:
+    """Check, before any backend runs, that ``out`` can take each backend's outcome file and checkpoint
+    directory (``checkpoint-<backend>/`` claimed as ``run --checkpoint`` claims one, held until ``stack``
+    closes); a ``Keep`` that keeps each run there."""
+    claims = {}
+    for name in names:
+        output_file(out / f"outcome-{name}.json", f"the outcome of {name}")
+        claims[name] = stack.enter_context(claimed(out / f"checkpoint-{name}", scenario, overwrite=overwrite))
+    return Keep(out, claims)
+
+
 def compare_backends(scenario: Scenario, names: Sequence[str], options: dict[str, RunOptions],
-                     out_dir: Path | None = None, announce: Callable[[str], Any] = lambda _name: None) -> Comparison:
+                     keep: Keep | None = None, announce: Callable[[str], Any] = lambda _name: None) -> Comparison:
     """Run ``scenario`` on each backend in turn, judge each, and compare every one that ran with the first.
 
-    With ``out_dir`` each outcome is kept as ``outcome-<backend>.json`` and its checkpoint, where the backend
-    keeps one, as ``checkpoint-<backend>/``.
+    With ``keep`` each outcome and checkpoint is kept as it says.
     """
     runs = []
     for name in names:
@@ -104,8 +131,8 @@ def compare_backends(scenario: Scenario, names: Sequence[str], options: dict[str
         run.wall_s = time.perf_counter() - started
         if run.result is not None:
             run.verdicts = check_outcome(scenario, run.result.outcome, run.result.checkpoint)
-            if out_dir is not None:
-                _keep(run.result, name, out_dir)
+            if keep is not None:
+                keep(run.result, name)
         runs.append(run)
     ran = [r for r in runs if r.result is not None]
     differences = []
@@ -114,13 +141,6 @@ def compare_backends(scenario: Scenario, names: Sequence[str], options: dict[str
         differences.append((ran[0].name, other.name, first_difference(ran[0].result.outcome, other.result.outcome,
                                                                        scenario.sink_mode)))
     return Comparison(scenario, runs, differences)
-
-
-def _keep(result: RunResult, name: str, out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"outcome-{name}.json").write_text(result.outcome.to_json())
-    if result.checkpoint is not None:
-        write_checkpoint(result.checkpoint, out_dir / f"checkpoint-{name}", replace=True)
 
 
 def comparison_lines(comparison: Comparison) -> list[str]:

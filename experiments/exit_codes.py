@@ -10,11 +10,12 @@ OK = 0              # everything asked for ran, and every check and oracle held
 CHECK_FAILED = 1    # an oracle or sanity check failed, backends disagree, or an exploration found a violation
 BAD_INPUT = 2       # a bad argument, scenario, outcome, profile or checkpoint directory; a refused scenario
 UNAVAILABLE = 3     # a backend cannot run on this machine (no Java, no pyspark, ...)
-INTERRUPTED = 130   # stopped by an interrupt (Ctrl-C), after saying where it got to
+INTERRUPTED = 130   # stopped by an interrupt (Ctrl-C, after saying where it got to) or a closed output (| head)
 
 SCHEME = (f"exit codes: {OK} ok; {CHECK_FAILED} a check or oracle failed (or the exploration was incomplete); "
           f"{BAD_INPUT} bad input (arguments, scenario, outcome, profile, checkpoint directory, or a backend "
-          f"refused the scenario); {UNAVAILABLE} a backend is not available here; {INTERRUPTED} interrupted")
+          f"refused the scenario); {UNAVAILABLE} a backend is not available here; {INTERRUPTED} interrupted (or its "
+          "output closed)")
 
 
 def worst(*codes: int) -> int:

@@ -7,20 +7,22 @@ with an ``OutcomeError`` naming the file and the field, never judged.
 
 from __future__ import annotations
 
-from experiments.input_files import read_text
+from experiments.input_files import read_json
+from reference.fault_effects import describe
 from reference.oracles import Verdict
 from reference.outcome import Outcome, OutcomeError
+from reference.scenario import Scenario
 
 
 def load_outcome(path: str) -> Outcome:
-    """The outcome in the file at ``path``; ``InputFileError`` when the file cannot be read, ``OutcomeError``
-    naming the file and the field when it is not an outcome."""
-    text = read_text(path, "an outcome JSON file")
+    """The outcome in the file at ``path``; ``InputFileError`` when the file cannot be read or is not JSON we
+    read (``input_files.read_json``), ``OutcomeError`` naming the file and the field when it is not an outcome."""
+    raw = read_json(path, "an outcome JSON file")
     try:
-        return Outcome.from_json(text, source=path)
+        return Outcome.from_dict(raw)
     except OutcomeError as exc:
         error = OutcomeError(exc.field, str(exc))
-        error.args = (str(exc) if exc.field == path else f"{path}: not an outcome: {exc}",)
+        error.args = (f"{path}: not an outcome: {exc}",)
         raise error from None
 
 
@@ -30,6 +32,13 @@ def tally(verdicts: list[Verdict]) -> str:
     na = sum(v.status == "n/a" for v in verdicts)
     text = f"{held} of {len(verdicts)} oracles hold"
     return text + (f" ({na} not applicable: no checkpoint)" if na else "")
+
+
+def unfired_lines(scenario: Scenario, outcome: Outcome) -> list[str]:
+    """A line for each of the scenario's faults the run never fired (``outcome.faults_not_fired``): what the run
+    did not test, said on screen, not only in the outcome file."""
+    return [f"note: {describe(i, scenario.faults[i])} never fired: no step of this run matched it, so the run "
+            "did not test it" for i in outcome.faults_not_fired if i < len(scenario.faults)]
 
 
 def verdict_lines(verdicts: list[Verdict], indent: str = "  ") -> list[str]:

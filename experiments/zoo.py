@@ -33,6 +33,7 @@ from typing import Any
 
 from spark_impl.state_store import RocksDBStateStore
 
+from .output_paths import write_text
 from .planted_stores import PLANTED
 from .store_bug_sequences import SEQUENCES, StoreBench, Trace
 from .zoo_checks import Finding, judge
@@ -234,6 +235,7 @@ def all_held(rows: list[ZooRow]) -> bool:
 
 
 def write_rows(rows: list[ZooRow], path: Path) -> None:
-    """The rows as the JSON list ``paper/build.py`` (``section_mutation_and_zoo``) reads."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
+    """The rows as the JSON list ``paper/build.py`` (``section_mutation_and_zoo``) reads; ``OutputPathError``
+    naming the path when it cannot be written (``--out`` is checked before the zoo runs,
+    ``output_paths.output_file``)."""
+    write_text(path, json.dumps([r.to_dict() for r in rows], indent=1) + "\n", "the zoo's rows")

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from .outcome import Outcome
 from .run import run_scenario
 from .scenario import Scenario
-from .size import MATERIALISED, SizeLimits, too_large
+from .size import MATERIALISED, SizeLimits, refusal
 from .storage import SnapshotReader, Storage
 
 
@@ -108,8 +108,10 @@ def refuse_unknown_options(backend: Backend, options: RunOptions) -> None:
 
 
 def refuse_too_large(backend: str, scenario: Scenario, limits: SizeLimits = MATERIALISED) -> None:
-    """``ScenarioRefused`` with the numbers when a backend that holds every record cannot fit the scenario."""
-    why = too_large(scenario, limits)
+    """``ScenarioRefused`` with the numbers when the backend cannot fit the scenario (``size.refusal``: which
+    limit it passes, and the simulator's volume mode where that is the way to run it); every backend calls it
+    before it spends anything on the scenario."""
+    why = refusal(scenario, limits)
     if why is not None:
         raise ScenarioRefused(backend, "source", why)
 

@@ -465,7 +465,7 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
             out.violations.append(Violation(label, [verdict], {"schedule": [n.to_json() for n in prefix],
                                                                "crash_after_prefix": True}, order))
         result = run.finish()
-        bad = failures(check_outcome(base, result.outcome(), result.storage))
+        bad = failures(check_outcome(base, result.outcome(), result.storage, external_crashes=1))
         if bad:
             out.violations.append(Violation(label, bad, {"schedule": [n.to_json() for n in prefix],
                                                          "crash_after_prefix": True}, order))
@@ -524,7 +524,7 @@ def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report
                            Schedule(prefix=first.executed[0], crash_after_prefix=True))
         report.schedules += 1
         report.second_crashes[order] = report.second_crashes.get(order, 0) + 1
-        bad = failures(check_outcome(scenario, result.outcome(), result.storage))
+        bad = failures(check_outcome(scenario, result.outcome(), result.storage, external_crashes=2))
         if bad:
             report.violations.append(Violation(f"{label}, then driver_crash after {crash} during recovery", bad,
                                                {"faults": [fault.to_dict()]}, order))

@@ -9,6 +9,14 @@
     sink/<b>/part-<p>-<uid>.json               one file per task attempt
     sink/_manifest/<b>                         the exactly-once sink's commit of batch b
     sources/<sp>/<b>                           a redelivering source's fetch state after planning b
+    state/<op>/<partition>/SSTs/<name>.sst     a backend's own snapshot data (RocksDB's SST files), when
+                                               ``metadata`` names its ``snapshot_format``
+    .<name>[.<pid>.<thread>.<hex>].tmp         a file being written (left behind by a writer that died)
+    .lightspeed-run.lock                       ``lightspeed run --checkpoint``'s lock (top level only)
+
+``classify`` names the entry a path is, and anything it does not name is not
+part of a checkpoint. Ids are written in canonical decimal (``offsets/7``,
+never ``offsets/07``).
 
 State files carry their attempt's lineage uid in the name (Spark's checkpoint
 format v2), so a retried task or a zombie writer can never overwrite or be read
@@ -29,6 +37,8 @@ SINK = "sink"
 MANIFESTS = "sink/_manifest"
 SOURCES = "sources"
 STATE_KINDS = ("changelog", "delta", "snapshot")
+SNAPSHOT_DATA = "SSTs"           # a store's folder of snapshot data in a backend's own format (Spark's RocksDB)
+RUN_LOCK = ".lightspeed-run.lock"
 
 _STATE_FILE = re.compile(r"^(\d+)_([A-Za-z0-9.-]+)\.(changelog|delta|snapshot)$")
 
@@ -74,8 +84,90 @@ def parse_state_file(name: str) -> StateFileName | None:
 
 
 def batch_of(path: str, folder: str) -> int | None:
-    """The batch id of ``offsets/<b>`` or ``commits/<b>``, else None."""
+    """The batch id of ``offsets/<b>`` or ``commits/<b>``, else None (a name that is not the canonical
+    decimal of a batch id is not a log entry)."""
     head, _, tail = path.partition("/")
-    if head != folder or not tail.isdigit():
+    if head != folder:
         return None
-    return int(tail)
+    return number(tail)
+
+
+def number(text: str) -> int | None:
+    """The id ``text`` is the canonical decimal of (``7``, not ``07`` or ``+7``), else None."""
+    if not (text.isascii() and text.isdigit()) or (len(text) > 1 and text[0] == "0"):
+        return None
+    return int(text)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What a path of a checkpoint is: ``kind`` is one of ``ENTRY_KINDS``, or of ``FOLDER_KINDS`` for a folder;
+    the ids its name carries (``batch`` is a state file's version); for a ``temp`` file, the kind of the
+    file it was becoming (``written``)."""
+
+    kind: str
+    batch: int | None = None
+    store: str | None = None
+    partition: int | None = None
+    written: str | None = None
+
+
+ENTRY_KINDS = ("metadata", "offset", "commit", "state", "snapshot_data", "sink_part", "manifest", "fetch_state",
+               "temp", "run_lock")
+FOLDER_KINDS = ("log", "state", "store", "snapshot_data", "sink", "sink_batch", "manifests", "sources",
+                "source")
+_SINK_PART = re.compile(r"^part-(0|[1-9][0-9]*)-[A-Za-z0-9.-]+\.json$")
+_TEMP = re.compile(r"^\.(?P<name>.+?)(\.[0-9]+\.[0-9]+\.[0-9a-f]{8})?\.tmp$")
+
+
+def classify(path: str) -> Entry | None:
+    """The layout entry the file ``path`` is (SPEC section 3), or None when it is none."""
+    folder, _, name = path.rpartition("/")
+    temp = _TEMP.match(name)
+    if temp is not None:
+        inner = classify(f"{folder}/{temp['name']}" if folder else temp["name"])
+        if inner is None or inner.kind in ("temp", "run_lock"):
+            return None
+        return Entry("temp", inner.batch, inner.store, inner.partition, written=inner.kind)
+    parts = path.split("/")
+    if path in (METADATA, RUN_LOCK):
+        return Entry("metadata" if path == METADATA else "run_lock")
+    if len(parts) == 2 and parts[0] in (OFFSETS, COMMITS) and number(parts[1]) is not None:
+        return Entry("offset" if parts[0] == OFFSETS else "commit", number(parts[1]))
+    if len(parts) == 3 and parts[:2] == MANIFESTS.split("/") and number(parts[2]) is not None:
+        return Entry("manifest", number(parts[2]))
+    if len(parts) == 3 and parts[0] == SINK and number(parts[1]) is not None and _SINK_PART.match(parts[2]):
+        return Entry("sink_part", number(parts[1]), partition=int(parts[2].split("-")[1]))
+    if len(parts) == 3 and parts[0] == SOURCES and number(parts[1]) is not None and number(parts[2]) is not None:
+        return Entry("fetch_state", number(parts[2]), partition=number(parts[1]))
+    if len(parts) in (4, 5) and parts[0] == STATE and parts[1] and number(parts[2]) is not None:
+        store, partition = parts[1], number(parts[2])
+        if len(parts) == 5:
+            return Entry("snapshot_data", store=store, partition=partition) \
+                if parts[3] == SNAPSHOT_DATA and name.endswith(".sst") and len(name) > 4 else None
+        parsed = parse_state_file(name)
+        if parsed is not None and number(name.split("_", 1)[0]) is not None:
+            return Entry("state", parsed.version, store, partition)
+    return None
+
+
+def classify_folder(path: str) -> Entry | None:
+    """The layout folder the directory ``path`` is (kind one of ``FOLDER_KINDS``), or None when it is none."""
+    parts = path.split("/")
+    if len(parts) == 1:
+        kinds = {OFFSETS: "log", COMMITS: "log", STATE: "state", SINK: "sink", SOURCES: "sources"}
+        return Entry(kinds[path]) if path in kinds else None
+    if parts[0] == SINK and len(parts) == 2:
+        if parts[1] == MANIFESTS.split("/")[1]:
+            return Entry("manifests")
+        return Entry("sink_batch", number(parts[1])) if number(parts[1]) is not None else None
+    if parts[0] == SOURCES and len(parts) == 2 and number(parts[1]) is not None:
+        return Entry("source", partition=number(parts[1]))
+    if parts[0] == STATE and len(parts) == 2 and parts[1]:
+        return Entry("store", store=parts[1])
+    if parts[0] == STATE and len(parts) in (3, 4) and number(parts[2]) is not None:
+        if len(parts) == 3:
+            return Entry("store", store=parts[1], partition=number(parts[2]))
+        return Entry("snapshot_data", store=parts[1], partition=number(parts[2])) if parts[3] == SNAPSHOT_DATA \
+            else None
+    return None

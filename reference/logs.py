@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import layout
-from .storage import CheckpointFormatError, Storage
+from .json_input import JsonInputError, loads
+from .storage import CheckpointFormatError, Storage, excerpt
 
 LOG_VERSION = "v1"
 
@@ -25,17 +26,36 @@ _canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode   # 
 
 
 def decode_entry(data: bytes, path: str) -> dict[str, Any]:
+    """The JSON object of a log entry; ``CheckpointFormatError`` naming the file (and quoting at most a short,
+    escaped excerpt of it) when it is not one."""
     text = data.decode(errors="replace")
     head, _, body = text.partition("\n")
     if head != LOG_VERSION:
-        raise CheckpointFormatError(f"{path}: log entry version {head!r}, expected {LOG_VERSION!r}")
+        raise CheckpointFormatError(f"{path}: log entry version {excerpt(head)}, expected {LOG_VERSION!r}")
     try:
-        value = json.loads(body)
-    except json.JSONDecodeError as exc:
+        value = loads(body)
+    except JsonInputError as exc:
         raise CheckpointFormatError(f"{path}: truncated or corrupt log entry: {exc}") from None
     if not isinstance(value, dict):
         raise CheckpointFormatError(f"{path}: log entry is not a JSON object")
     return value
+
+
+def _own_batch(body: dict[str, Any], batch: int, path: str) -> int:
+    """The entry's ``batch``, which must be the batch its name says: an entry copied over another is refused."""
+    named = body["batch"]
+    if named != batch or isinstance(named, bool):
+        raise CheckpointFormatError(f"{path}: the entry is of batch {json.dumps(named)[:20]}, not of "
+                                    f"batch {batch} as its name says")
+    return batch
+
+
+def _offsets(body: dict[str, Any], key: str, path: str) -> tuple[int, ...]:
+    value = body[key]
+    if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                              for x in value):
+        raise CheckpointFormatError(f"{path}: {key} is not a list of offsets (integers >= 0)")
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -52,9 +72,14 @@ class OffsetEntry:
         path = layout.offset_path(batch)
         body = decode_entry(storage.read(path), path)
         try:
-            return OffsetEntry(int(body["batch"]), tuple(body["start_offsets"]), tuple(body["end_offsets"]))
-        except (KeyError, TypeError, ValueError) as exc:
+            entry = OffsetEntry(_own_batch(body, batch, path), _offsets(body, "start_offsets", path),
+                                _offsets(body, "end_offsets", path))
+        except KeyError as exc:
             raise CheckpointFormatError(f"{path}: offset entry lacks {exc}") from None
+        if len(entry.start) != len(entry.end) or any(s > e for s, e in zip(entry.start, entry.end)):
+            raise CheckpointFormatError(f"{path}: offsets {list(entry.start)} to {list(entry.end)} are not a "
+                                        "range of each source partition")
+        return entry
 
 
 @dataclass(frozen=True)
@@ -73,10 +98,18 @@ class CommitEntry:
         path = layout.commit_path(batch)
         body = decode_entry(storage.read(path), path)
         try:
-            return CommitEntry(int(body["batch"]), int(body["watermark_ms"]), list(body["next_trackers"]),
-                               dict(body["state_lineage"]))
-        except (KeyError, TypeError, ValueError) as exc:
+            entry = CommitEntry(_own_batch(body, batch, path), body["watermark_ms"], body["next_trackers"],
+                                body["state_lineage"])
+        except KeyError as exc:
             raise CheckpointFormatError(f"{path}: commit entry lacks {exc}") from None
+        lineage = entry.state_lineage
+        if not isinstance(entry.watermark_ms, int) or isinstance(entry.watermark_ms, bool) \
+                or not isinstance(entry.next_trackers, list) or not isinstance(lineage, dict) \
+                or not all(isinstance(parts, dict) and all(isinstance(u, str) for u in parts.values())
+                           for parts in lineage.values()):
+            raise CheckpointFormatError(f"{path}: commit entry is not {{watermark_ms: int, next_trackers: [...], "
+                                        "state_lineage: {store: {partition: lineage id}}}")
+        return entry
 
 
 def log_batches(storage: Storage, folder: str) -> list[int]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .outcome import BatchRecord, Outcome, ProgressEvent, Recovery, StateMove, Timing, read_sink
+from .outcome import BatchRecord, Outcome, ProgressEvent, Recovery, StateMove, Timing
+from .sink_files import visible_output
 from .query import pipeline_store_ids
 from .recovery import RestartPlan
 from .retained import retained_states
@@ -77,8 +78,8 @@ def build_outcome(scenario: Scenario, storage: Storage, observer: Observer, erro
     batches = tuple(BatchRecord(b, tuple(rec["end_offsets"]), tuple(rec["start_offsets"]), rec.get("watermark_ms"),
                                 rec["attempts"], rec.get("task_retries", 0))
                     for b, rec in sorted(observer.batches.items()) if "end_offsets" in rec)
-    return Outcome(scenario.name, backend, batches, state, read_sink(storage, scenario.sink_mode,
-                                                                     observer.deliveries),
+    return Outcome(scenario.name, backend, batches, state, visible_output(storage, scenario.sink_mode,
+                                                                          observer.deliveries),
                    tuple(observer.recoveries), tuple(observer.progress), tuple(storage.list()), scenario.seed, error,
                    tuple(state_errors), timing, dict(details or {}), tuple(observer.faults_not_fired),
                    tuple(observer.moves[key] for key in sorted(observer.moves)))

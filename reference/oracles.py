@@ -12,10 +12,14 @@ Beyond SPEC section 5's checks: ``identity`` (the outcome is of this scenario:
 name, seed, stores, partitions), ``watermarks`` (every committed batch carries
 the watermark the failure-free run gives it) and ``checkpoint`` (the
 checkpoint is this outcome's: its metadata names this query, it holds every
-file the outcome lists, the state it loads is the outcome's state, and it
-obeys the rules of ``checkpoint_rules.py``) and ``rebalancing`` (the outcome
-records exactly the state moves the scenario's executor events call for, by
-the placement rule of ``placement.py``). ``reconstruction``, ``lineage``
+file the outcome lists, it obeys the rules of ``checkpoint_rules.py`` (which
+name every file that is not part of the layout and read every file that is),
+its offset and commit logs log the outcome's batches, its sink files hold the
+outcome's sink, and the state it loads is the outcome's state),
+``rebalancing`` (the outcome records exactly the state moves the scenario's
+executor events call for, by the placement rule of ``placement.py``) and
+``recoveries`` (the outcome's restarts, re-runs, attempts and deliveries are
+what the faults that fired explain, ``fault_effects.py``). ``reconstruction``, ``lineage``
 and ``checkpoint`` read files, so they need the checkpoint (a ``Storage``);
 without one they say so (status ``n/a``) rather than pass.
 """
@@ -29,12 +33,14 @@ from typing import Any, Callable
 
 from . import checkpoint_rules, layout
 from .graph import LOGICAL_BATCH_MS
-from .logs import CommitEntry, log_batches, read_metadata
+from .logs import CommitEntry, OffsetEntry, log_batches, read_metadata
 from .outcome import Outcome, canonical_rows, digest_rows
 from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
 from .rebalancing import PlacementTimeline
 from .retained import committed_chain, latest_lineage, retained_range, retained_states
+from .fault_effects import unexplained
 from .scenario import Scenario
+from .sink_files import visible_output
 from .sources import SourceData
 from .state_store import load_version, readable
 from .storage import CheckpointFormatError, Storage
@@ -84,6 +90,7 @@ class Context:
     scenario: Scenario
     outcome: Outcome
     storage: Storage | None = None
+    external_crashes: int = 0     # driver crashes the caller brought about outside the scenario's faults
     data: SourceData = field(init=False)
     bounds: list[BatchBounds] = field(init=False)
     expected: SequentialRun = field(init=False)
@@ -244,9 +251,7 @@ def replay_bound(ctx: Context) -> Verdict:
     e = ctx.scenario.engine
     if e.progress_mode == "async":
         return _async_progress_bound(ctx)
-    # batches planned but not committed: one, or pipeline_depth under pipelining; async state
-    # checkpointing adds the batch whose state was not yet durable
-    bound = (e.pipeline_depth if e.pipelining else 1) + (e.state_checkpoint == "async")
+    bound = checkpoint_rules.in_flight_limit(ctx.scenario)   # batches planned but not committed
     for r in ctx.outcome.recoveries:
         if len(r.rerun_batches) > bound:
             return Verdict("replay_bound", FAIL, f"a restart re-ran {len(r.rerun_batches)} batches; at most {bound} "
@@ -424,14 +429,14 @@ def checkpoint(ctx: Context) -> Verdict:
     if not ctx.outcome.error and ctx.scenario.engine.progress_mode == "sync" and (commits[-1] if commits else None) != last:
         return Verdict("checkpoint", FAIL, "the checkpoint's latest commit entry is not the outcome's last batch",
                        expected=last, actual=commits[-1] if commits else None)
+    damaged = _damaged_on_chain(ctx, storage)
+    if damaged is not None:
+        return damaged
     broken = checkpoint_rules.violations(storage, ctx.scenario)
     if broken:
         rule, message = broken[0]
         return Verdict("checkpoint", FAIL, f"{rule}: {message}")
-    damaged = _damaged_on_chain(ctx, storage)
-    if damaged is not None:
-        return damaged
-    return _state_read_back(ctx, storage)
+    return _logs_read_back(ctx, storage) or _sink_read_back(ctx, storage) or _state_read_back(ctx, storage)
 
 
 def _damaged_on_chain(ctx: Context, storage: Storage) -> Verdict | None:
@@ -448,6 +453,59 @@ def _damaged_on_chain(ctx: Context, storage: Storage) -> Verdict | None:
                     if path is not None and not readable(storage, path):
                         return Verdict("checkpoint", FAIL, f"{path} is damaged (it does not decode)", sid, p,
                                        link.version)
+    return None
+
+
+def _logs_read_back(ctx: Context, storage: Storage) -> Verdict | None:
+    """The offset and commit logs are the outcome's: each entry of a batch the outcome ran logs that batch's
+    offsets (its end only under async progress, where a re-run folds unlogged batches in front of it) and the
+    watermark the failure-free run gives it (the ``watermarks`` check judges the outcome's); no entry lies
+    past the input, nor past the last batch of a run that finished."""
+    batches = {b.id: b for b in ctx.outcome.batches}
+    last = max(batches, default=-1)
+    totals = list(ctx.data.totals)
+    whole = ctx.scenario.engine.progress_mode == "sync"
+    for b in log_batches(storage, layout.OFFSETS):
+        entry, path = OffsetEntry.read(storage, b), layout.offset_path(b)
+        if any(end > total for end, total in zip(entry.end, totals)):
+            return Verdict("checkpoint", FAIL, f"{path} ends past the input", batch=b, expected=totals,
+                           actual=list(entry.end))
+        ran = batches.get(b)
+        if ran is None and b > last and not ctx.outcome.error:
+            return Verdict("checkpoint", FAIL, f"{path} logs a batch after the outcome's last batch {last}, of a "
+                                               "run that finished", batch=b)
+        if ran is not None and (entry.end != ran.end_offsets or whole and entry.start != ran.start_offsets):
+            return Verdict("checkpoint", FAIL, f"{path} logs other offsets than the outcome's batch {b} ran",
+                           batch=b, expected=[list(ran.start_offsets or ()), list(ran.end_offsets)],
+                           actual=[list(entry.start), list(entry.end)])
+    for b in log_batches(storage, layout.COMMITS):
+        committed = CommitEntry.read(storage, b).watermark_ms
+        if b in batches and committed != ctx.expected.watermarks[b]:
+            return Verdict("checkpoint", FAIL, f"{layout.commit_path(b)} holds another watermark than the "
+                                               "failure-free run gives the batch", batch=b,
+                           expected=ctx.expected.watermarks[b], actual=committed)
+    return None
+
+
+def _sink_read_back(ctx: Context, storage: Storage) -> Verdict | None:
+    """The sink's files hold the outcome's sink: each batch's rows and how many times it was delivered."""
+    found = {e.batch: e for e in visible_output(storage, ctx.scenario.sink_mode)}
+    told = ctx.outcome.sink_by_batch()
+    for b in sorted(set(found) | set(told)):
+        have, said = found.get(b), told.get(b)
+        where = layout.manifest_path(b) if ctx.scenario.sink_mode == "exactly_once" else f"{layout.SINK}/{b}/"
+        if have is None or said is None:
+            return Verdict("checkpoint", FAIL, f"{where}: the sink files and the outcome disagree on whether "
+                                               f"batch {b} was delivered", batch=b,
+                           expected=None if said is None else list(said.rows),
+                           actual=None if have is None else list(have.rows))
+        if canonical_rows(have.rows) != canonical_rows(said.rows):
+            return Verdict("checkpoint", FAIL, f"{where}: the sink files hold other rows than the outcome's sink",
+                           batch=b, expected=list(said.rows)[:10], actual=list(have.rows)[:10])
+        if have.deliveries != said.deliveries:
+            return Verdict("checkpoint", FAIL, f"{where}: the sink files count another number of deliveries than "
+                                               "the outcome's sink", batch=b, expected=said.deliveries,
+                           actual=have.deliveries)
     return None
 
 
@@ -483,6 +541,18 @@ def rebalancing(ctx: Context) -> Verdict:
                    partition=where.get("partition"), batch=where.get("batch"), expected=want, actual=got)
 
 
+def recoveries(ctx: Context) -> Verdict:
+    """The outcome's restarts, re-runs, attempts and deliveries are what the faults that fired explain
+    (``fault_effects.py``): a crash that fired brought its restart and re-ran its batch, no restart or
+    second delivery came from nowhere, and a fault whose step ran is not listed as never fired."""
+    finding = unexplained(ctx.scenario, ctx.outcome, ctx.external_crashes)
+    if finding is not None:
+        return Verdict("recoveries", FAIL, finding.message, batch=finding.batch, expected=finding.expected,
+                       actual=finding.actual)
+    return Verdict("recoveries", PASS, f"{len(ctx.outcome.recoveries)} restart(s), every re-run and repeated "
+                                       "delivery explained by the faults that fired")
+
+
 def _reading(check: str, fn: Callable[[Context], Verdict]) -> Callable[[Context], Verdict]:
     """A check that reads the checkpoint FAILs, naming the file, when a file it must read is unreadable."""
     def judged(ctx: Context) -> Verdict:
@@ -506,13 +576,17 @@ ORACLES: dict[str, Callable[[Context], Verdict]] = {
     "watermarks": watermarks,
     "checkpoint": _reading("checkpoint", checkpoint),
     "rebalancing": rebalancing,
+    "recoveries": recoveries,
 }
 
 
-def check_outcome(scenario: Scenario, outcome: Outcome, storage: Storage | None = None) -> list[Verdict]:
-    """Run every oracle on one outcome (from any backend)."""
+def check_outcome(scenario: Scenario, outcome: Outcome, storage: Storage | None = None, *,
+                  external_crashes: int = 0) -> list[Verdict]:
+    """Run every oracle on one outcome (from any backend). ``external_crashes``: driver crashes the caller
+    brought about itself, outside the scenario's faults (the explorer's crash cuts), which explain as many
+    restarts."""
     try:
-        ctx = Context(scenario, outcome, storage)
+        ctx = Context(scenario, outcome, storage, external_crashes)
     except (KeyError, TypeError, ValueError) as exc:
         return [Verdict("outcome_shape", FAIL, f"outcome cannot be judged: {exc!r}")]
     return [fn(ctx) for fn in ORACLES.values()]

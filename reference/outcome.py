@@ -24,8 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from . import layout
-from .storage import Storage
+from .json_input import JsonInputError, loads
 from .timing import LatencySummary, Throughput, TimingError
 
 StateMap = dict[str, dict[str, dict[str, list[list[Any]]]]]   # store -> partition -> version -> pairs
@@ -247,9 +246,9 @@ class Outcome:
     @staticmethod
     def from_json(text: str, source: str = "<outcome>") -> "Outcome":
         try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise OutcomeError(source, f"not valid JSON: {exc}") from None
+            raw = loads(text)
+        except JsonInputError as exc:   # malformed, a repeated key, NaN or Infinity, nested too deep
+            raise OutcomeError(source, str(exc)) from None
         return Outcome.from_dict(raw)
 
 
@@ -451,31 +450,3 @@ def canonical_rows(rows: Sequence[Any]) -> list[Any]:
 
 def digest_rows(rows: Sequence[Any]) -> str:
     return hashlib.sha256(json.dumps(canonical_rows(rows)).encode()).hexdigest()[:16]
-
-
-def read_sink(storage: Storage, sink_mode: str,
-              digests: Mapping[int, Sequence[str]] | None = None) -> tuple[SinkEntry, ...]:
-    """The visible output: committed manifests (exactly-once) or every part file (at-least-once)."""
-    digests = digests or {}
-    out = []
-    if sink_mode == "exactly_once":
-        for path in storage.list(layout.MANIFESTS + "/"):
-            manifest = json.loads(storage.read(path))
-            rows = [row for f in manifest["files"] for row in json.loads(storage.read(f))]
-            batch = manifest["batch"]
-            out.append(SinkEntry(batch, tuple(canonical_rows(rows)), manifest["delivery"],
-                                 tuple(digests.get(batch, ()))))
-        return tuple(sorted(out, key=lambda e: e.batch))
-    by_batch: dict[int, tuple[list[Any], dict[str, int]]] = {}
-    for path in storage.list(layout.SINK + "/"):
-        if path.startswith(layout.MANIFESTS + "/"):
-            continue
-        batch = int(path.split("/")[1])
-        partition = path.rsplit("/", 1)[-1].split("-")[1]
-        rows, files = by_batch.setdefault(batch, ([], {}))
-        rows.extend(json.loads(storage.read(path)))
-        files[partition] = files.get(partition, 0) + 1
-    for batch in sorted(by_batch):
-        rows, files = by_batch[batch]
-        out.append(SinkEntry(batch, tuple(canonical_rows(rows)), max(files.values()), tuple(digests.get(batch, ()))))
-    return tuple(out)

@@ -32,6 +32,7 @@ from typing import Any
 
 from .engine_config import PROVIDERS, EngineConfig
 from .executor_events import DEFAULT_EXECUTORS, EVENT_KINDS, ExecutorEvent, parse_events, parse_executors
+from .fault_reach import unreachable   # faults no step can match, or that never end
 from .fault_spec import Fault, FaultAt, check_checkpoint_path, may_end_incarnation
 from .field_reader import FieldReader, ScenarioError
 from .operator_spec import AGGS, FUNCTIONS, OPERATOR_KINDS, STATEFUL_KINDS, OperatorSpec
@@ -198,6 +199,9 @@ class Scenario:
                                     "fault at an async state commit or an executor_loss)")
             if fault.kind in ("corrupt_file", "delete_file"):
                 check_checkpoint_path(fault.path or "", f"{where}.path")
+        refused = unreachable(self)
+        if refused is not None:
+            raise ScenarioError(*refused)
 
     def check_events(self) -> None:
         """Refuse an executor event that cannot happen: out of batch order or range, a join of an executor

@@ -1,19 +1,33 @@
-"""How big a scenario is, estimated before anything runs, so a run that cannot fit is refused with the numbers.
+"""How big an input is, judged before anything is spent on it: the one place for every size guard.
 
 A backend that materialises every record (the reference, the simulator's data
-mode, the Spark engine) holds the input, one step-graph node per step, batch
-and partition, and every retained state version in memory. The estimate
-counts records, batches, state partitions and graph nodes from the scenario
-alone; ``too_large`` compares it with a backend's limits and says which limit
-it passes, by how much. Nothing here allocates the input.
+mode, the Spark engine, native Spark) holds the input, one step-graph node
+per step, batch and partition, and every retained state version in memory.
+The simulator's volume mode counts records instead of holding them, so only
+the batches, partitions and graph nodes bound it. The estimate counts
+records, batches, state partitions and graph nodes from the scenario alone;
+``too_large`` compares it with a backend's limits and says which limit it
+passes, by how much; ``refusal`` adds where the scenario would fit instead
+(the simulator's volume mode, when it would). Nothing here allocates the
+input.
+
+The same module bounds what is read from outside: a file named on the command
+line (``MAX_INPUT_FILE_BYTES``), one checkpoint file (``MAX_CHECKPOINT_FILE_BYTES``)
+and the nesting of any JSON document (``MAX_JSON_DEPTH``), so a hostile input
+is refused with the size and the limit, before memory is spent on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .scenario import Scenario, Source
+from .scenario import Scenario
+from .source_spec import source_batches, source_records   # re-exported: a source's size is the source's own
 from .steps import DRIVER_STEPS, TASK_STEPS
+
+MAX_INPUT_FILE_BYTES = 256 * 2**20        # a scenario, outcome or profile file named on the command line
+MAX_CHECKPOINT_FILE_BYTES = 1 * 2**30     # one file of a checkpoint directory (a snapshot of a large state)
+MAX_JSON_DEPTH = 64                       # nesting of any JSON document read (ours nest fewer than 10 deep)
 
 
 @dataclass(frozen=True)
@@ -30,43 +44,25 @@ class SizeEstimate:
 
 @dataclass(frozen=True)
 class SizeLimits:
-    """What a backend that materialises every record can hold on this machine (24 GiB, Python objects)."""
+    """What a backend can hold on this machine (24 GiB, Python objects); ``what`` names the kind of backend."""
 
     records: int = 5_000_000
     batches: int = 100_000
     state_partitions: int = 4_096
     graph_nodes: int = 5_000_000
+    what: str = "a backend that holds every record in memory"
 
 
 MATERIALISED = SizeLimits()
-
-
-def _source_records(src: Source) -> int:
-    if src.kind == "generated":
-        return src.partitions * src.records_per_partition_per_batch * src.batches
-    if src.kind == "explicit":
-        return len(src.records)
-    if src.broker is not None:
-        return src.broker.messages
-    per_partition = int(src.rows_per_second * src.duration_s) // src.partitions
-    return per_partition * src.partitions
-
-
-def _source_batches(src: Source) -> int:
-    """Batches an untimed backend cuts (timed backends cut by their clock, usually no more)."""
-    if src.kind == "generated":
-        return src.batches
-    if src.kind == "explicit":
-        last_ms = max((r[4] for r in src.records), default=0)
-        return last_ms // src.batch_ms + 1
-    if src.broker is not None:   # the last first delivery: the last publish, at most reorder_ms late
-        return ((src.broker.messages - 1) * src.broker.interval_ms + src.broker.reorder_ms) // src.batch_ms + 1
-    return int(src.duration_s * 1000) // src.batch_ms + 1
+# The simulator's volume mode keeps a count per batch and partition, never a record: the records are bounded
+# only by what a count can say (every step's cost is computed from it).
+VOLUME = SizeLimits(records=10**15, what="the simulator's volume mode")
+VOLUME_HINT = "lightspeed run SCENARIO --backend sim --sim-mode volume"
 
 
 def estimate(scenario: Scenario) -> SizeEstimate:
-    records = sum(_source_records(src) for src in scenario.sources.values())
-    batches = max(_source_batches(src) for src in scenario.sources.values())
+    records = sum(source_records(src) for src in scenario.sources.values())
+    batches = max(source_batches(src) for src in scenario.sources.values())
     parts = scenario.state_partitions
     per_batch = len(DRIVER_STEPS) + parts * (len(TASK_STEPS) + 1)
     return SizeEstimate(records, batches, parts, batches * per_batch)
@@ -78,7 +74,27 @@ def too_large(scenario: Scenario, limits: SizeLimits = MATERIALISED) -> str | No
     for name in ("records", "batches", "state_partitions", "graph_nodes"):
         have, allowed = getattr(size, name), getattr(limits, name)
         if have > allowed:
-            return (f"{size.describe()}: {name.replace('_', ' ')} {have:,} exceed the {allowed:,} a backend that "
-                    "holds every record in memory can run here; shrink the scenario (or use the simulator's "
-                    "volume mode, which counts records instead of holding them)")
+            return (f"{size.describe()}: {name.replace('_', ' ')} {have:,} exceed the {allowed:,} "
+                    f"{limits.what} can run here")
     return None
+
+
+def refusal(scenario: Scenario, limits: SizeLimits = MATERIALISED) -> str | None:
+    """``too_large``, and what to do about it: the simulator's volume mode where the scenario fits it (and
+    the limits passed are not already its own), else shrinking the scenario."""
+    why = too_large(scenario, limits)
+    if why is None:
+        return None
+    volume_fits = limits != VOLUME and too_large(scenario, VOLUME) is None \
+        and not any(src.kind == "redelivering" for src in scenario.sources.values())
+    if volume_fits:
+        return f"{why}; it fits the simulator's volume mode, which counts records instead of holding them " \
+               f"({VOLUME_HINT})"
+    return f"{why}; shrink the scenario (fewer records, batches or state partitions)"
+
+
+def file_too_large(size_bytes: int, limit_bytes: int) -> str | None:
+    """None when a file of ``size_bytes`` may be read; else the size and the limit, in words."""
+    if size_bytes <= limit_bytes:
+        return None
+    return f"{size_bytes:,} bytes, more than the {limit_bytes:,} bytes this reads"

@@ -161,3 +161,27 @@ def check_key(key: str, path: str) -> None:
         key.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ScenarioError(path, f"key {key!r} is not valid Unicode text ({exc.reason} at {exc.start})") from None
+
+
+def source_records(src: Source) -> int:
+    """Records a source holds (counted, never allocated)."""
+    if src.kind == "generated":
+        return src.partitions * src.records_per_partition_per_batch * src.batches
+    if src.kind == "explicit":
+        return len(src.records)
+    if src.broker is not None:
+        return src.broker.messages
+    per_partition = int(src.rows_per_second * src.duration_s) // src.partitions
+    return per_partition * src.partitions
+
+
+def source_batches(src: Source) -> int:
+    """Batches an untimed backend cuts (timed backends cut by their clock, usually no more)."""
+    if src.kind == "generated":
+        return src.batches
+    if src.kind == "explicit":
+        last_ms = max((r[4] for r in src.records), default=0)
+        return last_ms // src.batch_ms + 1
+    if src.broker is not None:   # the last first delivery: the last publish, at most reorder_ms late
+        return ((src.broker.messages - 1) * src.broker.interval_ms + src.broker.reorder_ms) // src.batch_ms + 1
+    return int(src.duration_s * 1000) // src.batch_ms + 1

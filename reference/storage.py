@@ -13,12 +13,15 @@ outcome's checkpoint can be written out and read back by the verifier.
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import threading
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 
 class StorageError(Exception):
@@ -174,8 +177,18 @@ class DurableStorage:
             local.write(path, data, overwrite=True)
 
 
+Entries = list[tuple[str, str]]   # (path relative to a checkpoint's root, what the entry is: one of ENTRY_KINDS)
+
+
 class LocalStorage:
-    """The ``Storage`` interface over a real local directory (atomic via rename)."""
+    """The ``Storage`` interface over a real local directory (atomic via rename).
+
+    A checkpoint directory holds regular files and directories only. Reads never leave it: every path is
+    opened component by component without following a symbolic link, and anything that is not a regular
+    file (a link, a FIFO, a device, a socket) is refused, naming it, before it is opened, so a read never
+    blocks and never touches what the link points to. A file larger than ``MAX_CHECKPOINT_FILE_BYTES`` is
+    refused with its size before it is read. Listing does not descend into a linked folder either.
+    """
 
     def __init__(self, root: str | os.PathLike[str], snapshot_readers: tuple[SnapshotReader, ...] = ()):
         self.root = Path(root)
@@ -190,7 +203,7 @@ class LocalStorage:
         to create, which fails if the name exists, so two writers can never both create one file."""
         full = self._full(path)
         full.parent.mkdir(parents=True, exist_ok=True)
-        tmp = full.with_name(f".{full.name}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp = full.with_name(temp_name(full.name))
         tmp.write_bytes(data)
         try:
             if overwrite:
@@ -205,17 +218,11 @@ class LocalStorage:
 
     def read(self, path: str) -> bytes:
         full = self._full(path)
-        try:
-            return full.read_bytes()
-        except FileNotFoundError:
-            raise CheckpointFormatError(f"{full}: file not found in checkpoint") from None
-        except IsADirectoryError:
-            raise CheckpointFormatError(f"{full}: is a directory where the checkpoint layout has a file") from None
-        except PermissionError:
-            raise CheckpointFormatError(f"{full}: cannot be read (permission denied)") from None
+        with _opened_inside(self.root, path) as fd:
+            return _read_bounded(fd, full)
 
     def exists(self, path: str) -> bool:
-        return self._full(path).exists()
+        return os.path.lexists(self._full(path))
 
     def delete(self, path: str) -> None:
         try:
@@ -234,19 +241,157 @@ class LocalStorage:
         # batch's purge cost grow with the checkpoint
         folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         top = self.root / folder if folder else self.root
+        if folder:
+            _refuse_linked_folders(self.root, folder)
         if not top.is_dir():
             return []
         out = []
         for dirpath, _dirs, names in os.walk(top):
             rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             base = "" if rel_dir == "." else rel_dir + "/"
-            for name in names:
-                if name.startswith("."):
-                    continue
-                rel = base + name
-                if rel.startswith(prefix):
-                    out.append(rel)
+            out += [base + name for name in names if not name.startswith(".") and (base + name).startswith(prefix)]
         return sorted(out)
+
+    def entries(self) -> Entries:
+        """Every entry under the root, hidden ones too, as (relative path, kind), kind one of ``ENTRY_KINDS``;
+        nothing is followed or opened (a linked folder is one entry, of kind ``symlink``)."""
+        out = []
+        for dirpath, dirs, names in os.walk(self.root):
+            rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+            base = "" if rel_dir == "." else rel_dir + "/"
+            for name in dirs + names:
+                kind = entry_kind(os.lstat(os.path.join(dirpath, name)).st_mode)
+                out.append((base + name, kind))
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(dirpath, d))]
+        return sorted(out)
+
+
+def inventory(storage: Storage) -> Entries:
+    """Every entry of a checkpoint as (path, kind): a local directory's own walk, with hidden files, folders
+    and what is not a regular file; the files any other storage lists (it holds nothing else)."""
+    if isinstance(storage, LocalStorage):
+        return storage.entries()
+    return [(path, "file") for path in storage.list()]
+
+
+ENTRY_KINDS = ("file", "directory", "symlink", "fifo", "device", "socket")
+
+
+def temp_name(name: str) -> str:
+    """The hidden name ``LocalStorage.write`` writes ``name`` under before publishing it (``layout.classify``
+    knows it as ``temp``: one a crashed writer leaves behind is the checkpoint's own litter, never read)."""
+    return f".{name}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp"
+
+
+def entry_kind(mode: int) -> str:
+    """What a directory entry is, from its ``lstat`` mode (one of ``ENTRY_KINDS``)."""
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "device"
+
+
+def _not_regular(full: Path | str, kind: str) -> CheckpointFormatError:
+    if kind == "symlink":
+        return CheckpointFormatError(f"{full}: is a symbolic link; a checkpoint holds regular files only, and a "
+                                     "link is never followed out of it")
+    if kind == "directory":
+        return CheckpointFormatError(f"{full}: is a directory where the checkpoint layout has a file")
+    return CheckpointFormatError(f"{full}: is a {kind}, not a regular file; a checkpoint holds regular files "
+                                 "only (it was not opened)")
+
+
+@contextmanager
+def _opened_inside(root: Path, path: str) -> Iterator[int]:
+    """A read-only descriptor of the regular file ``path`` under ``root``, reached one component at a time
+    without following a link; ``CheckpointFormatError`` naming the entry that is missing, a link, or not a
+    regular file (checked before it is opened, so a FIFO or a device is never opened)."""
+    parts = path.split("/")
+    fds: list[int] = []
+    try:
+        try:
+            fds.append(os.open(root, os.O_RDONLY | os.O_DIRECTORY))
+        except FileNotFoundError:
+            raise CheckpointFormatError(f"{root / path}: file not found in checkpoint") from None
+        except NotADirectoryError:
+            raise CheckpointFormatError(f"{root}: the checkpoint is not a directory") from None
+        for i, part in enumerate(parts):
+            where = root.joinpath(*parts[:i + 1])
+            try:
+                mode = os.stat(part, dir_fd=fds[-1], follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                raise CheckpointFormatError(f"{root / path}: file not found in checkpoint") from None
+            last = i == len(parts) - 1
+            kind = entry_kind(mode)
+            if kind != ("file" if last else "directory"):
+                raise _not_regular(where, kind) if last or kind != "file" else \
+                    CheckpointFormatError(f"{where}: is a file where the checkpoint layout has a directory")
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | (0 if last else os.O_DIRECTORY)
+            try:
+                fds.append(os.open(part, flags, dir_fd=fds[-1]))
+            except PermissionError:
+                raise CheckpointFormatError(f"{where}: cannot be read (permission denied)") from None
+            except OSError as exc:   # replaced by a link or a special file since it was looked at
+                raise CheckpointFormatError(f"{where}: cannot be opened safely ({exc.strerror})") from None
+            opened = entry_kind(os.fstat(fds[-1]).st_mode)
+            if opened != kind:
+                raise _not_regular(where, opened)
+        yield fds[-1]
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _read_bounded(fd: int, full: Path) -> bytes:
+    """The bytes of an open regular file, refused with its size when it passes ``MAX_CHECKPOINT_FILE_BYTES``
+    (or grows past it while being read)."""
+    from .size import MAX_CHECKPOINT_FILE_BYTES, file_too_large
+    size = os.fstat(fd).st_size
+    why = file_too_large(size, MAX_CHECKPOINT_FILE_BYTES)
+    if why is not None:
+        raise CheckpointFormatError(f"{full}: {why}; no checkpoint file is that large")
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > MAX_CHECKPOINT_FILE_BYTES:
+            raise CheckpointFormatError(f"{full}: grew past {MAX_CHECKPOINT_FILE_BYTES:,} bytes while read")
+        chunks.append(chunk)
+
+
+def _refuse_linked_folders(root: Path, folder: str) -> None:
+    """``CheckpointFormatError`` when a component of ``folder`` under ``root`` is a link (listing it would list
+    what the link points to); a missing one, or one that is not a folder, lists as empty (the ``layout`` rule
+    of ``checkpoint_rules.py`` names it)."""
+    where = root
+    for part in folder.split("/"):
+        where = where / part
+        try:
+            kind = entry_kind(os.lstat(where).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        if kind == "symlink":
+            raise CheckpointFormatError(f"{where}: is a symbolic link where the checkpoint layout has a directory; "
+                                        "it is not listed")
+
+
+def excerpt(data: bytes | str, limit: int = 40) -> str:
+    """A short, escaped quotation of what a file holds, for an error message: at most ``limit`` characters
+    of it, as a JSON string (every control, quote, backslash and non-ASCII character escaped), and how much
+    more there was."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    more = len(text) - limit
+    return json.dumps(text[:limit]) + (f" (and {more:,} more characters)" if more > 0 else "")
 
 
 def _folders_of(path: str) -> list[str]:

@@ -8,7 +8,9 @@ checkpoint. Bad options are typed errors that name them, never a traceback
 for the command line to show: a malformed cost profile raises
 ``cost_model.ProfileError`` naming the parameter, an unknown ``sim_mode``
 raises ``simulation.SimModeError``; both are ``BackendError``s (and
-``ValueError``s). ``storage_profile`` replaces the cost profile's checkpoint
+``ValueError``s). A scenario larger than the mode can hold is refused before
+anything is simulated, with the numbers (``reference.size``: data mode holds
+every record, volume mode counts them). ``storage_profile`` replaces the cost profile's checkpoint
 storage with a named ``reference.storage_profiles`` profile, the one the
 Spark engine sleeps under the same name. Any other option is refused with
 ``OptionRefused``.
@@ -18,8 +20,9 @@ from __future__ import annotations
 
 import importlib.util
 
-from reference.backend import RunOptions, RunResult, refuse_unknown_options
+from reference.backend import RunOptions, RunResult, refuse_too_large, refuse_unknown_options
 from reference.scenario import Scenario
+from reference.size import MATERIALISED, VOLUME
 from reference.storage import SnapshotReader
 
 REQUIRED_PACKAGES = ("simpy", "numpy")
@@ -42,6 +45,7 @@ class SimBackend:
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         """Simulate ``scenario`` to the end: the outcome, and the checkpoint in data mode (None in volume mode)."""
         refuse_unknown_options(self, options)
+        refuse_too_large(self.name, scenario, VOLUME if options.sim_mode == "volume" else MATERIALISED)
         from .simulation import simulate   # simpy and numpy are imported only to run
         profile = options.profile
         if options.storage_profile is not None:   # the checkpoint storage of the engine's --storage-profile

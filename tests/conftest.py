@@ -36,3 +36,9 @@ def spark():
     """The one SparkSession of the test session (local[2]); fails loudly, never skips, without Java."""
     from spark_impl.session import session
     return session()
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The hostile-input suite (``test_cli_hostile.py``) runs first: a data-losing or hanging command line is the
+    first thing ``make test`` reports. Every other test keeps its order."""
+    items.sort(key=lambda item: item.path.name != "test_cli_hostile.py")

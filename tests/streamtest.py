@@ -92,3 +92,22 @@ def check(scenario: Scenario | dict[str, Any], on: str = "reference", *, expect:
         difference = first_difference(other.outcome, outcome, sc.sink_mode)
         assert difference is None, f"{sc.name}: {agree_with} and {on} differ at {difference}"
     return result
+
+
+def reachable(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The faults of a scenario dict, each moved off a step its query never runs (``reference.fault_reach``
+    refuses those): a stateful step of a stateless query to ``task_apply``, ``snapshot_upload`` under the
+    snapshot provider (no maintenance) to ``state_commit``. For generated scenarios: a drawn fault keeps its
+    kind, batch and time, and still tests something."""
+    stateless = raw["query"]["operator"]["kind"] == "map"
+    provider = raw.get("engine", {}).get("state_store", {}).get("provider", "changelog")
+    out = []
+    for f in raw.get("faults", []):
+        step = f["at"].get("step")
+        if stateless and step in ("state_load", "changelog_write", "state_commit", "snapshot_upload"):
+            f = {**f, "at": {**f["at"], "step": "task_apply"}}
+        elif step == "snapshot_upload" and provider == "snapshot":
+            f = {**f, "at": {**f["at"], "step": "state_commit"}}
+        if f not in out:
+            out.append(f)
+    return out

@@ -35,8 +35,18 @@ def count() -> tuple[Any, Outcome, Any]:
     return scenario, finished.outcome(), finished.storage
 
 
-def failed(scenario: Any, outcome: Outcome, storage: Any = None) -> dict[str, Verdict]:
-    return {v.check: v for v in failures(check_outcome(scenario, outcome, storage))}
+def failed(scenario: Any, outcome: Outcome, storage: Any = None, crashes: int = 0) -> dict[str, Verdict]:
+    """The failed checks by name; ``crashes``: restarts the test brought about by hand (a recovery added to the
+    outcome stands for a crash outside the scenario's faults)."""
+    return {v.check: v for v in failures(check_outcome(scenario, outcome, storage, external_crashes=crashes))}
+
+
+def re_run(outcome: Outcome, *batches: int) -> Outcome:
+    """``outcome`` with one restart that re-ran ``batches``, each of them planned a second time."""
+    planned = tuple(dataclasses.replace(b, attempts=b.attempts + 1) if b.id in batches else b
+                    for b in outcome.batches)
+    return dataclasses.replace(outcome, batches=planned, recoveries=(
+        Recovery(restart=1, resumed_at=batches[0], rerun_batches=tuple(batches)),))
 
 
 def with_state(outcome: Outcome, edit) -> Outcome:
@@ -88,8 +98,8 @@ def test_output_semantics_convicts_an_exactly_once_delivery_with_other_rows(coun
     scenario, outcome, _ = count
     entry = outcome.sink[1]
     twice = dataclasses.replace(entry, deliveries=2, delivery_digests=entry.delivery_digests + ("0" * 16,))
-    wrong = dataclasses.replace(outcome, sink=outcome.sink[:1] + (twice,) + outcome.sink[2:])
-    bad = failed(scenario, wrong)
+    wrong = re_run(dataclasses.replace(outcome, sink=outcome.sink[:1] + (twice,) + outcome.sink[2:]), 1)
+    bad = failed(scenario, wrong, crashes=1)
     assert list(bad) == ["output_semantics"] and bad["output_semantics"].batch == 1
     assert "delivery" in bad["output_semantics"].message
 
@@ -98,7 +108,10 @@ def test_output_semantics_accepts_a_second_identical_exactly_once_delivery(count
     scenario, outcome, _ = count
     entry = outcome.sink[1]
     twice = dataclasses.replace(entry, deliveries=2, delivery_digests=entry.delivery_digests * 2)
-    assert failed(scenario, dataclasses.replace(outcome, sink=outcome.sink[:1] + (twice,) + outcome.sink[2:])) == {}
+    delivered_twice = dataclasses.replace(outcome, sink=outcome.sink[:1] + (twice,) + outcome.sink[2:])
+    assert failed(scenario, re_run(delivered_twice, 1), crashes=1) == {}
+    bad = failed(scenario, delivered_twice)   # and without a re-run of batch 1, the second delivery is unexplained
+    assert list(bad) == ["recoveries"] and bad["recoveries"].batch == 1
 
 
 def test_output_semantics_convicts_an_exactly_once_commit_of_an_uncommitted_batch(count):
@@ -136,14 +149,13 @@ def test_at_least_once_convicts_a_duplicate_unless_a_restart_re_ran_the_batch(at
     bad = failed(scenario, doubled)
     assert list(bad) == ["output_semantics"] and "duplicate" in bad["output_semantics"].message
     assert bad["output_semantics"].batch == 2
-    re_ran = dataclasses.replace(doubled, recoveries=(Recovery(restart=1, resumed_at=2, rerun_batches=(2,)),))
-    assert failed(scenario, re_ran) == {}
+    assert failed(scenario, re_run(doubled, 2), crashes=1) == {}
     retried = dataclasses.replace(doubled, batches=tuple(dataclasses.replace(b, task_retries=1) if b.id == 2 else b
                                                          for b in doubled.batches))
     assert failed(scenario, retried) == {}
     replanned = dataclasses.replace(doubled, batches=tuple(dataclasses.replace(b, attempts=2) if b.id == 2 else b
                                                            for b in doubled.batches))
-    assert failed(scenario, replanned) == {}
+    assert list(failed(scenario, replanned)) == ["recoveries"]   # planned twice, but no restart re-ran it
 
 
 def test_at_least_once_convicts_a_row_the_failure_free_run_never_produces(at_least_once):
@@ -159,18 +171,13 @@ def test_at_least_once_output_of_an_uncommitted_batch_needs_a_re_run_and_known_r
     bad = failed(scenario, wrong)
     assert list(bad) == ["output_semantics"] and "neither committed nor re-run" in bad["output_semantics"].message
     re_ran = dataclasses.replace(wrong, recoveries=(Recovery(restart=1, resumed_at=9, rerun_batches=(9,)),))
-    assert failed(scenario, re_ran) == {}   # batch 0's rows are rows some committed batch produces
+    assert failed(scenario, re_ran, crashes=1) == {}   # batch 0's rows are rows some committed batch produces
     strange = dataclasses.replace(re_ran, sink=outcome.sink + (dataclasses.replace(stray, rows=(["zz", 5],)),))
-    bad = failed(scenario, strange)
+    bad = failed(scenario, strange, crashes=1)
     assert list(bad) == ["output_semantics"] and "no committed batch produces" in bad["output_semantics"].message
 
 
 # ------------------------------------------------------------------ replay_bound
-
-
-def rerun(outcome: Outcome, *batches: int) -> Outcome:
-    return dataclasses.replace(outcome, recoveries=(Recovery(restart=1, resumed_at=batches[0],
-                                                             rerun_batches=tuple(batches)),))
 
 
 @pytest.mark.parametrize("mode, allowed", [("sync", 1), ("async_state", 2), ("pipelining", 2)])
@@ -179,8 +186,8 @@ def test_replay_bound_allows_what_the_mode_allows_and_convicts_one_more(mode, al
     default depth of 2 keeps two batches in flight."""
     scenario = make("aggregate", mode, batches=5)
     outcome = run_scenario(scenario).outcome()
-    assert failed(scenario, rerun(outcome, *range(1, 1 + allowed))) == {}
-    bad = failed(scenario, rerun(outcome, *range(1, 2 + allowed)))
+    assert failed(scenario, re_run(outcome, *range(1, 1 + allowed)), crashes=1) == {}
+    bad = failed(scenario, re_run(outcome, *range(1, 2 + allowed)), crashes=1)
     assert list(bad) == ["replay_bound"]
     assert bad["replay_bound"].expected == allowed
 
@@ -188,8 +195,8 @@ def test_replay_bound_allows_what_the_mode_allows_and_convicts_one_more(mode, al
 def test_replay_bound_under_deeper_pipelining_follows_the_depth():
     scenario = make("aggregate", "pipelining", batches=5, pipeline_depth=3)
     outcome = run_scenario(scenario).outcome()
-    assert failed(scenario, rerun(outcome, 1, 2, 3)) == {}
-    assert list(failed(scenario, rerun(outcome, 1, 2, 3, 4))) == ["replay_bound"]
+    assert failed(scenario, re_run(outcome, 1, 2, 3), crashes=1) == {}
+    assert list(failed(scenario, re_run(outcome, 1, 2, 3, 4), crashes=1)) == ["replay_bound"]
 
 
 def test_replay_bound_under_async_progress_convicts_a_gap_and_a_range_beyond_the_interval():
@@ -197,10 +204,10 @@ def test_replay_bound_under_async_progress_convicts_a_gap_and_a_range_beyond_the
     more may be in flight, so 4 re-run batches are allowed and 5 are not; a re-run range has no holes."""
     scenario = make("map", "async_progress", batches=8)
     outcome = run_scenario(scenario).outcome()
-    assert failed(scenario, rerun(outcome, 1, 2, 3, 4)) == {}
-    bad = failed(scenario, rerun(outcome, 1, 2, 3, 4, 5))
+    assert failed(scenario, re_run(outcome, 1, 2, 3, 4), crashes=1) == {}
+    bad = failed(scenario, re_run(outcome, 1, 2, 3, 4, 5), crashes=1)
     assert list(bad) == ["replay_bound"] and bad["replay_bound"].expected == 4
-    gap = failed(scenario, rerun(outcome, 1, 3))
+    gap = failed(scenario, re_run(outcome, 1, 3), crashes=1)
     assert list(gap) == ["replay_bound"] and "non-contiguous" in gap["replay_bound"].message
 
 
@@ -327,5 +334,5 @@ def test_determinism_passes_identical_bytes_and_names_the_first_differing_byte()
 def test_every_check_the_judge_runs_is_convicted_somewhere():
     covered = {"identity", "watermarks", "checkpoint"} | {     # test_judge_outcome_ties.py
         "state_equivalence", "output_semantics", "replay_bound", "no_loss", "retention", "reconstruction",
-        "lineage"} | {"rebalancing"}                              # test_reference_rebalancing.py
+        "lineage"} | {"rebalancing"} | {"recoveries"}  # test_reference_rebalancing.py, test_judge_recoveries.py
     assert set(ORACLES) == covered

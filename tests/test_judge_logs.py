@@ -30,7 +30,8 @@ def test_log_entries_are_frozen():
 
 
 @pytest.mark.parametrize("data, says", [
-    (b'v2\n{"batch":0}', "log entry version 'v2', expected 'v1'"),
+    (b'v2\n{"batch":0}', 'log entry version "v2", expected \'v1\''),
+    (b'x' * 5000 + b'\n{}', 'log entry version "' + 'x' * 40 + '" (and 4,960 more characters)'),
     (b'v1\n{"batch":', "truncated or corrupt log entry"),
     (b'v1\n[1, 2]', "log entry is not a JSON object"),
 ])
@@ -40,20 +41,40 @@ def test_a_malformed_entry_is_a_format_error_naming_the_file(data, says):
     assert str(caught.value).startswith("offsets/7: ") and says in str(caught.value)
 
 
-@pytest.mark.parametrize("entry, body", [
-    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":[0]}'),                        # a field missing (KeyError)
-    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":null,"end_offsets":[1]}'),      # not a list (TypeError)
-    (OffsetEntry, b'v1\n{"batch":"three","start_offsets":[0],"end_offsets":[1]}'),  # not a number (ValueError)
-    (CommitEntry, b'v1\n{"batch":3,"next_trackers":[],"state_lineage":{}}'),
-    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":0,"next_trackers":5,"state_lineage":{}}'),
-    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":"late","next_trackers":[],"state_lineage":{}}'),
+@pytest.mark.parametrize("entry, body, says", [
+    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":[0]}', "offset entry lacks 'end_offsets'"),
+    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":null,"end_offsets":[1]}', "start_offsets is not a list"),
+    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":[0],"end_offsets":[true]}', "end_offsets is not a list"),
+    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":[0],"end_offsets":[-1]}', "end_offsets is not a list"),
+    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":[2],"end_offsets":[1]}', "are not a range"),
+    (OffsetEntry, b'v1\n{"batch":3,"start_offsets":[0, 0],"end_offsets":[1]}', "are not a range"),
+    (OffsetEntry, b'v1\n{"batch":"three","start_offsets":[0],"end_offsets":[1]}', 'of batch "three", not'),
+    (OffsetEntry, b'v1\n{"batch":2,"start_offsets":[0],"end_offsets":[1]}', "of batch 2, not of batch 3"),
+    (OffsetEntry, b'v1\n{"batch":true,"start_offsets":[0],"end_offsets":[1]}', "of batch true, not"),
+    (CommitEntry, b'v1\n{"batch":3,"next_trackers":[],"state_lineage":{}}', "commit entry lacks 'watermark_ms'"),
+    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":0,"next_trackers":5,"state_lineage":{}}', "commit entry is not"),
+    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":"late","next_trackers":[],"state_lineage":{}}', "is not"),
+    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":false,"next_trackers":[],"state_lineage":{}}', "is not"),
+    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":0,"next_trackers":[],"state_lineage":[]}', "is not"),
+    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":0,"next_trackers":[],"state_lineage":{"0":[]}}', "is not"),
+    (CommitEntry, b'v1\n{"batch":3,"watermark_ms":0,"next_trackers":[],"state_lineage":{"0":{"0":1}}}', "is not"),
+    (CommitEntry, b'v1\n{"batch":4,"watermark_ms":0,"next_trackers":[],"state_lineage":{}}', "of batch 4, not"),
 ])
-def test_an_entry_without_its_fields_is_a_format_error_naming_it(entry, body):
-    folder, kind = ("offsets", "offset") if entry is OffsetEntry else ("commits", "commit")
+def test_an_entry_without_its_fields_or_of_another_batch_is_a_format_error_naming_it(entry, body, says):
+    folder = "offsets" if entry is OffsetEntry else "commits"
     storage = DurableStorage()
     storage.write(f"{folder}/3", body)
-    with pytest.raises(CheckpointFormatError, match=rf"^{folder}/3: {kind} entry lacks"):
+    with pytest.raises(CheckpointFormatError) as caught:
         entry.read(storage, 3)
+    assert str(caught.value).startswith(f"{folder}/3: ") and says in str(caught.value), str(caught.value)
+
+
+def test_a_well_formed_entry_reads_back():
+    storage = DurableStorage()
+    storage.write("offsets/3", OffsetEntry(3, (1, 2), (1, 5)).encode())
+    storage.write("commits/3", CommitEntry(3, 7, [{}], {"0": {"0": "u"}}).encode())
+    assert OffsetEntry.read(storage, 3) == OffsetEntry(3, (1, 2), (1, 5))
+    assert CommitEntry.read(storage, 3) == CommitEntry(3, 7, [{}], {"0": {"0": "u"}})
 
 
 def test_metadata_records_the_name_and_snapshot_format_only_when_given():
@@ -91,3 +112,11 @@ def test_async_purge_keeps_the_newest_entries_and_everything_while_there_are_few
     assert purge_logs(storage, 5, "async") == []
     assert purge_logs(storage, 3, "async") == ["offsets/0", "commits/0"]
     assert sorted(storage.list("offsets/")) == ["offsets/2", "offsets/5", "offsets/7"]
+
+
+def test_an_entry_of_another_batch_quotes_at_most_twenty_characters_of_it():
+    storage = DurableStorage()
+    storage.write("offsets/3", b'v1\n{"batch":"' + b"x" * 30 + b'","start_offsets":[0],"end_offsets":[1]}')
+    with pytest.raises(CheckpointFormatError) as caught:
+        OffsetEntry.read(storage, 3)
+    assert str(caught.value) == 'offsets/3: the entry is of batch "' + "x" * 19 + ', not of batch 3 as its name says'

@@ -67,7 +67,9 @@ def random_order(scenario: Scenario, rng: random.Random) -> list[NodeId]:
 def judged_failures(scenario: Scenario, schedule: Schedule) -> tuple[Any, list[str]]:
     finished = run_scenario(scenario, schedule=schedule)
     outcome = finished.outcome()
-    return outcome, [v.describe() for v in failures(check_outcome(scenario, outcome, finished.storage))]
+    crashes = int(schedule.crash_after_prefix)   # the schedule's crash is not one of the scenario's faults
+    return outcome, [v.describe() for v in failures(check_outcome(scenario, outcome, finished.storage,
+                                                                  external_crashes=crashes))]
 
 
 def case_id(case: tuple[str, str, int | None]) -> str:

@@ -129,7 +129,7 @@ def test_validate_cli_reports_a_missing_file_and_bad_json(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{not json")
     assert main(["validate", str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err
-    assert "no such scenario file" in err and "not valid JSON" in err
+    assert "nope.json: no such file, expected a scenario JSON file" in err and "not valid JSON" in err
 
 
 def test_scenario_round_trips_through_json():

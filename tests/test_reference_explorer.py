@@ -161,4 +161,4 @@ def test_a_deeper_pipeline_is_sound_and_its_replay_bound_is_reached(operator):
     result = run_scenario(scenario, schedule=Schedule(plans, crash_after_prefix=True))
     reruns = [list(r.rerun_batches) for r in result.outcome().recoveries]
     assert reruns == [[0, 1, 2]]
-    assert failures(check_outcome(scenario, result.outcome(), result.storage)) == []
+    assert failures(check_outcome(scenario, result.outcome(), result.storage, external_crashes=1)) == []

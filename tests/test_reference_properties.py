@@ -10,6 +10,7 @@ from reference.run import run_scenario
 from reference.scenario import Scenario
 from reference.steps import DRIVER_STEPS, TASK_STEPS, WRITING_STEPS
 from reference.catalogue import OPERATORS, scenario_dict
+from streamtest import reachable
 
 FAULT_KINDS = ("driver_crash", "task_failure", "executor_loss", "storage_write_error", "zombie_write",
                "storage_latency", "clock_skew")
@@ -51,6 +52,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         d["engine"]["state_store"]["provider"] = "changelog"
     if mode == "pipelining":
         d["engine"]["pipeline_depth"] = draw(st.sampled_from((2, 3, 4)))
+    d["faults"] = reachable(d)
     return Scenario.from_dict(d)
 
 

@@ -202,7 +202,7 @@ def test_a_crash_between_the_fetch_and_the_offset_log_write_is_a_cut_and_is_safe
     run.life()
     assert run.storage.exists(sources_path(0, 1)) and not run.storage.exists(layout.offset_path(1))
     finished = run.finish()
-    assert failures(check_outcome(sc, finished.outcome(), finished.storage)) == []
+    assert failures(check_outcome(sc, finished.outcome(), finished.storage, external_crashes=1)) == []
 
 
 @pytest.mark.parametrize("operator,mode", [("aggregate", "sync"), ("map", "async_progress")])

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from reference.catalogue import OPERATORS, spark_allows
 from reference.scenario import Fault, Scenario, may_end_incarnation
 from reference.steps import STEP_NAMES, TASK_STEPS
+from streamtest import reachable
 FAULT_KINDS_AT_STEPS = ("driver_crash", "task_failure", "executor_loss", "storage_write_error",
                         "storage_latency", "zombie_write", "clock_skew")
 FAULT_KINDS_AT_TIMES = ("driver_crash", "storage_latency", "task_failure", "storage_write_error")
@@ -109,6 +110,7 @@ def scenario_strategy(draw: Any, *, faults: bool = True, sync_only: bool = False
         raw["source"] = src
     if batches >= 2 and draw(st.booleans()):
         raw["executors"], raw["events"] = ["a"], draw(executor_events(batches))
+    raw["faults"] = valid_faults(reachable(raw))
     return Scenario.from_dict(raw)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 
-from reference.backend import RunOptions, RunResult, refuse_unknown_options
+from reference.backend import RunOptions, RunResult, refuse_too_large, refuse_unknown_options
 from reference.scenario import Scenario
 from reference.storage import SnapshotReader
 
@@ -39,6 +39,7 @@ class SparkEngineBackend:
 
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         refuse_unknown_options(self, options)
+        refuse_too_large(self.name, scenario)
         if options.crash not in CRASH_MODES:
             raise ValueError(f"crash mode {options.crash!r}: expected one of {', '.join(CRASH_MODES)}")
         latency = None if options.storage_profile is None else \

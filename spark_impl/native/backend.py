@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reference.backend import RunOptions, RunResult, refuse_unknown_options
+from reference.backend import RunOptions, RunResult, refuse_too_large, refuse_unknown_options
 from reference.scenario import Scenario
 from reference.storage import SnapshotReader
 
@@ -30,5 +30,6 @@ class NativeBackend:
 
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         refuse_unknown_options(self, options)
+        refuse_too_large(self.name, scenario)
         return run_native(scenario, workdir=options.workdir, master=options.master, realtime=options.realtime,
                           storage_profile=options.storage_profile)
