@@ -2,7 +2,7 @@
 
 Three holds on it: the task-by-task path and the stage path are run side by side on every engine mode, operator
 and fault family of ``volume_grid``; the grid's outcomes are pinned to the digests the simulator gave before
-stages existed (``volume_grid_pins.json``, written by ``python tests/volume_grid.py`` at that commit); and the
+stages existed (``volume_grid_pins.json``, written by ``python tests/volume_grid.py`` at commit c01df48); and the
 parts a stage computes at once (its costs, its jitter draws) are checked against the per-task functions.
 """
 

@@ -50,6 +50,9 @@ FAULTS: dict[str, list[dict[str, Any]]] = {
 def scenario(seed: int, engine: str, operator: str, fault: str, *, join: bool = False, partitions: int = 12,
              placed: bool = False) -> Scenario:
     src = {"kind": "rate", "rows_per_second": 20_000, "duration_s": 8, "partitions": 3, "keys": 2000}
+    faults = FAULTS[fault]
+    if operator == "map" and fault == "executor-loss":   # a stateless query has no state commit to fail at
+        faults = [{**faults[0], "at": {**faults[0]["at"], "step": "task_apply"}}]
     raw: dict[str, Any] = {
         "name": f"grid-{engine}-{operator}-{fault}", "seed": seed,
         "query": {"operator": ({"kind": "join", "time_bound_ms": 1000, "watermark_delay_ms": 500} if join
@@ -57,7 +60,7 @@ def scenario(seed: int, engine: str, operator: str, fault: str, *, join: bool = 
         "sink": {"mode": "at_least_once" if "progress" in ENGINES[engine] else "exactly_once"},
         "engine": {"trigger_interval_ms": 500, "state_store": {"maintenance_interval_ms": 2000},
                    **ENGINES[engine]},
-        "faults": FAULTS[fault]}
+        "faults": faults}
     if placed:   # named executors, one joining and one leaving: partitions move between them
         raw["executors"] = ["a", "b"]
         raw["events"] = [{"kind": "executor_join", "executor": "c", "before_batch": 4},
