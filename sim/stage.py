@@ -1,34 +1,41 @@
-"""Volume mode's stages: all tasks of a batch scheduled at once, under one SimPy event.
+"""Volume mode's stages: all tasks of a batch scheduled at once, landed under a handful of SimPy events.
 
 In volume mode a task step's cost is fixed when its batch's counts are drawn
 (``volume.BatchVolume``) and its effect is its own task's bookkeeping, so where
 nothing can watch the tasks one by one (no fault pending at a step or a time,
-no zombie, no trace, no invariant checks: ``IncarnationRun.may_fuse``) and no
-other batch's task can share the executors' slots while they run (no
-pipelining: batch ``b + 1`` plans only after ``b``'s sink commit, which waits
-for every task of ``b``), a batch's tasks form a closed system: they all become
-ready together, when the batch's gate (its offset log write, or its plan)
-completes, and then only compete with each other for task slots.
+no zombie, no trace, no invariant checks: ``IncarnationRun.may_fuse``; no
+latency spike still running) and no other batch's task can share the
+executors' slots while they run (no pipelining: batch ``b + 1`` plans only
+after ``b``'s sink commit, which waits for every task of ``b``), a batch's
+tasks form a closed system: they all become ready together, when the batch's
+gate (its offset log write, purge or plan) completes, and then only compete
+with each other for task slots.
 
 A stage batch's graph (``StageGraph``) therefore holds one ``STAGE`` node in
-place of its task steps and gates. When it is ready, ``StageRun`` plays the
-tasks' schedule in plain Python, exactly as the executors and ``TaskRun``
-would: the launch delay, first come first served slots per executor, a task's
-steps under one timeout up to the one something outside the task waits for
+place of its task steps and gates. When it is ready, ``StageRun`` computes the
+tasks' costs at once (``VolumeIncarnation.stage_costs``) and plays their
+schedule in plain Python, exactly as the executors and ``TaskRun`` would: the
+launch delay, first come first served slots per executor, a task's steps under
+one timeout up to the one something outside the task waits for
 (``IncarnationRun.run_fused``), the same float operations for every time, and
-``commitTimeMs`` summed in the order the tasks start (SimPy's order of
-simultaneous events: time, then creation). One SimPy timeout then lands the
-whole stage at its last task's end; the driver steps that wait for the tasks
-start then, as they did after the last task's own event.
+``commitTimeMs`` summed in the order the tasks start. Each executor is played
+on its own (``schedule_by_executor``); only where two commit charges fall at
+the same time on two executors does the order of SimPy's event queue (time,
+then creation) decide, and then the stage plays that queue (``schedule``).
+The stage lands when its last task's timeout would have fired, reached along
+the same chain of timeouts (``follow``: SimPy adds a delay to the clock, and
+not every time can be reached in one step from the stage's start); the driver
+steps that wait for the tasks start then, as they did after the last task's
+own event.
 
-What the shape gives up: the tasks' effects (their lineage ids and task
-records) land together at the stage's end instead of one by one, and no event
-of the stage is visible to the rest of the simulation before then. Nothing
-reads them earlier in a stage batch, which is why only such batches run as
-stages; a maintenance batch (its snapshot uploads run beside the tasks),
-asynchronous state checkpointing, pipelining, a latency spike not yet over,
-or any fault still to fire keeps the task-by-task path. ``tests/test_sim_volume_stage.py``
-holds both paths to the same bytes.
+What the shape gives up: the tasks' effects (their task records and lineage
+ids) land together at the stage's end instead of one by one, and no event of
+the stage is visible to the rest of the simulation before then. Nothing reads
+them earlier in a stage batch, which is why only such batches run as stages; a
+maintenance batch (its snapshot uploads run beside the tasks), asynchronous
+state checkpointing, pipelining, a latency spike not yet over, or any fault
+still to fire keeps the task-by-task path. ``tests/test_sim_volume_stage.py``
+holds both paths, and the simulator before stages, to the same bytes.
 """
 
 from __future__ import annotations
@@ -189,7 +196,7 @@ class StageGraph(Graph):
 
 
 class StageRun:
-    """Plays one stage's task schedule and lands it under one timeout (module docs)."""
+    """Plays one stage's task schedule and lands it at its last task's end (module docs)."""
 
     def __init__(self, run: StageHost):
         self.run = run
