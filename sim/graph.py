@@ -199,9 +199,9 @@ class Graph:
         Such a step's end is seen by its own task only, so a task may run it and
         the steps after it under one timeout (``IncarnationRun.run_fused``).
         """
-        self.fusion = True
         for b in self.shape.variant_batches():   # every variant a batch can have (and moves, when met)
-            self.template(b)
+            self.template(b)                      # (before ``fusion`` is on: one marking pass, not one per variant)
+        self.fusion = True
         watched: set[int] = set()
         for template in self.templates.values():
             by_slot = {t.slot: t for t in template.nodes}

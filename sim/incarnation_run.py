@@ -43,6 +43,7 @@ from .executor import Executor
 from .faults import ClusterSubstrate
 from .graph import DRIVER, EXECUTOR_BG, GATE, PLAN, Graph, SimNode
 from .network import Network
+from .stage import STAGE, StageGraph, StageRun
 from .timed_incarnation import TimedIncarnation
 from .trace import Trace
 
@@ -70,15 +71,16 @@ class IncarnationRun:
         self.stopped = False
         self.finished = env.event()
         self.check_invariants = check_invariants
-        self.graph = Graph(inc)
+        # steps fused under one timeout must not be watched one by one: no trace, no invariant checks
+        self.fusion = inc.fuse_task_steps and not check_invariants and not trace.enabled
+        self.faults = faults
+        self.clock_faults_pending = clock_faults_pending or (lambda: False)
+        self.graph = StageGraph(inc, self) if self.fusion and inc.run_stages else Graph(inc)
+        self.stages = StageRun(self)
         self.outstanding = 0
         self.driver = Driver(self)
         self.executors = [Executor(env, i, inc.profile.cores_per_executor, self) for i in range(inc.executors())]
         self.substrate = ClusterSubstrate(inc)
-        self.faults = faults
-        # steps fused under one timeout must not be watched one by one: no trace, no invariant checks
-        self.fusion = inc.fuse_task_steps and not check_invariants and not trace.enabled
-        self.clock_faults_pending = clock_faults_pending or (lambda: False)
         if self.fusion:
             self.graph.mark_fusable()
 
@@ -100,6 +102,8 @@ class IncarnationRun:
             executor.launch_task(self.graph.task_steps(node), self.launch_delay_ms)
         elif kind == EXECUTOR_BG:
             self.executors[self.inc.slot_executor_of(node.batch, node.partition)].submit_background(node)
+        elif kind == STAGE:
+            self.stages.start(node)
         elif kind == PLAN:
             wait_ms = self.inc.plan_ready_ms(node.batch) - self.env.now
             if wait_ms > 0:

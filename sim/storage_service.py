@@ -9,7 +9,7 @@ the one draw function the Spark engine's checkpoint storage and native
 Spark's checkpoint filesystem also use: the n-th operation of a kind on the
 ``"<seed>/driver"`` or ``"<seed>/executor"`` stream costs the same on all
 three. A task step whose jitter was drawn beforehand (volume mode draws a
-stage's factors at once, ``jitter_factors``) passes one factor for the whole
+stage's factors at once, ``jitter_base``) passes one factor for the whole
 step instead. Latency spikes (``storage_latency`` faults at a time) make every
 operation that starts inside the spike wait for its end.
 """
@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from reference.storage import DurableStorage
-from reference.storage_profiles import LatencyDraws, StorageProfile, jitter_factor
+from reference.storage_profiles import LatencyDraws, StorageProfile
 
 from .cost_model import store_commits_ms
 
@@ -86,14 +86,12 @@ class StorageService:
             return (self.profile.read_ms + self.transfer_ms(size_bytes)) * jitter
         return self.draws[stream].read_ms(int(size_bytes))
 
-    def jitter_factors(self, generator: np.random.Generator, count: int) -> list[float]:
-        """``count`` jitter factors of one step of a stage, drawn at once: the shared draw function over keys
-        taken from ``generator`` (one draw from it, whatever ``count``)."""
-        sigma = self.profile.jitter_sigma
-        if sigma <= 0:
-            return [1.0] * count
-        base = int(generator.integers(0, 2 ** 62))
-        return [jitter_factor(sigma, f"stage/{base}/{i}") for i in range(count)]
+    def jitter_base(self, generator: np.random.Generator) -> int | None:
+        """The one draw from ``generator`` that fixes a stage step's jitter factors (None: no jitter): factor ``i``
+        is the shared draw function over the key ``stage/<base>/<i>`` (``stage_jitter.stage_jitter``)."""
+        if self.profile.jitter_sigma <= 0:
+            return None
+        return int(generator.integers(0, 2 ** 62))
 
     def list_ms(self, listings: int = 1, stream: str = "driver") -> float:
         return sum(self.draws[stream].list_ms() for _ in range(listings))

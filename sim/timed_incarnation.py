@@ -42,7 +42,7 @@ from .random_draws import Draws
 from .storage_service import StorageService
 
 # What a mode of the simulator implements, beside the reference's seams (``reference.seams``) it overrides.
-MODE_INTERFACE = ("has_batch", "plan_ready_ms", "begin_step", "task_cost_ms", "fuse_task_steps")
+MODE_INTERFACE = ("has_batch", "plan_ready_ms", "begin_step", "task_cost_ms", "fuse_task_steps", "run_stages")
 COMMIT_STEPS = frozenset(("changelog_write", "state_commit"))   # a task's part of Spark's commitTimeMs
 SMALL_FILE_BYTES = 256         # a log entry or manifest
 
@@ -61,6 +61,8 @@ class TimedIncarnation(Incarnation, StepCosts):
     # step's effect, and a task step's effect is read by its own task only. Data mode's effects are
     # files and stores that other steps read, so it runs every step on its own.
     fuse_task_steps = False
+    # Whether a batch's tasks may run as one stage where nothing can tell (``stage.py``; volume mode only)
+    run_stages = False
     # parallel store commit: a partition's stores commit inside one node, charged the slower store's time
     store_commit_nodes = False
 

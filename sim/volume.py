@@ -27,7 +27,7 @@ batch): they do not depend on the order in which tasks run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
 
@@ -43,6 +43,7 @@ from reference.sources import SourceData
 from .cost_model import store_commits_ms
 from .graph import SimNode
 from .latency import RangeLatency
+from .stage_jitter import stage_jitters
 from .timed_incarnation import TimedIncarnation
 from .volume_state import OperatorModel, StoreCounts, VolumeSource, Window, distinct_keys
 
@@ -60,14 +61,43 @@ class BatchVolume:
     changed: float                    # sum over stores
     total: float                      # sum over stores
     straggler: list[float]            # per partition: task_apply's slowdown
-    jitter: dict[str, list[float]]    # per storage step, per partition: its jitter factor
+    jitter_bases: dict[str, int | None]   # per storage step: the draw its partitions' jitter factors follow from
     missed: list[bool]                # per partition: its task's process lacks the loaded store (a cache miss)
+    sigma: float                      # the storage's jitter shape
+    _jitter: dict[str, np.ndarray] = field(default_factory=dict)
+    _jitter_lists: dict[str, list[float]] = field(default_factory=dict)
 
     def records_of(self, p: int) -> int:
         return self.records + (1 if p < self.extra else 0)
 
+    def jitter_array(self, *steps: str) -> list[np.ndarray]:
+        """Per step, every partition's jitter factor of that storage step (drawn at first use, the steps together)."""
+        missing = [step for step in dict.fromkeys(steps) if step not in self._jitter]
+        if missing:
+            parts = len(self.straggler)
+            drawn = stage_jitters(self.sigma, [self.jitter_bases[step] for step in missing], parts)
+            self._jitter.update(zip(missing, drawn))
+        return [self._jitter[step] for step in steps]
+
+    def jitter(self, step: str) -> list[float]:
+        """Per partition, the jitter factor of storage step ``step``."""
+        found = self._jitter_lists.get(step)
+        if found is None:
+            found = self._jitter_lists[step] = self.jitter_array(step)[0].tolist()
+        return found
+
 
 JITTERED_TASK_STEPS = ("state_load", "changelog_write", "snapshot_upload", "sink_write")
+
+
+@dataclass
+class TaskStep:
+    """A foreground task step by name, batch and partition: what ``task_cost_ms`` reads of a node."""
+
+    step: str
+    batch: int
+    partition: int
+    background: bool = False
 
 
 class VolumeIncarnation(TimedIncarnation):
@@ -77,12 +107,15 @@ class VolumeIncarnation(TimedIncarnation):
     # effects are the task's own bookkeeping, so a task may run the steps nothing else waits for under
     # one timeout: the run is the same as step by step, to the byte.
     fuse_task_steps = True
+    # ... and for the same reasons a batch's tasks may run as one stage where nothing can tell (``stage.py``)
+    run_stages = True
 
     def __init__(self, scenario: Any, source: VolumeSource, *args: Any, latency_book: RangeLatency,
                  **kwargs: Any):
         self.source = source
         self.latency_book = latency_book
         self.volumes: dict[int, BatchVolume] = {}
+        self._changed_since: dict[int, float] = {}
         # The reference's steps that read records (plan_batches, task_apply, progress_event) are all
         # overridden below, so the reference never reads ``data`` as a ``SourceData``.
         super().__init__(scenario, cast(SourceData, source), *args, **kwargs)
@@ -164,12 +197,13 @@ class VolumeIncarnation(TimedIncarnation):
         # for the whole stage at once: the order in which tasks and steps run cannot change them.
         draws = np.random.default_rng([self.sc.seed, self.number, b])
         straggler = [self.profile.straggler_factor_for(u) for u in draws.random(self.parts).tolist()]
-        jitter = {step: self.service.jitter_factors(draws, self.parts) for step in JITTERED_TASK_STEPS}
+        jitter = {step: self.service.jitter_base(draws) for step in JITTERED_TASK_STEPS}
         # drawn last, and only when a miss can happen, so that the draws above never depend on it
         missed = ([self.profile.state_cache_missed(u) for u in draws.random(self.parts).tolist()]
                   if self.profile.state_cache_miss_probability > 0 else [False] * self.parts)
         found = BatchVolume(total // self.parts, total % self.parts, stores, n,
-                            sum(s.changed for s in stores), sum(s.total for s in stores), straggler, jitter, missed)
+                            sum(s.changed for s in stores), sum(s.total for s in stores), straggler, jitter, missed,
+                            self.service.profile.jitter_sigma)
         self.volumes[b] = found
         return found
 
@@ -219,6 +253,16 @@ class VolumeIncarnation(TimedIncarnation):
         for sid in self.store_ids:
             self.lineage[(sid, p, b + 1)] = uid
 
+    def land_stage(self, b: int, steps: tuple[str, ...]) -> None:
+        """The effects of every task of stage ``b`` (``stage.StageRun``), as its steps would have had them."""
+        tasks = self.tasks
+        commit = self.step_state_commit if "state_commit" in steps else None
+        for p in range(self.parts):
+            if (b, p) not in tasks:   # step_state_load and step_task_apply
+                tasks[(b, p)] = TaskState()
+            if commit is not None:
+                commit(b, p)
+
     def step_snapshot_upload(self, b: int, p: int) -> None:
         pass
 
@@ -251,27 +295,95 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "state_commit":
             return store_commits_ms([prof.state_commit_ms(int(s.changed), int(s.total)) for s in counts.stores],
                                     parallel)
-        jitter = counts.jitter[step][p]
+        jitter = counts.jitter(step)[p]
         if step == "sink_write":
             return self.sink_write_ms(counts.output * prof.bytes_per_output_row, jitter)
         if step == "changelog_write":
             return svc.store_files_ms([prof.commit_files_bytes(self.cfg.provider, s.changed) for s in counts.stores],
                                       parallel, jitter)
         if step == "state_load":
-            if b == self.restart.first_batch and b > 0:
-                keys = self.restart_keys
-            elif ((b, p) in self.shape.moved or counts.missed[p]) and b > 0:   # the state before batch b, loaded
-                keys = (self.volumes.get(b - 1) or counts).total
-            else:
-                return prof.state_load_cached_ms * len(self.store_ids)
-            return prof.state_open_ms * len(self.store_ids) + svc.read_ms(keys * prof.bytes_per_state_key, jitter) \
-                + prof.state_replay_ms(int(keys))
+            return self._state_load_ms(b, p, counts, jitter)
         assert step == "snapshot_upload", f"no cost for task step {step}"
-        every = self.shape.maintenance_every()
-        since = range(max(self.restart.first_batch, b - every + 1), b + 1)   # this incarnation's batches
-        changed = sum((self.volumes.get(x) or self.volume(x)).changed for x in since)
-        keys = prof.snapshot_upload_keys(self.cfg.provider, int(counts.total), int(changed))
+        keys = prof.snapshot_upload_keys(self.cfg.provider, int(counts.total), int(self._changed_since_snapshot(b)))
         return prof.snapshot_ms(keys) + svc.state_writes_ms([keys * prof.bytes_per_state_key], False, jitter)
+
+    def _changed_since_snapshot(self, b: int) -> float:
+        """Keys changed per partition by this incarnation's batches since the snapshot before ``b``'s (the same for
+        every partition, so summed once per batch)."""
+        found = self._changed_since.get(b)
+        if found is None:
+            every = self.shape.maintenance_every()
+            since = range(max(self.restart.first_batch, b - every + 1), b + 1)   # this incarnation's batches
+            found = self._changed_since[b] = sum((self.volumes.get(x) or self.volume(x)).changed for x in since)
+        return found
+
+    def _loading(self, b: int, counts: BatchVolume) -> list[int]:
+        """The partitions whose state load in batch ``b`` is not the cached one (``_state_load_ms``)."""
+        if b == self.restart.first_batch and b > 0:
+            return list(range(self.parts))
+        if b == 0 or (not self.shape.moved and not any(counts.missed)):
+            return []
+        return [p for p in range(self.parts) if (b, p) in self.shape.moved or counts.missed[p]]
+
+    def _state_load_ms(self, b: int, p: int, counts: BatchVolume, jitter: float) -> float:
+        """Partition ``p``'s state load in batch ``b``: cached, or read and replayed (a restart, a move, a miss)."""
+        prof = self.profile
+        if b == self.restart.first_batch and b > 0:
+            keys = self.restart_keys
+        elif ((b, p) in self.shape.moved or counts.missed[p]) and b > 0:   # the state before batch b, loaded
+            keys = (self.volumes.get(b - 1) or counts).total
+        else:
+            return prof.state_load_cached_ms * len(self.store_ids)
+        return prof.state_open_ms * len(self.store_ids) + \
+            self.service.read_ms(keys * prof.bytes_per_state_key, jitter) + prof.state_replay_ms(int(keys))
+
+    def stage_costs(self, b: int, steps: tuple[str, ...]) -> dict[str, list[float]]:
+        """Per step, every partition's ``task_cost_ms`` of batch ``b``, to the bit, computed for the stage at once.
+
+        A cost is a function of the batch's counts and the partition's draws; where
+        it is a base cost times the partition's jitter, the base is computed once
+        (a factor 1.0 leaves it unchanged) and multiplied by the jitter array.
+        """
+        counts = self.volumes.get(b) or self.volume(b)
+        prof, parts = self.profile, self.parts
+        counts.jitter_array(*(step for step in steps if step in ("changelog_write", "sink_write")))
+        out: dict[str, list[float]] = {}
+        for step in steps:
+            if step == "task_apply":   # the partitions' records differ by one at most, their slowdowns take 2 values
+                table = {(records, slowdown): prof.task_apply_ms(records, slowdown)
+                         for records in {counts.records_of(0), counts.records_of(parts - 1)}
+                         for slowdown in set(counts.straggler)}
+                row = [table[counts.records_of(p), slowdown] for p, slowdown in enumerate(counts.straggler)]
+            elif step == "state_commit":
+                row = [self.task_cost_ms(TaskStep(step, b, 0))] * parts
+            elif step == "state_load":
+                row = [prof.state_load_cached_ms * len(self.store_ids)] * parts
+                for p in self._loading(b, counts):   # jitter only where a store is read
+                    row[p] = self._state_load_ms(b, p, counts, counts.jitter(step)[p])
+            elif step == "sink_write":
+                base = self.sink_write_ms(counts.output * prof.bytes_per_output_row, 1.0)
+                row = (base * counts.jitter_array(step)[0]).tolist()
+            else:
+                assert step == "changelog_write", f"no stage cost for task step {step}"
+                row = self._changelog_writes_ms(counts, counts.jitter_array(step)[0])
+            out[step] = row
+        return out
+
+    def _changelog_writes_ms(self, counts: BatchVolume, jitter: np.ndarray) -> list[float]:
+        """Every partition's ``changelog_write`` (``StorageService.store_files_ms`` over a jitter array): each
+        store's files one after the other, the stores in turn or the slowest of them."""
+        prof, svc = self.profile, self.service
+        files = [prof.commit_files_bytes(self.cfg.provider, s.changed) for s in counts.stores]
+        per_store = [sum((svc.atomic_write_ms(size, 1.0, "executor") * jitter for size in sizes),
+                         np.zeros(len(jitter))) for sizes in files]
+        charged = sum(sum(sizes) for sizes in files)
+        for _p in range(len(jitter)):   # the bytes every task's commit is charged for, in turn
+            svc.state_bytes_charged += charged
+        if not per_store:
+            return [0.0] * len(jitter)
+        if self.cfg.parallel_store_commit:
+            return np.maximum.reduce(per_store).tolist()
+        return sum(per_store[1:], per_store[0]).tolist()
 
     def progress_event(self, b: int) -> ProgressEvent:
         plan = self.plans[b]
