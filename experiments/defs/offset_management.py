@@ -200,7 +200,7 @@ class OffsetManagement(Experiment):
             out.append(no_worse(f"both p50 <= the better single feature {at}", entry.get("both", {}).get("p50", {}),
                                 better))
         return out + wal_checks(summary["rates"], ctx, self.storage(ctx), baseline="baseline",
-                                async_progress=("async-progress", "both"))
+                                async_progress=("async-progress", "both"), async_purge=("both",))
 
     def report(self, summary: dict[str, Any], ctx: RunContext) -> list[str]:
         published = ("published (rate source): " + ", ".join(f"{CLAIMS[c].what} {CLAIMS[c].published}" for c in (
