@@ -15,7 +15,8 @@ A Python worker whose task raises is not reused: PySpark ends it, and every
 thread in it. A Spark executor outlives a failed task, and so do the
 background commits it runs; so a failing task lets the background commits of
 its worker finish before its failure leaves the task
-(``finish_background_commits``).
+(``finish_background_commits``). For the same reason a task of an
+incarnation that has already ended runs nothing (``_incarnation_ended``).
 
 Under group scheduling one task runs partition p of several batches in
 order, each once the driver releases it; a retried task skips the batches an
@@ -331,11 +332,26 @@ def commits_outlive_failure(run: PartitionFunction) -> PartitionFunction:
     return guarded
 
 
+def _incarnation_ended(spec: TaskSpec, p: int) -> bool:
+    """The task's incarnation has ended (``stop``): the task must run nothing.
+
+    The driver cancels the jobs of an incarnation that fails, but a job submitted just after the cancel
+    (its thread was on its way) still runs, in the same Python workers as the next incarnation's tasks, or
+    the next query's. Its tasks would only fail (their waits end on ``stop``; a damaged file stays
+    damaged), each failure ending a worker with the stores it caches, and Spark would retry each one."""
+    if not spec.coordination.stop().exists():
+        return False
+    debug_log(spec.coordination, f"b{spec.batch} p{p} not run: the incarnation has ended")
+    return True
+
+
 def task_entry(spec: TaskSpec) -> PartitionFunction:
-    """The function Spark runs per partition (``mapPartitionsWithIndex``) for a job of one batch."""
+    """The function Spark runs per partition (``mapPartitionsWithIndex``) for a job of one batch; nothing
+    once the incarnation has ended."""
     def run(p: int, rows: Iterable[Any]) -> Iterator[Any]:
         _drain(rows)
-        yield run_attempt(spec, p, _attempt_number())
+        if not _incarnation_ended(spec, p):
+            yield run_attempt(spec, p, _attempt_number())
     return commits_outlive_failure(run)
 
 
@@ -355,6 +371,8 @@ def group_entry(base: TaskSpec, batches: tuple[int, ...]) -> PartitionFunction:
             result = where.result(b, p)
             if result.exists():
                 continue
+            if _incarnation_ended(base, p):
+                return
             released = wait_for(where.go(b), f"the driver to release batch {b}", where.stop(), RELEASE_TIMEOUT_S,
                                 poll_s=RELEASE_POLL_S)
             spec = replace(pickle.loads(released), scenario=base.scenario)
