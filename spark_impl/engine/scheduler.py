@@ -241,11 +241,15 @@ class StepScheduler:
             self._fail(exc)
 
     def _job_thread(self, b: int, faults: tuple[IndexedFault, ...]) -> None:
+        if self.stopping:
+            return   # the incarnation ended before its job was submitted: submit nothing
         try:
             results = self.jobs.run_batch(b, faults)
         except BaseException as exc:  # noqa: BLE001
             self.job_failed(f"batch {b}", exc)
             return
+        if self.stopping and len(results) < self.inc.parts:
+            return   # the incarnation ended while its job ran, and some of its tasks ran nothing (task.py)
         self.finish_results(b, results)
 
     def job_failed(self, what: str, exc: BaseException) -> None:

@@ -11,6 +11,13 @@ the task has returned, and the driver learns of them through
 ``async/<p>/<b>`` (``coordination.py``). Faults fire at each step
 (``task_faults.py``).
 
+A Python worker whose task raises is not reused: PySpark ends it, and every
+thread in it. A Spark executor outlives a failed task, and so do the
+background commits it runs; so a failing task lets the background commits of
+its worker finish before its failure leaves the task
+(``finish_background_commits``). For the same reason a task of an
+incarnation that has already ended runs nothing (``_incarnation_ended``).
+
 Under group scheduling one task runs partition p of several batches in
 order, each once the driver releases it; a retried task skips the batches an
 earlier attempt already reported.
@@ -41,9 +48,13 @@ from .task_spec import TaskSpec
 RELEASE_TIMEOUT_S = 600.0   # group scheduling: a batch may legitimately wait long for its input
 RELEASE_POLL_S = 0.002
 STATE_ORDER_TIMEOUT_S = 60.0   # as long as the driver waits for a background commit (async_state_watch)
+BACKGROUND_COMMIT_GRACE_S = STATE_ORDER_TIMEOUT_S   # past it the driver has failed the query anyway
 
 TaskResult = dict[str, Any]   # what a task attempt reports to the driver (through collect or a result file)
 PartitionFunction = Callable[[int, Iterable[Any]], Iterator[Any]]
+
+_background_commits: set[threading.Thread] = set()   # this worker's background commits still running
+_background_lock = threading.Lock()
 
 
 class StepClock:
@@ -153,8 +164,8 @@ def _hand_off(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], sealed
     attempt's versions it builds on (``done/<p>/<b>``)."""
     done = {sid: s.uid for sid, s in sealed.items()}
     if spec.async_state and stores:
-        threading.Thread(target=commit_in_background, args=(spec, faults, stores, sealed, p),
-                         name=f"async-commit-b{spec.batch}-p{p}", daemon=True).start()
+        start_background_commit(partial(commit_in_background, spec, faults, stores, sealed, p),
+                                f"async-commit-b{spec.batch}-p{p}")
     if stores:
         atomic_write(spec.coordination.done(p, spec.batch), json.dumps(done))
     return done
@@ -223,6 +234,33 @@ def run_concurrently(steps: list[Callable[[], None]], name: str) -> None:
         raise failures[0]
 
 
+def start_background_commit(commit: Callable[[], None], name: str) -> threading.Thread:
+    """Run ``commit`` on a daemon thread of this worker, known to ``finish_background_commits``."""
+    thread = threading.Thread(target=commit, name=name, daemon=True)
+    with _background_lock:
+        _background_commits.difference_update([t for t in _background_commits if not t.is_alive()])
+        _background_commits.add(thread)
+        thread.start()
+    return thread
+
+
+def finish_background_commits(timeout_s: float = BACKGROUND_COMMIT_GRACE_S) -> list[str]:
+    """Wait (at most ``timeout_s`` in all) for this worker's background commits to end; returns the names
+    of those still running after it.
+
+    A failing task calls it before its failure ends the worker (see the module docstring): without it
+    the worker's exit would kill the pending commit of another task, maybe of another partition or batch,
+    as if the executor had been lost, and the driver would restart the query with no fault to explain it.
+    Each commit ends on its own: its waits are bounded (``STATE_ORDER_TIMEOUT_S``, the incarnation's
+    ``stop``)."""
+    deadline = time.monotonic() + timeout_s
+    with _background_lock:
+        running = list(_background_commits)
+    for thread in running:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [t.name for t in running if t.is_alive()]
+
+
 def commit_in_background(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], sealed: dict[str, Any],
                          p: int) -> None:
     """Async state checkpointing: commit after the task returned; report the outcome to the driver."""
@@ -282,12 +320,39 @@ def _drain(rows: Iterable[Any]) -> None:
         pass
 
 
+def commits_outlive_failure(run: PartitionFunction) -> PartitionFunction:
+    """``run``, except that when it fails the worker's background commits finish before the failure
+    leaves the task (and PySpark ends the worker)."""
+    def guarded(p: int, rows: Iterable[Any]) -> Iterator[Any]:
+        try:
+            yield from run(p, rows)
+        except Exception:
+            finish_background_commits()
+            raise
+    return guarded
+
+
+def _incarnation_ended(spec: TaskSpec, p: int) -> bool:
+    """The task's incarnation has ended (``stop``): the task must run nothing.
+
+    The driver cancels the jobs of an incarnation that fails, but a job submitted just after the cancel
+    (its thread was on its way) still runs, in the same Python workers as the next incarnation's tasks, or
+    the next query's. Its tasks would only fail (their waits end on ``stop``; a damaged file stays
+    damaged), each failure ending a worker with the stores it caches, and Spark would retry each one."""
+    if not spec.coordination.stop().exists():
+        return False
+    debug_log(spec.coordination, f"b{spec.batch} p{p} not run: the incarnation has ended")
+    return True
+
+
 def task_entry(spec: TaskSpec) -> PartitionFunction:
-    """The function Spark runs per partition (``mapPartitionsWithIndex``) for a job of one batch."""
+    """The function Spark runs per partition (``mapPartitionsWithIndex``) for a job of one batch; nothing
+    once the incarnation has ended."""
     def run(p: int, rows: Iterable[Any]) -> Iterator[Any]:
         _drain(rows)
-        yield run_attempt(spec, p, _attempt_number())
-    return run
+        if not _incarnation_ended(spec, p):
+            yield run_attempt(spec, p, _attempt_number())
+    return commits_outlive_failure(run)
 
 
 def group_entry(base: TaskSpec, batches: tuple[int, ...]) -> PartitionFunction:
@@ -306,9 +371,11 @@ def group_entry(base: TaskSpec, batches: tuple[int, ...]) -> PartitionFunction:
             result = where.result(b, p)
             if result.exists():
                 continue
+            if _incarnation_ended(base, p):
+                return
             released = wait_for(where.go(b), f"the driver to release batch {b}", where.stop(), RELEASE_TIMEOUT_S,
                                 poll_s=RELEASE_POLL_S)
             spec = replace(pickle.loads(released), scenario=base.scenario)
             atomic_write(result, json.dumps(run_attempt(spec, p, attempt)))
         yield from ()
-    return run
+    return commits_outlive_failure(run)
