@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from . import checkpoint_rules, layout
-from .graph import LOGICAL_BATCH_MS
+from .bounds import bounds_of
 from .logs import CommitEntry, OffsetEntry, log_batches, read_metadata
 from .outcome import Outcome, canonical_rows, digest_rows
 from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
@@ -228,6 +228,12 @@ def output_semantics(ctx: Context) -> Verdict:
         if have - wanted and b not in rerun:
             return Verdict("output_semantics", FAIL, "duplicate rows outside any re-run range", batch=b,
                            actual=sorted((have - wanted).elements())[:10])
+        copies = _copies_allowed(ctx, b)
+        beyond = sorted(r for r in have if have[r] > wanted[r] * copies)
+        if beyond:
+            return Verdict("output_semantics", FAIL, f"a row delivered more often than the batch's {copies} "
+                                                     "attempt(s) can deliver it", batch=b, expected=copies,
+                           actual=[[r, have[r]] for r in beyond[:10]])
     for b in sorted(set(sink) - set(batches)):
         if b not in rerun:
             return Verdict("output_semantics", FAIL, "output of a batch that was neither committed nor re-run",
@@ -239,6 +245,17 @@ def output_semantics(ctx: Context) -> Verdict:
     return Verdict("output_semantics", PASS, "at-least-once: all output present, duplicates only from re-runs")
 
 
+def _copies_allowed(ctx: Context, batch: int) -> int:
+    """At-least-once: the copies of each of a batch's rows its attempts can deliver: the first, and
+    ``copies_per_rerun`` more for each restart that re-ran it (or each time it was planned again) and each
+    task attempt Spark retried."""
+    again = sum(batch in r.rerun_batches for r in ctx.outcome.recoveries)
+    for b in ctx.outcome.batches:
+        if b.id == batch:   # planned again (the recoveries oracle asks a restart to explain it), or retried
+            again = max(again, b.attempts - 1) + b.task_retries
+    return 1 + bounds_of(ctx.scenario).copies_per_rerun * again
+
+
 def _rerun_batches(outcome: Outcome) -> set[int]:
     """Batches a restart re-ran, planned more than once, or whose tasks Spark retried."""
     out = {b for r in outcome.recoveries for b in r.rerun_batches}
@@ -247,11 +264,10 @@ def _rerun_batches(outcome: Outcome) -> set[int]:
 
 
 def replay_bound(ctx: Context) -> Verdict:
-    """A restart re-runs at most what the modes allow (SPEC section 5)."""
-    e = ctx.scenario.engine
-    if e.progress_mode == "async":
+    """A restart re-runs at most what the step graph lets be in flight (SPEC section 5, ``bounds.py``)."""
+    if ctx.scenario.engine.progress_mode == "async":
         return _async_progress_bound(ctx)
-    bound = checkpoint_rules.in_flight_limit(ctx.scenario)   # batches planned but not committed
+    bound = bounds_of(ctx.scenario).in_flight   # batches planned but not committed
     for r in ctx.outcome.recoveries:
         if len(r.rerun_batches) > bound:
             return Verdict("replay_bound", FAIL, f"a restart re-ran {len(r.rerun_batches)} batches; at most {bound} "
@@ -261,13 +277,10 @@ def replay_bound(ctx: Context) -> Verdict:
 
 def async_progress_replay_limit(scenario: Scenario) -> int:
     """Async progress, untimed clock: batches planned since the last persisted offset entry, plus those in
-    flight. An entry persists once ``checkpoint_interval_ms`` has passed on the clock that plans batch b at
-    ``b * max(trigger_interval_ms, LOGICAL_BATCH_MS)``."""
-    e = scenario.engine
-    batch_ms = max(e.trigger_interval_ms, LOGICAL_BATCH_MS)
-    between = -(-e.checkpoint_interval_ms // batch_ms)   # ceil: batches until the next entry persists
-    in_flight = e.pipeline_depth if e.pipelining else 2
-    return between + in_flight
+    flight (``bounds.Bounds.async_progress_rerun``)."""
+    limit = bounds_of(scenario).async_progress_rerun
+    assert limit is not None, "async progress has a re-run limit"
+    return limit
 
 
 def _async_progress_bound(ctx: Context) -> Verdict:
