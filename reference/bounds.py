@@ -15,9 +15,10 @@ than the protocol can is convicted:
   is part of ``in_flight`` (the batch whose state is pending is in flight), and
   is listed on its own so the report shows it.
 - ``async_progress_rerun``: async progress on the untimed clock, the batches a
-  restart re-runs: those planned since the last persisted offset entry plus
-  those planned and not committed (``planned_in_flight``); the clock gives the
-  first, the graph the second.
+  restart re-runs: from the batch after the previous persisted offset entry to
+  the newest planned (``async_progress_rerun``); the clock gives the spacing of
+  persisted entries, the graph how many batches are planned and not committed
+  (``planned_in_flight``).
 - ``copies_per_rerun``: at-least-once sink, how many more copies of a batch's
   rows each re-run or retried attempt may deliver (one: an attempt writes each
   part once).
@@ -29,7 +30,13 @@ than the protocol can is convicted:
   (``purge_lag``: one, the batch's own, without pipelining); None under async
   purge, whose rounds the graph lets run arbitrarily late.
 - ``versions_kept``: the newest committed versions that must load
-  (``retention``, ``lineage_reachable``): ``min_batches_to_retain``.
+  (``retention``, ``lineage_reachable``): ``min_batches_to_retain``. The
+  reference reaches it only under async purge: an inline purge of batch b runs
+  before b's commit (tasks wait for it), so the last purge of a run sees the
+  version before the last, and a finished run keeps one more. The floor stays
+  ``min_batches_to_retain``: it is the protocol's (Spark's state cleanup keeps
+  exactly that many, ``spark_impl/native/native_outcome.py``), and async purge
+  shows the model reaching it.
 
 A mode whose batches are made otherwise is one more ``BatchShape``; its bounds
 come from its own graph by the same derivation, as long as it names the same
@@ -79,43 +86,80 @@ def bounds_of(scenario: Scenario) -> Bounds:
     own: Callable[[Scenario], Bounds] | None = getattr(shape, "judge_bounds", None)
     if own is not None:
         return own(scenario)
-    key = (shape, scenario.engine)
+    return derive(shape, scenario)
+
+
+@dataclass(frozen=True)
+class GraphCounts:
+    """What the step graph alone says (``most_not_waiting``), read once per shape."""
+
+    in_flight: int
+    planned_in_flight: int
+    pending_state_commits: int
+    purge_lag: int | None   # None: nothing waits for a purge round (async purge)
+
+
+def graph_counts(shape: BatchShape) -> GraphCounts:
     try:
-        found = _DERIVED.get(key)
-    except TypeError:   # a shape that is not hashable is derived every time
-        return derive(shape, scenario)
+        found = _COUNTED.get(shape)
+    except TypeError:   # a shape that is not hashable is read every time
+        return _count(shape)
     if found is None:
-        if len(_DERIVED) >= 256:
-            _DERIVED.clear()
-        found = _DERIVED[key] = derive(shape, scenario)
+        if len(_COUNTED) >= 256:
+            _COUNTED.clear()
+        found = _COUNTED[shape] = _count(shape)
     return found
 
 
-_DERIVED: dict[Any, Bounds] = {}
+def _count(shape: BatchShape) -> GraphCounts:
+    return GraphCounts(in_flight=most_not_waiting(shape, "commit_log_write", "offset_log_write"),
+                       planned_in_flight=most_not_waiting(shape, "commit_log_write", "plan"),
+                       pending_state_commits=max(0, most_not_waiting(shape, "state_commit", "task_apply", 0) - 1),
+                       purge_lag=_purge_lag(shape))
+
+
+def _purge_lag(shape: BatchShape) -> int | None:
+    try:
+        return most_not_waiting(shape, "purge", "offset_log_write")
+    except UnboundedGraph:
+        return None
+
+
+_COUNTED: dict[Any, GraphCounts] = {}
 
 
 def derive(shape: BatchShape, scenario: Scenario) -> Bounds:
     """Every bound, read off ``shape``'s step graph (and, for the async-progress cadence, its clock)."""
     e = scenario.engine
-    in_flight = most_not_waiting(shape, "commit_log_write", "offset_log_write")
-    planned = most_not_waiting(shape, "commit_log_write", "plan")
-    pending = max(0, most_not_waiting(shape, "state_commit", "task_apply", partition=0) - 1)
+    counts = graph_counts(shape)
     rerun = None
     if e.progress_mode == "async":
-        batch_ms = max(e.trigger_interval_ms, LOGICAL_BATCH_MS)
-        rerun = -(-e.checkpoint_interval_ms // batch_ms) + planned   # ceil: batches until the next entry persists
+        rerun = async_progress_rerun(scenario, counts.planned_in_flight)
     retain = e.min_batches_to_retain
     lag: int | None = None
     ceiling: int | None = None
-    if e.log_purge_mode == "inline":
+    if counts.purge_lag is not None:
         # after purge b-1 cut the logs below min(L - retain, C) (L, C: the newest offset and commit entries
         # then, L - C <= in_flight), offset entries of b on are written until purge b runs
-        lag = most_not_waiting(shape, "purge", "offset_log_write")
-        ceiling = lag + max(retain, in_flight) + 1
-    return Bounds(in_flight=in_flight, pending_state_commits=pending, planned_in_flight=planned,
-                  async_progress_rerun=rerun, copies_per_rerun=1, offset_entries_kept=retain + 1,
-                  commit_entries_kept=max(1, retain + 1 - in_flight), purge_lag=lag,
-                  offset_entries_ceiling=ceiling, versions_kept=retain)
+        lag = counts.purge_lag
+        ceiling = lag + max(retain, counts.in_flight) + 1
+    return Bounds(in_flight=counts.in_flight, pending_state_commits=counts.pending_state_commits,
+                  planned_in_flight=counts.planned_in_flight, async_progress_rerun=rerun, copies_per_rerun=1,
+                  offset_entries_kept=retain + 1, commit_entries_kept=max(1, retain + 1 - counts.in_flight),
+                  purge_lag=lag, offset_entries_ceiling=ceiling, versions_kept=retain)
+
+
+def async_progress_rerun(scenario: Scenario, planned_in_flight: int) -> int:
+    """Async progress on the untimed clock: a restart re-runs from the batch after the previous persisted offset
+    entry P through the newest batch planned. An entry persists once ``checkpoint_interval_ms`` has passed on
+    the clock that plans batch b at ``b * max(trigger_interval_ms, LOGICAL_BATCH_MS)`` (a ``clock_skew`` fault
+    only sets it forward, which persists an entry sooner), so the latest persisted entry L is at most
+    ``between`` batches after P; and at most ``planned_in_flight`` batches from L on are planned and not
+    committed (L itself among them)."""
+    e = scenario.engine
+    batch_ms = max(e.trigger_interval_ms, LOGICAL_BATCH_MS)
+    between = -(-e.checkpoint_interval_ms // batch_ms)   # ceil
+    return between + planned_in_flight - 1
 
 
 def most_not_waiting(shape: BatchShape, first: str, then: str, partition: int = -1) -> int:

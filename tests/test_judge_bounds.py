@@ -80,12 +80,13 @@ def test_in_flight_and_pending_state_commits_by_hand(operator, mode, extra, in_f
 
 
 def test_async_progress_re_runs_the_batches_between_persisted_entries_and_those_in_flight():
-    """By hand: ``checkpoint_interval_ms`` 200 on the 100 ms logical batch clock persists every 2nd entry; under
-    async progress ``plan`` of b waits for ``commit_log_write`` of b - 2 (2 planned and not committed), or of
-    b - depth under pipelining."""
-    assert bounds_of(make("map", "async_progress")).async_progress_rerun == 2 + 2
-    assert bounds_of(make("map", "async_progress", pipelining=True, pipeline_depth=3)).async_progress_rerun == 2 + 3
-    assert bounds_of(make("map", "async_progress", trigger_interval_ms=300)).async_progress_rerun == 1 + 2
+    """By hand: ``checkpoint_interval_ms`` 200 on the 100 ms logical batch clock persists every 2nd entry: the
+    latest persisted entry L is 2 batches after the previous one P. Under async progress ``plan`` of b waits
+    for ``commit_log_write`` of b - 2, so with commits/L not written the newest batch planned is L + 1: a
+    restart re-runs P+1..L+1, 3 batches (2 + 2 - 1). Under pipelining at depth 3, L + 2: 4."""
+    assert bounds_of(make("map", "async_progress")).async_progress_rerun == 3
+    assert bounds_of(make("map", "async_progress", pipelining=True, pipeline_depth=3)).async_progress_rerun == 4
+    assert bounds_of(make("map", "async_progress", trigger_interval_ms=300)).async_progress_rerun == 2
     assert bounds_of(make("map")).async_progress_rerun is None
 
 
