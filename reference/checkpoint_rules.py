@@ -65,6 +65,21 @@ from .storage import CheckpointFormatError, Storage, inventory
 SNAPSHOT_MAGIC = MAGIC["snapshot"]
 RULES = ("layout", "log_entries", "commit_order", "commit_has_offsets", "offsets_committed", "log_retention",
          "watermark_monotone", "lineage_reachable", "state_files", "sink_files", "fetch_state")
+# Each numeric or ordered condition of the rules, listed once with every way it can fail;
+# tests/test_judge_both_ways.py crafts, for every way, a checkpoint that only that rule rejects.
+RULE_WAYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "log_entries": {"where an offset entry starts": ("a gap after the entry before", "an overlap with it"),
+                    "the first batch's start": ("not at the beginning",),
+                    "source partitions of an entry": ("too few", "too many"),
+                    "the stores and partitions a commit entry names": ("too few", "too many")},
+    "commit_order": {"commit entries (sync)": ("a gap",)},
+    "commit_has_offsets": {"a commit entry's offset entry": ("missing",)},
+    "offsets_committed": {"offset entries without a commit entry (sync)": ("older than a commit entry",
+                                                                           "more than can be in flight")},
+    "log_retention": {"offset entries kept (sync)": ("below the floor", "above the inline-purge ceiling")},
+    "watermark_monotone": {"the watermarks of the commit log": ("going back",)},
+    "lineage_reachable": {"a retained commit entry's version on the chain": ("another attempt", "no file")},
+}
 LINE_RULES = ("commit_order", "commit_has_offsets", "offsets_committed", "watermark_monotone", "lineage_reachable")
 
 
