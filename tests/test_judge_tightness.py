@@ -27,7 +27,8 @@ from reference.fault_spec import Fault
 from reference.oracles import Context
 from reference.run import Run, Schedule, run_scenario
 from reference.steps import NodeId
-from reference.tightness import DIRECTIONS, Tally
+from reference.outcome import Recovery
+from reference.tightness import DIRECTIONS, Reach, Tally, combined, describe, in_force
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,6 +65,104 @@ def assert_reached_again(scenario: Any, report: Report) -> None:
         if reach.reproduce is not None:
             again = measure_again(scenario, reach.reproduce)
             assert again[name] == reach.reached, f"{name}: the named schedule gives {again[name]}"
+
+
+# ------------------------------------------------------------------ the tally, on measurements made by hand
+
+
+def test_a_tally_keeps_the_most_extreme_value_and_the_first_schedule_that_gave_it():
+    tally = Tally(make("aggregate", "async_state"))   # replay 2 (max), offset_entries_kept 4 (min)
+    where = dict
+    tally.note("replay", 1, "a", 5, where)
+    tally.note("replay", 2, "b", 7, where)
+    tally.note("replay", 2, "c", 9, where)       # a tie later on: the first stays
+    tally.note("replay", 1, "d", 1, where)       # less is not more
+    tally.note("replay", 2, "e", 3, where)       # a tie earlier on: it takes over
+    assert (tally.reach["replay"].reached, tally.reach["replay"].schedule) == (2, "e")
+    tally.note("offset_entries_kept", 5, "f", 1, where)
+    tally.note("offset_entries_kept", 4, "g", 2, where)
+    tally.note("offset_entries_kept", 6, "h", 3, where)
+    assert (tally.reach["offset_entries_kept"].reached, tally.reach["offset_entries_kept"].schedule) == (4, "g")
+    assert tally.reach["replay"].tight and tally.reach["offset_entries_kept"].tight
+    tally.note("copies_per_rerun", 3, "i", 1, where)   # not in force for an exactly-once sink: nothing kept
+    tally.note("replay", None, "j", 0, where)
+    assert tally.reach["copies_per_rerun"] == Reach(None) and tally.reach["replay"].schedule == "e"
+
+
+def test_the_bounds_in_force_follow_the_scenario():
+    assert in_force(make("map", "async_progress")) == {
+        "replay": 3, "pending_state_commits": None, "offset_entries_kept": None, "commit_entries_kept": None,
+        "offset_entries_ceiling": None, "versions_kept": None, "copies_per_rerun": 1}
+    assert in_force(make("aggregate")) == {
+        "replay": 1, "pending_state_commits": 0, "offset_entries_kept": 4, "commit_entries_kept": 3,
+        "offset_entries_ceiling": 5, "versions_kept": 3, "copies_per_rerun": None}
+
+
+def test_a_crash_cut_is_measured_from_its_steps_and_its_checkpoint():
+    """After offsets/1..4 and commits/1..4 of a finished run, with task_apply of batches 3 and 4 on partition 0
+    run and neither's state committed (batch 4's first store only): one state commit is pending beyond the
+    batch running."""
+    scenario = make("aggregate", "async_state", batches=5, retain=3)
+    storage = run_scenario(scenario).storage
+    n = NodeId.of
+    prefix = [n("task_apply", 3, 0), n("task_apply", 3, 1), n("state_commit", 3, 1), n("task_apply", 4, 0),
+              n("state_commit", 4, 0, "0")]   # a store's own commit node is not the partition's
+    tally = Tally(scenario)
+    tally.note_cut(scenario, storage, prefix, "cut", 1)
+    got = {name: r.reached for name, r in tally.reach.items()}
+    assert got == {"replay": None, "pending_state_commits": 1, "offset_entries_kept": 4, "commit_entries_kept": 4,
+                   "offset_entries_ceiling": 4, "versions_kept": None, "copies_per_rerun": None}
+    assert tally.reach["pending_state_commits"].reproduce == {
+        "schedule": [x.to_json() for x in prefix], "crash_after_prefix": True}
+    short = make("aggregate", "async_state", batches=5, retain=5)   # floors 6 and 4: offsets/4 is too early
+    tally = Tally(short)
+    tally.note_cut(short, storage, [], "cut", 1)
+    assert (tally.reach["offset_entries_kept"].reached, tally.reach["commit_entries_kept"].reached) == (None, 4)
+    assert tally.reach["pending_state_commits"].reached == 0
+
+
+def test_an_outcome_is_measured_by_its_re_runs_versions_and_copies():
+    scenario = make("aggregate", batches=4, sink="at_least_once", retain=2)
+    outcome = run_scenario(scenario).outcome()
+    expected = Context(scenario, outcome).expected.outputs
+    rows = next(e.rows for e in outcome.sink if e.batch == 2)
+    doubled = replace(outcome, sink=tuple(replace(e, rows=e.rows + rows) if e.batch == 2 else e for e in outcome.sink),
+                      recoveries=(Recovery(1, 2, (2, 3)),))
+    tally = Tally(scenario)
+    tally.note_outcome(doubled, expected, "o", 1, dict)
+    got = {name: r.reached for name, r in tally.reach.items()}
+    assert (got["replay"], got["copies_per_rerun"]) == (2, 1)
+    assert got["versions_kept"] == min(len(v) for parts in outcome.state.values() for v in parts.values())
+    retried = replace(outcome, batches=tuple(replace(b, task_retries=1) if b.id == 1 else b for b in outcome.batches),
+                      sink=tuple(replace(e, rows=e.rows * 3) if e.batch == 1 else e for e in outcome.sink))
+    tally = Tally(scenario)
+    tally.note_outcome(retried, expected, "o", 1, dict)
+    assert tally.reach["copies_per_rerun"].reached == 2   # two more copies for one retry: over the bound
+    replanned = replace(outcome, batches=tuple(replace(b, attempts=3) if b.id == 1 else b for b in outcome.batches),
+                        sink=tuple(replace(e, rows=e.rows * 3) if e.batch == 1 else e for e in outcome.sink))
+    tally = Tally(scenario)
+    tally.note_outcome(replanned, expected, "o", 1, dict)
+    assert tally.reach["copies_per_rerun"].reached == 1   # planned three times: one more copy each
+    tally = Tally(scenario)
+    tally.note_outcome(doubled, None, "o", 1, dict)
+    assert tally.reach["copies_per_rerun"].reached is None
+
+
+def test_the_shares_combine_to_the_most_extreme_reach_and_the_earliest_schedule():
+    a = {"replay": Reach(2, 1, "a", 4), "offset_entries_kept": Reach(4, 5, "a", 4), "versions_kept": Reach(3)}
+    b = {"replay": Reach(2, 2, "b", 9), "offset_entries_kept": Reach(4, 5, "b", 2), "versions_kept": Reach(3)}
+    c = {"replay": Reach(2, 2, "c", 3), "offset_entries_kept": Reach(4, 6, "c", 1), "versions_kept": Reach(3, 4, "c", 8)}
+    both = combined([a, b, c])
+    assert {k: (r.reached, r.schedule) for k, r in both.items()} == {
+        "replay": (2, "c"), "offset_entries_kept": (5, "b"), "versions_kept": (4, "c")}
+    assert combined([c, b, a]) == both
+    lines = describe({"replay": Reach(2, 2, "x", 1), "versions_kept": Reach(3, 4, "y", 2),
+                      "copies_per_rerun": Reach(None), "pending_state_commits": Reach(1)})
+    assert lines == ["  replay: bound 2, reached 2 (tight) by x", "  versions_kept: bound 3, reached 4 (NOT REACHED) by y",
+                     "  copies_per_rerun: not in force", "  pending_state_commits: bound 1, never measured (NOT REACHED)"]
+
+
+# ------------------------------------------------------------------ explorations
 
 
 # bound values by hand (tests/test_judge_bounds.py); None: not in force; "versions_kept" under inline purge is
