@@ -46,6 +46,7 @@ returning ``Bounds`` takes precedence over the derivation.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -54,7 +55,7 @@ from .scenario import Scenario
 from .steps import NodeId
 
 GRAPH_BATCHES = 8          # the graph the bounds are read from starts this long, and doubles ...
-GRAPH_BATCHES_MAX = 64     # ... up to this, while a bound still grows with it
+GRAPH_BATCHES_MAX = 64     # ... up to this (GRAPH_BATCHES times a power of two), while no batch waits at all
 
 
 class UnboundedGraph(ValueError):
@@ -101,14 +102,14 @@ class GraphCounts:
 
 def graph_counts(shape: BatchShape) -> GraphCounts:
     try:
-        found = _COUNTED.get(shape)
+        return _counted(shape)   # type: ignore[arg-type]   # a shape is hashable, or the except reads it
     except TypeError:   # a shape that is not hashable is read every time
         return _count(shape)
-    if found is None:
-        if len(_COUNTED) >= 256:
-            _COUNTED.clear()
-        found = _COUNTED[shape] = _count(shape)
-    return found
+
+
+@functools.lru_cache(maxsize=256)
+def _counted(shape: BatchShape) -> GraphCounts:
+    return _count(shape)
 
 
 def _count(shape: BatchShape) -> GraphCounts:
@@ -123,9 +124,6 @@ def _purge_lag(shape: BatchShape) -> int | None:
         return most_not_waiting(shape, "purge", "offset_log_write")
     except UnboundedGraph:
         return None
-
-
-_COUNTED: dict[Any, GraphCounts] = {}
 
 
 def derive(shape: BatchShape, scenario: Scenario) -> Bounds:
@@ -164,15 +162,15 @@ def async_progress_rerun(scenario: Scenario, planned_in_flight: int) -> int:
 
 def most_not_waiting(shape: BatchShape, first: str, then: str, partition: int = -1) -> int:
     """The most batches b' >= b whose ``then`` step may run before ``first`` of batch b (b' = b counts when
-    ``then`` of b does not wait for ``first`` of b): over every b of a graph long enough that the count no
-    longer grows. A shape without ``first`` steps (a stateless query's state commits) gives 0."""
+    ``then`` of b does not wait for ``first`` of b): over every b of a graph longer than the count. A shape
+    without ``first`` steps (a stateless query's state commits) gives 0."""
     batches = GRAPH_BATCHES
     while True:
         nodes = build_graph(shape, range(batches))
         found = _most_not_waiting(nodes, batches, first, then, partition)
-        if found < batches // 2:
+        if found < batches:   # some batch waits: the count is the bound (it is below the graph's length)
             return found
-        if batches >= GRAPH_BATCHES_MAX:
+        if batches == GRAPH_BATCHES_MAX:
             raise UnboundedGraph(f"the step graph lets {found} batches run {then} before {first} of an earlier "
                                  f"one in {batches} batches: it bounds nothing")
         batches *= 2
@@ -187,14 +185,10 @@ def _most_not_waiting(nodes: dict[NodeId, Node], batches: int, first: str, then:
             acc |= ancestors[d]
         ancestors[n] = frozenset(acc)
     most = 0
-    for b in range(batches // 2):
+    for b in range(batches):   # (the last batches see fewer after them: they never give the most)
         waited = NodeId.of(first, b, partition)
-        if waited not in nodes:
-            continue
-        free = 0
-        for later in range(b, batches):
-            node = NodeId.of(then, later, partition)
-            if node in nodes and waited not in ancestors[node] and node != waited:
-                free += 1
-        most = max(most, free)
+        if waited in nodes:   # (``first`` and ``then`` are other steps: a missing ``then`` node waits)
+            free = sum(1 for later in range(b, batches)
+                       if waited not in ancestors.get(NodeId.of(then, later, partition), {waited}))
+            most = max(most, free)
     return most

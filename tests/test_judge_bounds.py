@@ -8,6 +8,7 @@ the code under test.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from reference.graph import Node, shape_of
 from reference.oracles import check_outcome, failures
 from reference.outcome import Outcome, Recovery
 from reference.run import run_scenario
+from reference.scenario import Scenario
 from reference.steps import NodeId
 
 
@@ -106,6 +108,39 @@ def test_the_log_entries_purge_keeps_by_hand(mode, extra, ceiling):
     assert b.offset_entries_ceiling == ceiling
 
 
+@pytest.mark.parametrize("mode, extra, kept", [
+    # purge at offsets/L cut below L - retain, and L - C <= in flight: retain + 1 - in_flight commit entries stay
+    ("sync", {}, 3 + 1 - 1),
+    ("async_state", {}, 3 + 1 - 2),
+    # depth 3 at retain 1: 1 + 1 - 3 is below one, but purge never passes the latest commit entry: one stays
+    ("pipelining", {"pipeline_depth": 3, "retain": 1}, 1),
+])
+def test_the_commit_entries_purge_keeps_by_hand(mode, extra, kept):
+    assert bounds_of(make("aggregate", mode, **extra)).commit_entries_kept == kept
+
+
+def test_one_state_partition_has_its_pending_commit_too():
+    d = json.loads(json.dumps(make("aggregate", "async_state").to_dict()))
+    d["query"]["state_partitions"] = 1
+    assert bounds_of(Scenario.from_dict(d)).pending_state_commits == 1
+
+
+def test_a_deep_pipeline_is_read_off_a_longer_graph():
+    """Depth 8 keeps 8 batches in flight: more than half the first graph read (8 batches), so a longer one."""
+    assert bounds_of(make("map", "pipelining", pipeline_depth=8)).in_flight == 8
+    assert bounds_of(make("map", "pipelining", pipeline_depth=9)).planned_in_flight == 9
+
+
+def test_bounds_are_values():
+    b = bounds_of(make("aggregate"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.in_flight = 5   # type: ignore[misc]
+    counts = bounds_module.graph_counts(shape_of(make("aggregate")))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        counts.in_flight = 5   # type: ignore[misc]
+    assert b.to_dict()["in_flight"] == 1 and set(b.to_dict()) == {f.name for f in dataclasses.fields(Bounds)}
+
+
 def test_the_async_purge_ceiling_is_unbounded_because_nothing_waits_for_a_purge_round():
     scenario = make("aggregate", "async_purge")
     assert (bounds_of(scenario).purge_lag, bounds_of(scenario).offset_entries_ceiling) == (None, None)
@@ -128,9 +163,25 @@ class _Detached:
 
 
 def test_a_graph_that_bounds_nothing_is_refused_by_name():
+    """Every batch of a detached graph runs before any other's commit: read up to 64 batches, then refused."""
     shape = _Detached(shape_of(make("aggregate")))
-    with pytest.raises(UnboundedGraph, match="offset_log_write before commit_log_write"):
+    with pytest.raises(UnboundedGraph) as refused:
         most_not_waiting(shape, "commit_log_write", "offset_log_write")
+    assert str(refused.value) == ("the step graph lets 64 batches run offset_log_write before commit_log_write of "
+                                  "an earlier one in 64 batches: it bounds nothing")
+
+
+@dataclasses.dataclass   # not frozen: not hashable, so its counts are read every time
+class _Unhashable:
+    inner: Any
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_shape_that_is_not_hashable_is_still_read(monkeypatch):
+    monkeypatch.setattr(bounds_module, "shape_of", lambda scenario: _Unhashable(shape_of(scenario)))
+    assert bounds_of(make("aggregate", "async_state")).in_flight == 2
 
 
 def test_a_shape_that_supplies_its_own_bounds_is_read_first(monkeypatch):
