@@ -16,11 +16,13 @@ from typing import Any, Callable
 
 import pytest
 from streamtest import crash
+from test_judge_checkpoint_rules import edit_commit
+from test_judge_recoveries import with_batch, with_sink
 
 from reference import layout
 from reference.catalogue import make
 from reference.checkpoint_rules import RULE_WAYS, violations
-from reference.logs import CommitEntry, encode_entry
+from reference.logs import CommitEntry
 from reference.oracles import FAILURE_WAYS, Context, check_outcome, failures
 from reference.outcome import Outcome, Recovery, StateMove, digest_rows
 from reference.run import run_scenario
@@ -72,16 +74,6 @@ RUNS = Runs()
 Craft = tuple[Scenario, Outcome, Any, int, str]   # scenario, wrong outcome, checkpoint or None, crashes, says
 
 
-def batch_edit(outcome: Outcome, batch: int, **changes: Any) -> Outcome:
-    return dataclasses.replace(outcome, batches=tuple(dataclasses.replace(b, **changes) if b.id == batch else b
-                                                      for b in outcome.batches))
-
-
-def sink_edit(outcome: Outcome, batch: int, **changes: Any) -> Outcome:
-    return dataclasses.replace(outcome, sink=tuple(dataclasses.replace(e, **changes) if e.batch == batch else e
-                                                   for e in outcome.sink))
-
-
 def state_edit(outcome: Outcome, edit: Callable[[dict[str, Any]], None]) -> Outcome:
     state = json.loads(json.dumps(outcome.state))
     edit(state)
@@ -91,7 +83,7 @@ def state_edit(outcome: Outcome, edit: Callable[[dict[str, Any]], None]) -> Outc
 def re_run(outcome: Outcome, *batches: int) -> Outcome:
     replanned = outcome
     for b in batches:
-        replanned = batch_edit(replanned, b, attempts=2)
+        replanned = with_batch(replanned, b, attempts=2)
     return dataclasses.replace(replanned, recoveries=(Recovery(1, batches[0], tuple(batches)),))
 
 
@@ -121,7 +113,7 @@ def with_checkpoint(run: tuple[Scenario, Outcome, Any], edit: Callable[[Any], No
 def watermark_craft(delta: int | None) -> Craft:
     scenario, outcome, _ = RUNS.windows()
     b = next(x for x in outcome.batches if x.watermark_ms)   # a batch whose watermark is above 0
-    wrong = batch_edit(outcome, b.id, watermark_ms=None if delta is None else b.watermark_ms + delta)
+    wrong = with_batch(outcome, b.id, watermark_ms=None if delta is None else b.watermark_ms + delta)
     return scenario, wrong, None, 0, "no watermark" if delta is None else "watermark differs"
 
 
@@ -129,13 +121,13 @@ def copies_craft() -> Craft:
     """Batch 2 re-ran once, so each of its rows may be delivered twice, not three times."""
     scenario, outcome, _ = RUNS.at_least_once()
     r = rows(outcome, 2)
-    thrice = sink_edit(outcome, 2, rows=r + r[:1] + r[:1])
+    thrice = with_sink(outcome, 2, rows=r + r[:1] + r[:1])
     return scenario, re_run(thrice, 2), None, 1, "more often than the batch's 2 attempt(s)"
 
 
 def partitions_craft(count: int) -> Craft:
     scenario, outcome, _ = RUNS.count()
-    wrong = batch_edit(outcome, 3, end_offsets=(15,) * count, start_offsets=(12,) * count)
+    wrong = with_batch(outcome, 3, end_offsets=(15,) * count, start_offsets=(12,) * count)
     return scenario, wrong, None, 0, f"name {count} and {count} source partitions; the scenario has 2"
 
 
@@ -152,27 +144,19 @@ def consistent(scenario: Scenario, outcome: Outcome) -> Outcome:
 
 def start_craft(start: tuple[int, int]) -> Craft:
     scenario, outcome, _ = RUNS.count()
-    return scenario, consistent(scenario, batch_edit(outcome, 2, start_offsets=start)), None, 0, \
+    return scenario, consistent(scenario, with_batch(outcome, 2, start_offsets=start)), None, 0, \
         "does not start where"
 
 
 def end_craft(end: tuple[int, int]) -> Craft:
     scenario, outcome, _ = RUNS.count()
-    return scenario, consistent(scenario, batch_edit(outcome, 4, end_offsets=end)), None, 0, \
+    return scenario, consistent(scenario, with_batch(outcome, 4, end_offsets=end)), None, 0, \
         "do not reach the end of input"
 
 
 def lost_row() -> Craft:
     scenario, outcome, _ = RUNS.at_least_once()
-    return scenario, sink_edit(outcome, 1, rows=rows(outcome, 1)[1:]), None, 0, "lost rows"
-
-
-def commit_entry(storage: Any, batch: int, **changes: Any) -> None:
-    entry = CommitEntry.read(storage, batch)
-    body = {"batch": entry.batch, "watermark_ms": entry.watermark_ms, "next_trackers": entry.next_trackers,
-            "state_lineage": json.loads(json.dumps(entry.state_lineage))}
-    body.update(changes)
-    storage.write(layout.commit_path(batch), encode_entry(body), overwrite=True)
+    return scenario, with_sink(outcome, 1, rows=rows(outcome, 1)[1:]), None, 0, "lost rows"
 
 
 def deliveries_craft(delta: int) -> Craft:
@@ -195,7 +179,7 @@ def deliveries_craft(delta: int) -> Craft:
 
 def crash_not_rerun() -> Craft:
     scenario, outcome, _ = RUNS.crashed()
-    wrong = dataclasses.replace(batch_edit(outcome, 2, attempts=1), recoveries=(Recovery(1, 2, ()),))
+    wrong = dataclasses.replace(with_batch(outcome, 2, attempts=1), recoveries=(Recovery(1, 2, ()),))
     return scenario, wrong, None, 0, "no restart re-ran batch 2"
 
 
@@ -247,21 +231,21 @@ CRAFTED: dict[tuple[str, str, str], Callable[[], Craft]] = {
         lambda: outcome_only(RUNS.count(), lambda o: dataclasses.replace(
             o, sink=o.sink + (dataclasses.replace(o.sink[-1], batch=7),)), "not committed"),
     ("output_semantics", "exactly-once rows", "a row missing"):
-        lambda: outcome_only(RUNS.count(), lambda o: sink_edit(o, 1, rows=rows(o, 1)[1:]), "sink rows differ"),
+        lambda: outcome_only(RUNS.count(), lambda o: with_sink(o, 1, rows=rows(o, 1)[1:]), "sink rows differ"),
     ("output_semantics", "exactly-once rows", "a row extra"):
-        lambda: outcome_only(RUNS.count(), lambda o: sink_edit(o, 1, rows=rows(o, 1) + (["zz", 1],)),
+        lambda: outcome_only(RUNS.count(), lambda o: with_sink(o, 1, rows=rows(o, 1) + (["zz", 1],)),
                              "sink rows differ"),
     ("output_semantics", "exactly-once deliveries", "an earlier delivery with other rows"):
-        lambda: outcome_only(RUNS.count(), lambda o: re_run(sink_edit(
+        lambda: outcome_only(RUNS.count(), lambda o: re_run(with_sink(
             o, 1, deliveries=2, delivery_digests=o.sink[1].delivery_digests + ("0" * 16,)), 1),
             "a delivery of this batch had other rows", crashes=1),
     # output_semantics, at-least-once
     ("output_semantics", "at-least-once rows of a committed batch", "lost"): lost_row,
     ("output_semantics", "at-least-once rows of a committed batch", "never produced"):
-        lambda: outcome_only(RUNS.at_least_once(), lambda o: sink_edit(o, 0, rows=rows(o, 0) + (["zz", 9],)),
+        lambda: outcome_only(RUNS.at_least_once(), lambda o: with_sink(o, 0, rows=rows(o, 0) + (["zz", 9],)),
                              "never produces"),
     ("output_semantics", "at-least-once rows of a committed batch", "duplicated without a re-run"):
-        lambda: outcome_only(RUNS.at_least_once(), lambda o: sink_edit(o, 2, rows=rows(o, 2) + rows(o, 2)[:1]),
+        lambda: outcome_only(RUNS.at_least_once(), lambda o: with_sink(o, 2, rows=rows(o, 2) + rows(o, 2)[:1]),
                              "outside any re-run"),
     ("output_semantics", "at-least-once rows of a committed batch", "more copies than its attempts"): copies_craft,
     ("output_semantics", "at-least-once output of an uncommitted batch", "never re-run"):
@@ -324,26 +308,26 @@ CRAFTED: dict[tuple[str, str, str], Callable[[], Craft]] = {
     # recoveries
     ("recoveries", "restarts", "fewer than the crashes that fired"):
         lambda: outcome_only(RUNS.crashed(), lambda o: dataclasses.replace(
-            batch_edit(o, 2, attempts=1), recoveries=()), "need as many restarts"),
+            with_batch(o, 2, attempts=1), recoveries=()), "need as many restarts"),
     ("recoveries", "restarts", "more than the faults that fired"):
         lambda: outcome_only(RUNS.count(), lambda o: dataclasses.replace(o, recoveries=(Recovery(1, 5, ()),)),
                              "only 0 fault(s) that fired"),
     ("recoveries", "a batch planned again", "without a restart"):
-        lambda: outcome_only(RUNS.count(), lambda o: batch_edit(o, 3, attempts=2), "no restart re-ran it"),
+        lambda: outcome_only(RUNS.count(), lambda o: with_batch(o, 3, attempts=2), "no restart re-ran it"),
     ("recoveries", "a batch a restart re-ran (sync)", "planned only once"):
-        lambda: outcome_only(RUNS.crashed(), lambda o: batch_edit(o, 2, attempts=1), "planned only once"),
+        lambda: outcome_only(RUNS.crashed(), lambda o: with_batch(o, 2, attempts=1), "planned only once"),
     ("recoveries", "a crash between plan and commit (sync)", "its batch not re-run"): crash_not_rerun,
     ("recoveries", "a crash between plan and commit (sync)", "not delivered again"):
-        lambda: outcome_only(RUNS.redelivered(), lambda o: sink_edit(
+        lambda: outcome_only(RUNS.redelivered(), lambda o: with_sink(
             o, 2, deliveries=1, delivery_digests=o.sink[2].delivery_digests[:1]), "delivered it again"),
     ("recoveries", "a repeated delivery", "without a re-run"):
-        lambda: outcome_only(RUNS.count(), lambda o: sink_edit(
+        lambda: outcome_only(RUNS.count(), lambda o: with_sink(
             o, 1, deliveries=2, delivery_digests=o.sink[1].delivery_digests * 2), "never re-run"),
     ("recoveries", "delivery digests of an exactly-once batch", "fewer than its deliveries"):
-        lambda: outcome_only(RUNS.redelivered(), lambda o: sink_edit(
+        lambda: outcome_only(RUNS.redelivered(), lambda o: with_sink(
             o, 2, delivery_digests=o.sink[2].delivery_digests[:1]), "with 1 delivery digest"),
     ("recoveries", "delivery digests of an exactly-once batch", "more than its deliveries"):
-        lambda: outcome_only(RUNS.redelivered(), lambda o: sink_edit(
+        lambda: outcome_only(RUNS.redelivered(), lambda o: with_sink(
             o, 2, delivery_digests=o.sink[2].delivery_digests * 2), "with 4 delivery digest"),
 }
 
@@ -365,7 +349,7 @@ def silent_batch_craft() -> Craft:
 def _rename_uid(storage: Any, batch: int, uid: str) -> None:
     lineage = CommitEntry.read(storage, batch).state_lineage
     lineage["0"]["1"] = uid
-    commit_entry(storage, batch, state_lineage=lineage)
+    edit_commit(storage, batch, state_lineage=lineage)
 
 
 def reconstruction_craft() -> Craft:
@@ -406,7 +390,7 @@ def offsets(storage: Any, batch: int, start: tuple[int, ...], end: tuple[int, ..
 
 
 def lineage_sized(storage: Any, stores: dict[str, list[str]]) -> None:
-    commit_entry(storage, 3, state_lineage={sid: {p: "u" for p in parts} for sid, parts in stores.items()})
+    edit_commit(storage, 3, state_lineage={sid: {p: "u" for p in parts} for sid, parts in stores.items()})
 
 
 def ceiling_craft(storage: Any) -> None:
@@ -445,7 +429,7 @@ RULE_CRAFTS: dict[tuple[str, str, str], tuple[Callable[[Any], None], str]] = {
     ("log_retention", "offset entries kept (sync)", "above the inline-purge ceiling"):
         (ceiling_craft, "6 offset entries (offsets/0 to offsets/5) are kept; inline purge keeps at most 5"),
     ("watermark_monotone", "the watermarks of the commit log", "going back"):
-        (lambda st: commit_entry(st, 2, watermark_ms=50), "commits/3 holds watermark 0 after 50"),
+        (lambda st: edit_commit(st, 2, watermark_ms=50), "commits/3 holds watermark 0 after 50"),
     ("lineage_reachable", "a retained commit entry's version on the chain", "another attempt"):
         (lambda st: _rename_uid(st, 3, "r5b3p1a2"), "has lineage id 'r0b3p1a0'"),
     ("lineage_reachable", "a retained commit entry's version on the chain", "no file"):

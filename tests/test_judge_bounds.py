@@ -150,13 +150,23 @@ def test_the_async_purge_ceiling_is_unbounded_because_nothing_waits_for_a_purge_
 
 
 @dataclasses.dataclass(frozen=True)
-class _Detached:
-    """A shape whose batches wait for nothing of the batch before: the graph bounds nothing."""
+class _Wrapped:
+    """Another shape made from the micro-batch one: what it does not say itself, the inner shape says."""
 
     inner: Any
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+class _Unhashable(_Wrapped):
+    """The same, not hashable: its counts are read every time."""
+
+    __hash__ = None   # type: ignore[assignment]
+
+
+class _Detached(_Wrapped):
+    """A shape whose batches wait for nothing of the batch before: the graph bounds nothing."""
 
     def batch_nodes(self, b: int) -> list[Node]:
         return [Node(n.id, tuple(d for d in n.deps if d.batch == b), n.background) for n in self.inner.batch_nodes(b)]
@@ -169,14 +179,6 @@ def test_a_graph_that_bounds_nothing_is_refused_by_name():
         most_not_waiting(shape, "commit_log_write", "offset_log_write")
     assert str(refused.value) == ("the step graph lets 64 batches run offset_log_write before commit_log_write of "
                                   "an earlier one in 64 batches: it bounds nothing")
-
-
-@dataclasses.dataclass   # not frozen: not hashable, so its counts are read every time
-class _Unhashable:
-    inner: Any
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 def test_a_shape_that_is_not_hashable_is_still_read(monkeypatch):
@@ -204,13 +206,7 @@ def test_a_derived_shape_is_read_off_its_own_graph(monkeypatch):
     """A new shape (say another mode's) whose ``plan`` waits for the commit of the batch three back gets an
     in-flight bound of 3 from its graph alone, with no table to update."""
 
-    @dataclasses.dataclass(frozen=True)
-    class ThreeBack:
-        inner: Any
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
+    class ThreeBack(_Wrapped):
         def batch_nodes(self, b: int) -> list[Node]:
             out = []
             for n in self.inner.batch_nodes(b):
