@@ -85,10 +85,7 @@ class Tally:
              reproduce: Callable[[], dict[str, Any]]) -> None:
         """Keep ``value`` when it is more extreme than what ``name`` reached so far (the earlier order on a tie)."""
         held = self.reach[name]
-        if value is None or held.bound is None:
-            return
-        if held.reached is None or _beats(name, value, held.reached) or \
-                (value == held.reached and held.order is not None and order < held.order):
+        if value is not None and held.bound is not None and _better(name, value, order, held):
             self.reach[name] = Reach(held.bound, value, schedule, order, reproduce())
 
     def note_cut(self, scenario: Scenario, storage: Storage, prefix: list[NodeId], schedule: str,
@@ -115,10 +112,11 @@ class Tally:
         for r in outcome.recoveries:
             self.note("replay", len(r.rerun_batches), schedule, order, reproduce)
         floor = self.reach["versions_kept"].bound
-        for parts in outcome.state.values():
-            for versions in parts.values():
-                if floor is not None and versions and max(map(int, versions)) >= floor:
-                    self.note("versions_kept", len(versions), schedule, order, reproduce)
+        if floor is not None:
+            for parts in outcome.state.values():
+                for versions in parts.values():
+                    if versions and max(map(int, versions)) >= floor:
+                        self.note("versions_kept", len(versions), schedule, order, reproduce)
         if expected is not None and self.reach["copies_per_rerun"].bound is not None:
             self.note("copies_per_rerun", _extra_copies(outcome, expected), schedule, order, reproduce)
 
@@ -128,8 +126,13 @@ def crash_reproduce(prefix: list[NodeId]) -> dict[str, Any]:
     return {"schedule": [n.to_json() for n in prefix], "crash_after_prefix": True}
 
 
-def _beats(name: str, value: int, held: int) -> bool:
-    return value > held if DIRECTIONS[name] == MAX else value < held
+def _better(name: str, value: int, order: int, held: Reach) -> bool:
+    """Whether ``value``, measured at ``order``, replaces ``held``: more extreme, or as extreme and earlier."""
+    if held.reached is None:
+        return True
+    assert held.order is not None, "a reached bound names where"
+    more = value > held.reached if DIRECTIONS[name] == MAX else value < held.reached
+    return more or value == held.reached and order < held.order
 
 
 def _extra_copies(outcome: Outcome, expected: dict[int, list[Any]]) -> int | None:
@@ -156,10 +159,8 @@ def combined(tallies: Iterable[dict[str, Reach]]) -> dict[str, Reach]:
     for reach in tallies:
         for name, r in reach.items():
             held = out.get(name)
-            if held is None or held.reached is None:
-                out[name] = r
-            elif r.reached is not None and (_beats(name, r.reached, held.reached) or (
-                    r.reached == held.reached and (r.order or 0) < (held.order or 0))):
+            if held is None or r.reached is not None and r.order is not None and _better(name, r.reached, r.order,
+                                                                                           held):
                 out[name] = r
     return out
 

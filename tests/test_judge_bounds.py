@@ -119,6 +119,10 @@ def test_the_commit_entries_purge_keeps_by_hand(mode, extra, kept):
     assert bounds_of(make("aggregate", mode, **extra)).commit_entries_kept == kept
 
 
+def test_a_step_the_graph_does_not_have_counts_nothing():
+    assert most_not_waiting(shape_of(make("map")), "state_commit", "task_apply", 0) == 0
+
+
 def test_one_state_partition_has_its_pending_commit_too():
     d = json.loads(json.dumps(make("aggregate", "async_state").to_dict()))
     d["query"]["state_partitions"] = 1

@@ -11,6 +11,7 @@ enough for the input not to cut a bound short (the offset-entry ceiling needs
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -76,7 +77,8 @@ def test_a_tally_keeps_the_most_extreme_value_and_the_first_schedule_that_gave_i
     tally.note("replay", 1, "a", 5, where)
     tally.note("replay", 2, "b", 7, where)
     tally.note("replay", 2, "c", 9, where)       # a tie later on: the first stays
-    tally.note("replay", 1, "d", 1, where)       # less is not more
+    tally.note("replay", 1, "d", 1, where)       # less is not more, even earlier
+    assert (tally.reach["replay"].reached, tally.reach["replay"].schedule) == (2, "b")
     tally.note("replay", 2, "e", 3, where)       # a tie earlier on: it takes over
     assert (tally.reach["replay"].reached, tally.reach["replay"].schedule) == (2, "e")
     tally.note("offset_entries_kept", 5, "f", 1, where)
@@ -87,6 +89,8 @@ def test_a_tally_keeps_the_most_extreme_value_and_the_first_schedule_that_gave_i
     tally.note("copies_per_rerun", 3, "i", 1, where)   # not in force for an exactly-once sink: nothing kept
     tally.note("replay", None, "j", 0, where)
     assert tally.reach["copies_per_rerun"] == Reach(None) and tally.reach["replay"].schedule == "e"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tally.reach["replay"].reached = 0   # type: ignore[misc]
 
 
 def test_the_bounds_in_force_follow_the_scenario():
@@ -106,7 +110,7 @@ def test_a_crash_cut_is_measured_from_its_steps_and_its_checkpoint():
     storage = run_scenario(scenario).storage
     n = NodeId.of
     prefix = [n("task_apply", 3, 0), n("task_apply", 3, 1), n("state_commit", 3, 1), n("task_apply", 4, 0),
-              n("state_commit", 4, 0, "0")]   # a store's own commit node is not the partition's
+              n("state_commit", 4, 0, "0"), n("state_load", 5, 0)]   # a store's own commit node is not the partition's
     tally = Tally(scenario)
     tally.note_cut(scenario, storage, prefix, "cut", 1)
     got = {name: r.reached for name, r in tally.reach.items()}
@@ -119,6 +123,10 @@ def test_a_crash_cut_is_measured_from_its_steps_and_its_checkpoint():
     tally.note_cut(short, storage, [], "cut", 1)
     assert (tally.reach["offset_entries_kept"].reached, tally.reach["commit_entries_kept"].reached) == (None, 4)
     assert tally.reach["pending_state_commits"].reached == 0
+    four = make("aggregate", batches=4, retain=3)   # offsets/0..3: the floor of 4 entries applies from offsets/3
+    tally = Tally(four)
+    tally.note_cut(four, run_scenario(four).storage, [], "cut", 1)
+    assert tally.reach["offset_entries_kept"].reached == 4
 
 
 def test_an_outcome_is_measured_by_its_re_runs_versions_and_copies():
@@ -146,6 +154,22 @@ def test_an_outcome_is_measured_by_its_re_runs_versions_and_copies():
     tally = Tally(scenario)
     tally.note_outcome(doubled, None, "o", 1, dict)
     assert tally.reach["copies_per_rerun"].reached is None
+    twice = replace(doubled, recoveries=(Recovery(1, 2, (2, 3)), Recovery(2, 2, (2,))))
+    tally = Tally(scenario)
+    tally.note_outcome(twice, expected, "o", 1, dict)
+    assert tally.reach["copies_per_rerun"].reached == 1 and type(tally.reach["copies_per_rerun"].reached) is int
+    # one extra copy over two re-runs: half a copy each, a whole one rounded up
+
+
+def test_the_versions_floor_applies_once_the_newest_version_reaches_it():
+    scenario = make("aggregate", batches=3, retain=3)   # versions 1..3: the floor of 3 applies
+    tally = Tally(scenario)
+    tally.note_outcome(run_scenario(scenario).outcome(), None, "o", 1, dict)
+    assert tally.reach["versions_kept"].reached == 3
+    short = make("aggregate", batches=2, retain=3)
+    tally = Tally(short)
+    tally.note_outcome(run_scenario(short).outcome(), None, "o", 1, dict)
+    assert tally.reach["versions_kept"].reached is None
 
 
 def test_the_shares_combine_to_the_most_extreme_reach_and_the_earliest_schedule():
@@ -156,6 +180,8 @@ def test_the_shares_combine_to_the_most_extreme_reach_and_the_earliest_schedule(
     assert {k: (r.reached, r.schedule) for k, r in both.items()} == {
         "replay": (2, "c"), "offset_entries_kept": (5, "b"), "versions_kept": (4, "c")}
     assert combined([c, b, a]) == both
+    same = [{"replay": Reach(2, 2, "first", 3)}, {"replay": Reach(2, 2, "second", 3)}]
+    assert combined(same)["replay"].schedule == "first"
     lines = describe({"replay": Reach(2, 2, "x", 1), "versions_kept": Reach(3, 4, "y", 2),
                       "copies_per_rerun": Reach(None), "pending_state_commits": Reach(1)})
     assert lines == ["  replay: bound 2, reached 2 (tight) by x", "  versions_kept: bound 3, reached 4 (NOT REACHED) by y",
