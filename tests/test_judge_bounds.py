@@ -18,7 +18,7 @@ from reference.bounds import Bounds, UnboundedGraph, bounds_of, most_not_waiting
 from reference.catalogue import make
 from reference.checkpoint_rules import violations
 from reference.graph import Node, shape_of
-from reference.oracles import check_outcome, failures
+from reference.oracles import Context, check_outcome, failures, recoveries
 from reference.outcome import Outcome, Recovery
 from reference.run import run_scenario
 from reference.scenario import Scenario
@@ -256,3 +256,34 @@ def test_log_retention_convicts_an_inline_purge_that_kept_more_than_its_ceiling(
     assert violations(crashed, scenario) == [("log_retention", "6 offset entries (offsets/0 to offsets/5) are kept; "
                                                                "inline purge keeps at most 5")]
     assert violations(crashed, make("aggregate", "async_purge", batches=5, retain=3)) == []
+
+
+def test_log_retention_counts_the_floor_from_the_first_batch():
+    """4 batches, retain 3: offsets/0..3 are the newest 4, so offsets/0 must stay."""
+    scenario = make("aggregate", batches=4, retain=3)
+    storage = run_scenario(scenario).storage
+    storage.delete("offsets/0")
+    storage.delete("commits/0")
+    assert violations(storage, scenario) == [("log_retention", "offsets/0 is purged while offsets/3 exists: purge "
+                                                               "keeps the newest 4 offset entries")]
+
+
+def test_a_row_beyond_its_copies_is_shown_ten_rows_at_most():
+    d = json.loads(json.dumps(make("map", batches=3, sink="at_least_once").to_dict()))
+    d["source"].update(records_per_partition_per_batch=8, keys=100)
+    scenario = Scenario.from_dict(d)
+    outcome = run_scenario(scenario).outcome()
+    rows = next(e.rows for e in outcome.sink if e.batch == 1)
+    assert len(set(map(repr, rows))) > 10
+    thrice = dataclasses.replace(outcome, sink=tuple(dataclasses.replace(e, rows=e.rows * 3) if e.batch == 1 else e
+                                                     for e in outcome.sink))
+    bad = failed(scenario, re_run(thrice, 1), crashes=1)
+    assert list(bad) == ["output_semantics"] and len(bad["output_semantics"].actual) == 10
+    assert bad["output_semantics"].expected == 2
+
+
+def test_a_context_made_directly_counts_no_crash_from_outside():
+    scenario = make("aggregate", batches=3)
+    outcome = run_scenario(scenario).outcome()
+    restarted = dataclasses.replace(outcome, recoveries=(Recovery(1, 3, ()),))
+    assert recoveries(Context(scenario, restarted)).status == "fail"

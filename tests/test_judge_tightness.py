@@ -110,7 +110,7 @@ def test_a_crash_cut_is_measured_from_its_steps_and_its_checkpoint():
     storage = run_scenario(scenario).storage
     n = NodeId.of
     prefix = [n("task_apply", 3, 0), n("task_apply", 3, 1), n("state_commit", 3, 1), n("task_apply", 4, 0),
-              n("state_commit", 4, 0, "0"), n("state_load", 5, 0)]   # a store's own commit node is not the partition's
+              n("state_commit", 4, 0, "0"), n("changelog_write", 3, 0), n("state_load", 5, 0)]   # a store's own commit node is not the partition's
     tally = Tally(scenario)
     tally.note_cut(scenario, storage, prefix, "cut", 1)
     got = {name: r.reached for name, r in tally.reach.items()}
