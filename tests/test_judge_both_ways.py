@@ -203,7 +203,7 @@ CRAFTED: dict[tuple[str, str, str], Callable[[], Craft]] = {
                              "operator store this query does not have"),
     ("identity", "state partitions", "below zero"):
         lambda: outcome_only(RUNS.count(), lambda o: state_edit(o, lambda s: s["0"].update({"-1": {}})),
-                             "partition -1 is not one of"),
+                             "partition -1 is not one of the scenario's 2 state partitions (0 to 1)"),
     ("identity", "state partitions", "beyond the count"):
         lambda: outcome_only(RUNS.count(), lambda o: state_edit(o, lambda s: s["0"].update({"2": {}})),
                              "partition 2 is not one of"),
