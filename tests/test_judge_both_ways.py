@@ -452,3 +452,37 @@ def test_every_rule_way_has_a_crafted_checkpoint():
     listed = {(rule, condition, way) for rule, conditions in RULE_WAYS.items()
               for condition, ways in conditions.items() for way in ways}
     assert sorted(listed - set(RULE_CRAFTS)) == [] and sorted(set(RULE_CRAFTS) - listed) == []
+
+
+# --------------------------------------------------------------------------- what the verdicts show
+
+
+def test_an_offset_entry_of_an_outcome_without_batches_is_after_its_last_batch():
+    """A run that finished without committing a batch leaves no offset entry: offsets/0 is after its (none)."""
+    scenario, outcome, storage = RUNS.count()
+    bare = storage.__class__()
+    bare.write("metadata", storage.read("metadata"))
+    bare.write("offsets/0", b'v1\n{"batch":0,"start_offsets":[0,0],"end_offsets":[3,3]}')
+    empty = dataclasses.replace(outcome, batches=(), sink=(), state={}, checkpoint_files=())
+    v = next(v for v in check_outcome(scenario, empty, bare) if v.check == "checkpoint")
+    assert v.status == "fail" and "offsets/0 logs a batch after the outcome's last batch -1" in v.message
+
+
+def test_sink_rows_read_back_show_ten_rows_at_most():
+    d = json.loads(json.dumps(make("map", batches=3, sink="at_least_once").to_dict()))
+    d["source"].update(records_per_partition_per_batch=8, keys=100)
+    scenario = Scenario.from_dict(d)
+    finished = run_scenario(scenario)
+    outcome = finished.outcome()
+    other = with_sink(outcome, 1, rows=tuple(reversed(rows(outcome, 1)))[1:] + (["zz", 1],))
+    v = next(v for v in check_outcome(scenario, other, finished.storage) if v.check == "checkpoint")
+    assert "other rows than the outcome's sink" in v.message and len(v.expected) == len(v.actual) == 10
+
+
+def test_crashes_from_outside_are_none_unless_the_caller_says():
+    scenario, outcome, _ = RUNS.count()
+    restarted = dataclasses.replace(outcome, recoveries=(Recovery(1, 5, ()),))
+    assert "recoveries" in {v.check for v in failures(check_outcome(scenario, restarted))}
+    from reference.oracles import recoveries
+    assert recoveries(Context(scenario, outcome)).status == "pass"
+    assert recoveries(Context(scenario, restarted)).status == "fail"
