@@ -486,3 +486,8 @@ def test_crashes_from_outside_are_none_unless_the_caller_says():
     from reference.oracles import recoveries
     assert recoveries(Context(scenario, outcome)).status == "pass"
     assert recoveries(Context(scenario, restarted)).status == "fail"
+
+
+def test_the_checkpoint_may_be_named_by_keyword():
+    scenario, outcome, storage = RUNS.count()
+    assert failures(check_outcome(scenario, outcome, storage=storage)) == []
