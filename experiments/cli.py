@@ -167,6 +167,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     else:
         report = explore_with_progress(scenario, depth=args.depth, workers=args.workers, quiet=args.quiet)
     print("\n".join(report_lines(report)))
+    print("\n".join(report.tightness_lines()))
     for violation in report.violations:
         print(f"reproduce {violation.schedule} with: " + json.dumps(violation.reproduce)[:500])
     if out is not None:
@@ -174,6 +175,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
             "summary": report.summary(), "schedules": report.schedules,
             "distinct_checkpoints": report.distinct_checkpoints, "truncated": report.truncated,
             "checkpoint_fingerprint": report.checkpoint_fingerprint, "seconds": round(report.seconds, 3),
+            "bounds": report.tightness_dict(),
             "violations": [{"schedule": v.schedule, "verdicts": [x.to_dict() for x in v.verdicts],
                             "reproduce": v.reproduce} for v in report.violations]}, indent=1), "the report")
         print(f"report written to {out}", file=sys.stderr)

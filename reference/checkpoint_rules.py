@@ -21,10 +21,14 @@ checkpoint holds is named by one of them or read by one of them:
   both logs at one threshold).
 - ``offsets_committed``: under sync progress an offset entry without its
   commit entry is a batch in flight: a crash may leave the newest ones so
-  (``in_flight_limit`` of them: one, ``pipeline_depth`` under pipelining, one
-  more under async state checkpointing), never one older than a committed
+  (``in_flight_limit`` of them, read off the step graph by ``bounds.py``: one,
+  ``pipeline_depth`` under pipelining, two under async state checkpointing of a
+  stateful query), never one older than a committed
   batch, which ran to its commit after it. (Async progress skips commit
   entries of batches a restart folded, so the rule does not apply there.)
+- ``log_retention``: under sync progress purge left the newest
+  ``offset_entries_kept`` offset entries, and under inline purge no more than
+  ``offset_entries_ceiling`` (``bounds.py``: derived from the step graph).
 - ``watermark_monotone``: the watermark in the commit log never decreases.
 - ``lineage_reachable``: every version named by the last
   ``min_batches_to_retain`` commit entries is on the committed lineage chain
@@ -48,11 +52,10 @@ from __future__ import annotations
 from typing import Collection
 
 from . import layout
+from .bounds import bounds_of
 from .changelog import MAGIC
-from .graph import shape_of
 from .json_input import JsonInputError, loads
 from .logs import CommitEntry, OffsetEntry, log_batches, read_metadata
-from .real_time import uncommitted_at_most
 from .retained import committed_chain, unreadable
 from .scenario import Scenario
 from .sink_files import read_manifest, read_part
@@ -60,21 +63,31 @@ from .state_store import read_state_file
 from .storage import CheckpointFormatError, Storage, inventory
 
 SNAPSHOT_MAGIC = MAGIC["snapshot"]
-RULES = ("layout", "log_entries", "commit_order", "commit_has_offsets", "offsets_committed", "watermark_monotone",
-         "lineage_reachable", "state_files", "sink_files", "fetch_state")
+RULES = ("layout", "log_entries", "commit_order", "commit_has_offsets", "offsets_committed", "log_retention",
+         "watermark_monotone", "lineage_reachable", "state_files", "sink_files", "fetch_state")
+# Each numeric or ordered condition of the rules, listed once with every way it can fail;
+# tests/test_judge_both_ways.py crafts, for every way, a checkpoint that only that rule rejects.
+RULE_WAYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "log_entries": {"where an offset entry starts": ("a gap after the entry before", "an overlap with it"),
+                    "the first batch's start": ("not at the beginning",),
+                    "source partitions of an entry": ("too few", "too many"),
+                    "the stores and partitions a commit entry names": ("too few", "too many")},
+    "commit_order": {"commit entries (sync)": ("a gap",)},
+    "commit_has_offsets": {"a commit entry's offset entry": ("missing",)},
+    "offsets_committed": {"offset entries without a commit entry (sync)": ("older than a commit entry",
+                                                                           "more than can be in flight")},
+    "log_retention": {"offset entries kept (sync)": ("below the floor", "above the inline-purge ceiling")},
+    "watermark_monotone": {"the watermarks of the commit log": ("going back",)},
+    "lineage_reachable": {"a retained commit entry's version on the chain": ("another attempt", "no file")},
+}
 LINE_RULES = ("commit_order", "commit_has_offsets", "offsets_committed", "watermark_monotone", "lineage_reachable")
 
 
 def in_flight_limit(scenario: Scenario) -> int:
-    """How many batches may be planned and not committed at once under sync progress: one, or
-    ``pipeline_depth`` under pipelining, plus one under async state checkpointing (the batch whose state is
-    not durable yet). A restart re-runs at most these (``oracles.replay_bound``). Real-time mode: what its step
-    graph leaves uncommitted (``real_time.uncommitted_at_most``: one batch; two progress points under bounded
-    replay)."""
-    e = scenario.engine
-    if e.real_time:
-        return uncommitted_at_most(shape_of(scenario))
-    return (e.pipeline_depth if e.pipelining else 1) + (e.state_checkpoint == "async")
+    """How many batches may be planned and not committed at once under sync progress, as the step graph
+    gives it (``bounds.Bounds.in_flight``), real-time mode's graph included (one batch; two progress points
+    under bounded replay). A restart re-runs at most these (``oracles.replay_bound``)."""
+    return bounds_of(scenario).in_flight
 
 
 def violations(storage: Storage, scenario: Scenario, rules: Collection[str] = RULES) -> list[tuple[str, str]]:
@@ -99,6 +112,7 @@ def violations(storage: Storage, scenario: Scenario, rules: Collection[str] = RU
                                           f"{layout.offset_path(orphans[0])}"))
     if sync:
         out += _uncommitted(scenario, offsets, commits)
+        out += _log_retention(scenario, offsets, commits) if "log_retention" in rules else []
     entries = []
     for b in commits:
         try:
@@ -248,6 +262,23 @@ def _uncommitted(scenario: Scenario, offsets: list[int], commits: list[int]) -> 
         return [("offsets_committed", f"{len(pending)} offset entries ({layout.offset_path(pending[0])} to "
                                       f"{layout.offset_path(pending[-1])}) have no commit entry; at most {limit} "
                                       "batch(es) can be in flight in these modes")]
+    return []
+
+
+def _log_retention(scenario: Scenario, offsets: list[int], commits: list[int]) -> list[tuple[str, str]]:
+    """Sync progress: purge left at least the newest ``offset_entries_kept`` offset entries and (inline purge)
+    at most ``offset_entries_ceiling`` (``bounds.py``). The floor of commit entries (``commit_entries_kept``)
+    follows from this floor, ``offsets_committed`` and ``commit_has_offsets``, so it needs no check here."""
+    limits = bounds_of(scenario)
+    if offsets:
+        first = max(0, offsets[-1] - limits.offset_entries_kept + 1)
+        if offsets[0] > first:
+            return [("log_retention", f"{layout.offset_path(first)} is purged while {layout.offset_path(offsets[-1])} "
+                                      f"exists: purge keeps the newest {limits.offset_entries_kept} offset entries")]
+    ceiling = limits.offset_entries_ceiling
+    if ceiling is not None and len(offsets) > ceiling:
+        return [("log_retention", f"{len(offsets)} offset entries ({layout.offset_path(offsets[0])} to "
+                                  f"{layout.offset_path(offsets[-1])}) are kept; inline purge keeps at most {ceiling}")]
     return []
 
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 
 from . import checkpoint_rules
 from .incarnation import Incarnation
-from .oracles import Verdict, check_outcome, failures
+from .oracles import Context, Verdict, check_outcome, failures
 from .observer import Observer
 from .recovery import plan_restart
 from .run import FinishedRun, Run, Schedule, run_scenario
@@ -42,6 +42,7 @@ from .scenario import Fault, FaultAt, Scenario
 from .sources import SourceData
 from .steps import TASK_STEPS, NodeId
 from .storage import DurableStorage
+from .tightness import Reach, Tally, combined, crash_reproduce, describe
 
 WRITING = ("offset_log_write", "purge", "changelog_write", "snapshot_upload", "sink_write", "sink_commit",
            "commit_log_write")
@@ -81,6 +82,8 @@ class Report:
     seconds: float = 0.0
     interrupted_violations: int | None = None   # set when an interrupt stopped the run (violations found so far)
     checkpoint_fingerprint: str = ""
+    # per bound of ``bounds.py``: the most extreme value a schedule reached, and that schedule (``tightness.py``)
+    tightness: dict[str, Reach] = field(default_factory=dict)
 
     def summary(self) -> str:
         rate = self.schedules / self.seconds if self.seconds else 0.0
@@ -90,6 +93,13 @@ class Report:
         if self.truncated:
             text += f"; STOPPED at {MAX_CUTS} cuts, exploration incomplete"
         return text
+
+    def tightness_lines(self) -> list[str]:
+        """Per bound: its value, what the exploration reached, whether that is the bound, and the schedule."""
+        return ["bounds (reference/bounds.py) and the schedules that reach them:"] + describe(self.tightness)
+
+    def tightness_dict(self) -> dict[str, dict[str, object]]:
+        return {name: r.to_dict() for name, r in self.tightness.items()}
 
 
 @dataclass
@@ -104,9 +114,22 @@ class Model:
                             plan_restart_fn=self.plan_restart_fn)
 
 
-def _judge(model: Model, scenario: Scenario, schedule: Schedule | None) -> list[Verdict]:
+def _judge(model: Model, scenario: Scenario, schedule: Schedule | None) -> tuple[list[Verdict], FinishedRun]:
     result = model.run(scenario, schedule)
-    return failures(check_outcome(scenario, result.outcome(), result.storage))
+    return failures(check_outcome(scenario, result.outcome(), result.storage)), result
+
+
+def _note_outcome(tally: Tally, scenario: Scenario, result: FinishedRun, label: str, order: int,
+                  reproduce: Callable[[], dict[str, Any]]) -> None:
+    """Measure an outcome's re-runs, retained versions and (at-least-once) row copies for the tightness report."""
+    outcome = result.outcome()
+    expected = None
+    if scenario.sink_mode == "at_least_once":
+        try:
+            expected = Context(scenario, outcome).expected.outputs
+        except (KeyError, TypeError, ValueError):
+            expected = None   # an outcome the oracles cannot judge is a violation already
+    tally.note_outcome(outcome, expected, label, order, reproduce)
 
 
 def first_graph(scenario: Scenario, model: Model) -> Incarnation:
@@ -323,6 +346,7 @@ def merged(name: str, shares: list["Share"]) -> Report:
         report.schedules -= sum(share.second_crashes.get(order, 0) for order in again)
     report.distinct_checkpoints = len(first)
     report.checkpoint_fingerprint = fingerprint(set(first))
+    report.tightness = combined(share.reach for share in shares)
     report.violations.sort(key=lambda v: v.order)
     return report
 
@@ -409,6 +433,7 @@ class Share:
     digests: dict[str, int] = field(default_factory=dict)   # each crash checkpoint judged -> its cut's position
     violations: list[Violation] = field(default_factory=list)
     second_crashes: dict[int, int] = field(default_factory=dict)   # depth 2: a judged cut's position -> its runs
+    reach: dict[str, Reach] = field(default_factory=dict)   # per bound, what this share's schedules reached
 
 
 def explore_share(scenario: Scenario, share: int, shares: int, *, depth: int = 1,
@@ -438,6 +463,7 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
 
     base = replace(scenario, faults=())
     out = Share()
+    measured = Tally(base)
     inc = first_graph(base, model)
     order = 0
     for count, prefix in enumerate(writing_cuts(inc)):
@@ -453,11 +479,12 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
         out.schedules += 1
         before = len(out.violations)
         tally()
+        label = f"driver_crash after [{', '.join(str(n) for n in prefix[-3:])}]"
+        measured.note_cut(base, run.storage, prefix, f"{label} (cut {order})", order)
         crash_state = _digest(run.storage)
         if crash_state in out.digests:
             continue
         out.digests[crash_state] = order
-        label = f"driver_crash after [{', '.join(str(n) for n in prefix[-3:])}]"
         broken = checkpoint_rules.violations(run.storage, base)
         if broken:
             rule, message = broken[0]
@@ -465,12 +492,13 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
             out.violations.append(Violation(label, [verdict], {"schedule": [n.to_json() for n in prefix],
                                                                "crash_after_prefix": True}, order))
         result = run.finish()
+        _note_outcome(measured, base, result, f"{label} (cut {order})", order, lambda: crash_reproduce(prefix))
         bad = failures(check_outcome(base, result.outcome(), result.storage, external_crashes=1))
         if bad:
             out.violations.append(Violation(label, bad, {"schedule": [n.to_json() for n in prefix],
                                                          "crash_after_prefix": True}, order))
         if depth >= 2:
-            _second_crashes(model, base, result, out, label, order)
+            _second_crashes(model, base, result, out, label, order, measured)
         if len(out.violations) > before:
             tally(0, len(out.violations) - before)
     lazy_order = _lazy_order(inc)
@@ -483,14 +511,19 @@ def _explore_share(scenario: Scenario, depth: int, model: Model, share: int, wor
             schedule = Schedule(zombie_lands_after=lands) if lands is not None else None
             if lazy:
                 schedule = Schedule(prefix=lazy_order, zombie_lands_after=lands)
-            bad = _judge(model, faulted, schedule)
+            bad, result = _judge(model, faulted, schedule)
             out.schedules += 1
             tally(1, 1 if bad else 0)
+            label = f"{fault.kind} {fault.at.when} {fault.at.step} b{fault.at.batch}" + \
+                    (f" p{fault.at.partition}" if fault.at.partition is not None else "") + \
+                    (" (lazy background)" if lazy else "") + (f" landing after {lands}" if lands else "")
+            _note_outcome(measured, faulted, result, label, order,
+                          lambda: {"faults": [fault.to_dict()],
+                                   "schedule": [n.to_json() for n in lazy_order] if lazy else [],
+                                   "zombie_lands_after": lands.to_json() if lands else None})
             if bad:
-                label = f"{fault.kind} {fault.at.when} {fault.at.step} b{fault.at.batch}" + \
-                        (f" p{fault.at.partition}" if fault.at.partition is not None else "") + \
-                        (" (lazy background)" if lazy else "") + (f" landing after {lands}" if lands else "")
                 out.violations.append(Violation(label, bad, {"faults": [fault.to_dict()]}, order))
+    out.reach = measured.reach
     return out
 
 
@@ -510,7 +543,7 @@ def _lazy_order(inc: Incarnation) -> list[NodeId]:
 
 
 def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report: "Share", label: str,
-                    order: int) -> None:
+                    order: int, measured: Tally) -> None:
     """Depth 2: crash again at every writing step of the recovery incarnation."""
     if len(first.executed) < 2:
         return
@@ -524,7 +557,9 @@ def _second_crashes(model: Model, scenario: Scenario, first: FinishedRun, report
                            Schedule(prefix=first.executed[0], crash_after_prefix=True))
         report.schedules += 1
         report.second_crashes[order] = report.second_crashes.get(order, 0) + 1
+        again = f"{label}, then driver_crash after {crash} during recovery"
+        _note_outcome(measured, scenario, result, again, order,
+                      lambda: {"faults": [fault.to_dict()], **crash_reproduce(first.executed[0])})
         bad = failures(check_outcome(scenario, result.outcome(), result.storage, external_crashes=2))
         if bad:
-            report.violations.append(Violation(f"{label}, then driver_crash after {crash} during recovery", bad,
-                                               {"faults": [fault.to_dict()]}, order))
+            report.violations.append(Violation(again, bad, {"faults": [fault.to_dict()]}, order))

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from . import checkpoint_rules, layout
-from .graph import LOGICAL_BATCH_MS
+from .bounds import bounds_of
 from .logs import CommitEntry, OffsetEntry, log_batches, read_metadata
 from .outcome import Outcome, canonical_rows, digest_rows
 from .query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
@@ -98,9 +98,13 @@ class Context:
     def __post_init__(self) -> None:
         self.data = SourceData.of(self.scenario)
         self.bounds = []
+        sources = len(self.data.partitions)
         for b in self.outcome.batches:
             if b.start_offsets is None:
                 raise ValueError(f"batch {b.id} has no start_offsets: its boundaries cannot be recomputed")
+            if not len(b.start_offsets) == len(b.end_offsets) == sources:
+                raise ValueError(f"batch {b.id}'s offsets name {len(b.start_offsets)} and {len(b.end_offsets)} "
+                                 f"source partitions; the scenario has {sources}")
             self.bounds.append(BatchBounds(b.id, b.start_offsets, b.end_offsets))
         # the failure-free run depends on the input, the operators and the partitions alone (not on the modes,
         # the faults or the sink), so every schedule of an exploration over the same boundaries shares it
@@ -146,15 +150,11 @@ def identity(ctx: Context) -> Verdict:
         return Verdict("identity", FAIL, "the outcome has state of an operator store this query does not have",
                        operator=extra[0], expected=ctx.store_ids, actual=sorted(out.state))
     for sid, parts in out.state.items():
-        bad = sorted((p for p in parts if int(p) >= sc.state_partitions), key=int)
+        bad = sorted((p for p in parts if not 0 <= int(p) < sc.state_partitions), key=int)
         if bad:
-            return Verdict("identity", FAIL, f"partition {bad[0]} is beyond the scenario's {sc.state_partitions} "
-                                             "state partitions", operator=sid, partition=int(bad[0]))
-    sources = len(ctx.data.partitions)
-    for b in out.batches:
-        if len(b.end_offsets) != sources:
-            return Verdict("identity", FAIL, f"batch offsets name {len(b.end_offsets)} source partitions; the "
-                                             f"scenario has {sources}", batch=b.id)
+            return Verdict("identity", FAIL, f"partition {bad[0]} is not one of the scenario's "
+                                             f"{sc.state_partitions} state partitions (0 to "
+                                             f"{sc.state_partitions - 1})", operator=sid, partition=int(bad[0]))
     return Verdict("identity", PASS, f"outcome of {sc.name!r}, seed {sc.seed}")
 
 
@@ -228,6 +228,12 @@ def output_semantics(ctx: Context) -> Verdict:
         if have - wanted and b not in rerun:
             return Verdict("output_semantics", FAIL, "duplicate rows outside any re-run range", batch=b,
                            actual=sorted((have - wanted).elements())[:10])
+        copies = _copies_allowed(ctx, b)
+        beyond = sorted(r for r in have if have[r] > wanted[r] * copies)
+        if beyond:
+            return Verdict("output_semantics", FAIL, f"a row delivered more often than the batch's {copies} "
+                                                     "attempt(s) can deliver it", batch=b, expected=copies,
+                           actual=[[r, have[r]] for r in beyond[:10]])
     for b in sorted(set(sink) - set(batches)):
         if b not in rerun:
             return Verdict("output_semantics", FAIL, "output of a batch that was neither committed nor re-run",
@@ -239,6 +245,17 @@ def output_semantics(ctx: Context) -> Verdict:
     return Verdict("output_semantics", PASS, "at-least-once: all output present, duplicates only from re-runs")
 
 
+def _copies_allowed(ctx: Context, batch: int) -> int:
+    """At-least-once: the copies of each of a batch's rows its attempts can deliver: the first, and
+    ``copies_per_rerun`` more for each restart that re-ran it (or each time it was planned again) and each
+    task attempt Spark retried."""
+    again = sum(batch in r.rerun_batches for r in ctx.outcome.recoveries)
+    for b in ctx.outcome.batches:
+        if b.id == batch:   # planned again (the recoveries oracle asks a restart to explain it), or retried
+            again = max(again, b.attempts - 1) + b.task_retries
+    return 1 + bounds_of(ctx.scenario).copies_per_rerun * again
+
+
 def _rerun_batches(outcome: Outcome) -> set[int]:
     """Batches a restart re-ran, planned more than once, or whose tasks Spark retried."""
     out = {b for r in outcome.recoveries for b in r.rerun_batches}
@@ -247,13 +264,13 @@ def _rerun_batches(outcome: Outcome) -> set[int]:
 
 
 def replay_bound(ctx: Context) -> Verdict:
-    """A restart re-runs at most what the modes allow (SPEC section 5)."""
+    """A restart re-runs at most what the step graph lets be in flight (SPEC section 5, ``bounds.py``)."""
     e = ctx.scenario.engine
     if e.real_time:
         return _real_time_bound(ctx)
     if e.progress_mode == "async":
         return _async_progress_bound(ctx)
-    bound = checkpoint_rules.in_flight_limit(ctx.scenario)   # batches planned but not committed
+    bound = bounds_of(ctx.scenario).in_flight   # batches planned but not committed
     for r in ctx.outcome.recoveries:
         if len(r.rerun_batches) > bound:
             return Verdict("replay_bound", FAIL, f"a restart re-ran {len(r.rerun_batches)} batches; at most {bound} "
@@ -281,13 +298,10 @@ def _real_time_bound(ctx: Context) -> Verdict:
 
 def async_progress_replay_limit(scenario: Scenario) -> int:
     """Async progress, untimed clock: batches planned since the last persisted offset entry, plus those in
-    flight. An entry persists once ``checkpoint_interval_ms`` has passed on the clock that plans batch b at
-    ``b * max(trigger_interval_ms, LOGICAL_BATCH_MS)``."""
-    e = scenario.engine
-    batch_ms = max(e.trigger_interval_ms, LOGICAL_BATCH_MS)
-    between = -(-e.checkpoint_interval_ms // batch_ms)   # ceil: batches until the next entry persists
-    in_flight = e.pipeline_depth if e.pipelining else 2
-    return between + in_flight
+    flight (``bounds.Bounds.async_progress_rerun``)."""
+    limit = bounds_of(scenario).async_progress_rerun
+    assert limit is not None, "async progress has a re-run limit"
+    return limit
 
 
 def _async_progress_bound(ctx: Context) -> Verdict:
@@ -597,6 +611,51 @@ ORACLES: dict[str, Callable[[Context], Verdict]] = {
     "checkpoint": _reading("checkpoint", checkpoint),
     "rebalancing": rebalancing,
     "recoveries": recoveries,
+}
+
+
+# Each failure condition of each oracle, listed once, with every way it can fail (a gap and an overlap, too
+# few and too many, below a floor and above a ceiling). tests/test_judge_both_ways.py crafts, for every way,
+# an outcome that only that oracle rejects, and fails when a way has none. Too few re-runs is a way of
+# ``recoveries`` (a crash that left its batch un-re-run), too many of ``replay_bound``.
+FAILURE_WAYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "outcome_shape": {"source partitions of a batch's offsets": ("too few", "too many")},
+    "identity": {"scenario name": ("another",), "seed": ("another",), "operator stores": ("one not the query's",),
+                 "state partitions": ("below zero", "beyond the count")},
+    "watermarks": {"watermark of a committed batch": ("missing", "below the failure-free one",
+                                                      "above the failure-free one")},
+    "state_equivalence": {"a key's value": ("below", "above"), "keys of a version": ("missing", "extra")},
+    "output_semantics": {
+        "exactly-once commit of a batch": ("missing for a committed batch", "for a batch not committed"),
+        "exactly-once rows": ("a row missing", "a row extra"),
+        "exactly-once deliveries": ("an earlier delivery with other rows",),
+        "at-least-once rows of a committed batch": ("lost", "never produced", "duplicated without a re-run",
+                                                    "more copies than its attempts"),
+        "at-least-once output of an uncommitted batch": ("never re-run", "rows no committed batch produces")},
+    "replay_bound": {"batches a restart re-ran": ("more than can be in flight",),
+                     "async-progress re-run range": ("with a gap", "longer than the bound")},
+    "no_loss": {"where a batch starts": ("a gap", "an overlap"),
+                "where the committed batches end": ("short of the input", "past the input"),
+                "how the run ended": ("stopped with an error",)},
+    # (an outcome without the newest committed version fails no_loss and retention alike: the newest version
+    # is always among the last min_batches_to_retain, so that way is retention's below)
+    "retention": {"retained versions": ("one that does not load", "one within min_batches_to_retain missing")},
+    "reconstruction": {"a load from any base": ("differs from the failure-free state",)},
+    "lineage": {"the attempt a version is read from": ("another than its commit named",)},
+    # (a checkpoint whose latest commit entry is ahead of the outcome's last batch holds state of a batch the
+    # outcome does not know: reconstruction rejects it as well as checkpoint, so that way is not listed here)
+    "checkpoint": {"the latest commit entry": ("behind the last batch",),
+                   "offset entries": ("past the input", "after the last batch of a finished run"),
+                   "sink deliveries of a batch": ("fewer than the outcome's", "more than the outcome's"),
+                   "a batch's sink files": ("delivered only in the files", "delivered only in the outcome")},
+    "rebalancing": {"state moves": ("one missing", "one extra", "one to another executor")},
+    "recoveries": {"restarts": ("fewer than the crashes that fired", "more than the faults that fired"),
+                   "a batch planned again": ("without a restart",),
+                   "a batch a restart re-ran (sync)": ("planned only once",),
+                   "a crash between plan and commit (sync)": ("its batch not re-run", "not delivered again"),
+                   "a repeated delivery": ("without a re-run",),
+                   "delivery digests of an exactly-once batch": ("fewer than its deliveries",
+                                                                 "more than its deliveries")},
 }
 
 

@@ -339,3 +339,13 @@ def test_bounded_replay_persists_progress_inside_a_batch_without_a_gap_and_repla
 def test_the_explorer_finds_no_violation_on_the_bounded_replay_variant():
     report = explore(Scenario.from_dict(load("real-time-bounded-replay")), workers=1)
     assert report.schedules > 1000 and not report.violations and not report.truncated
+
+
+def test_the_judges_bounds_and_the_real_time_reading_of_the_graph_agree():
+    """Two readings of one count: ``bounds.bounds_of`` (what the judge enforces) and
+    ``real_time.uncommitted_at_most`` (the real-time model's own reading of its graph) give the same batches in
+    flight on every real-time example."""
+    from reference.bounds import bounds_of
+    for name in ("real-time-aggregate", "real-time-window", "real-time-stateless-crash", "real-time-bounded-replay"):
+        sc = Scenario.from_dict(load(name))
+        assert bounds_of(sc).in_flight == uncommitted_at_most(shape_of(sc)), name

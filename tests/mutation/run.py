@@ -68,9 +68,15 @@ MODULES: dict[str, list[str]] = {
     "oracles": ["tests/test_judge_each_oracle.py", "tests/test_judge_oracle_details.py",
                 "tests/test_judge_outcome_ties.py", "tests/test_reference_check_cli.py",
                 "tests/test_reference_rebalancing.py", "tests/test_judge_recoveries.py",
-                "tests/test_judge_checkpoint_read_back.py"],
+                "tests/test_judge_checkpoint_read_back.py", "tests/test_judge_both_ways.py",
+                "tests/test_judge_bounds.py"],
     "checkpoint_rules": ["tests/test_judge_checkpoint_rules.py", "tests/test_judge_each_oracle.py",
-                         "tests/test_judge_outcome_ties.py"],
+                         "tests/test_judge_outcome_ties.py", "tests/test_judge_both_ways.py",
+                         "tests/test_judge_bounds.py"],
+    # the numbers the judge enforces, read off the step graph, and whether the explorer reaches them (issue 30)
+    "bounds": ["tests/test_judge_bounds.py", "tests/test_judge_both_ways.py", "tests/test_judge_oracle_details.py",
+               "tests/test_judge_each_oracle.py", "tests/test_judge_checkpoint_rules.py"],
+    "tightness": ["tests/test_judge_tightness.py"],
     "logs": ["tests/test_judge_logs.py", "tests/test_judge_purge_one_threshold.py", "tests/test_purge_rounds.py",
              "tests/test_reference_spark_suites.py"],
     # what a checkpoint, an outcome and the command line's inputs are read with (issue 32)
@@ -95,7 +101,7 @@ MODULES: dict[str, list[str]] = {
                  "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
     "operators": ["tests/test_judge_operators.py", "tests/test_operator_boundaries.py",
                   "tests/test_reference_sources.py"],
-    "explorer": ["tests/test_judge_explorer.py",
+    "explorer": ["tests/test_judge_explorer.py", "tests/test_judge_tightness.py",
                  "tests/test_cli_hostile.py::test_explore_interrupted_stops_every_worker_and_says_where_it_got_to",
                  "tests/test_reference_redelivering.py"],
     # the incarnation's parts (once reference/engine.py) share one subset: every one runs in every scenario
