@@ -25,9 +25,9 @@ write and the commit write is discarded, never replayed to its recorded end
 from __future__ import annotations
 
 from . import layout
-from .graph import BatchShape, build_graph
+from .bounds import UnboundedGraph, most_not_waiting
+from .graph import BatchShape
 from .logs import log_batches
-from .steps import NodeId
 from .storage import Storage
 
 
@@ -51,30 +51,11 @@ def purge_uncommitted_offsets(storage: Storage) -> list[int]:
 
 
 def uncommitted_at_most(shape: BatchShape) -> int:
-    """The most batches a crash can leave planned but not committed, read from the step graph: 1 + the
-    largest number of later batches whose ``plan`` can run before ``commit_log_write`` of a batch (its
-    commit is not among their ancestors). A restart replays at most that many (the replay bound).
-
-    The graph is read over a horizon of batches that doubles until the bound lies inside it; a shape that
-    lets any number of batches run uncommitted has no bound, and says so."""
-    horizon = 4
-    while horizon <= MAX_HORIZON:
-        bound = 1 + _plans_ahead_of_a_commit(shape, horizon)
-        if bound < horizon:
-            return bound
-        horizon *= 2
-    raise ValueError(f"the step graph lets {MAX_HORIZON} or more batches be planned before one commits: no replay "
-                     "bound")
-
-
-MAX_HORIZON = 64   # batches of graph read at most: a bound beyond it is no bound
-
-
-def _plans_ahead_of_a_commit(shape: BatchShape, horizon: int) -> int:
-    nodes = build_graph(shape, range(horizon))
-    ancestors: dict[NodeId, frozenset[NodeId]] = {}
-    for node_id, node in nodes.items():   # creation order is a topological order
-        ancestors[node_id] = frozenset(node.deps).union(*(ancestors[d] for d in node.deps))
-    return max(sum(1 for later in range(b + 1, horizon)
-                   if NodeId.of("commit_log_write", b) not in ancestors[NodeId.of("plan", later)])
-               for b in range(horizon))
+    """The most batches a crash can leave planned but not committed, read from the step graph by the judge's
+    one reader of it (``bounds.most_not_waiting``): 1 + the largest number of later batches whose ``plan`` can
+    run before ``commit_log_write`` of a batch. A restart replays at most that many (the replay bound). A
+    shape that lets any number of batches run uncommitted has no bound, and says so."""
+    try:
+        return most_not_waiting(shape, "commit_log_write", "plan")
+    except UnboundedGraph as exc:
+        raise ValueError(f"no replay bound: {exc}") from exc
