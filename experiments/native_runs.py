@@ -130,9 +130,11 @@ def wal_checks(rates: dict[str, Any], ctx: RunContext, storage: str | None, *, b
                 out.append(Check(name, None, f"{wal:,.1f} ms, not judged: the run was backlogged, so its queued "
                                              "writes block the next one"))
                 continue
-            out.append(Check(name, None if wal is None else wal < bound if not near_zero else wal <= bound,
-                             "not measured" if wal is None else
-                             f"{wal:,.1f} ms ({'at most' if near_zero else 'below'} {bound:,.0f} ms)"))
+            if wal is None:
+                out.append(Check(name, None, "not measured"))
+                continue
+            ok = wal <= bound if near_zero else wal < bound
+            out.append(Check(name, ok, f"{wal:,.1f} ms ({'at most' if near_zero else 'below'} {bound:,.0f} ms)"))
     return out
 
 
