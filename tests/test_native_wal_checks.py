@@ -57,3 +57,8 @@ def test_the_baseline_pays_the_offset_write() -> None:
 def test_only_native_spark_is_judged() -> None:
     assert wal_checks({"1000": {"baseline": _row(0.0)}}, RunContext(backend="spark"), "object_store",
                       baseline="baseline", async_progress=(), async_purge=()) == []
+
+
+def test_a_row_without_walcommit_is_not_judged() -> None:
+    verdicts = _verdicts({"baseline": _row(364.0), "async-progress": {"durations_ms": {}}, "both": {}})
+    assert verdicts["async-progress"] is None and verdicts["both"] is None
