@@ -7,9 +7,7 @@ part of the paper (``section.py``, ``write``); adding an experiment is that fold
 The command line (``lightspeed experiment``), the paper's runs
 (``paper/collect_results.py``, whose ``RUNS`` come from each definition's
 ``runs``) and the paper itself (``paper/build.py``, which writes every
-registered section) all derive from ``EXPERIMENTS``; ``SECTIONS`` adds the
-paper's sections that no experiment owns (correctness beyond the fault
-matrix, the engine's speed report, the storage profiles).
+registered section, then its own) all derive from ``EXPERIMENTS``.
 """
 
 from __future__ import annotations
@@ -61,11 +59,8 @@ EXPERIMENTS: dict[str, Entry] = {
 }
 # experiment name -> definition module (one module per experiment)
 DEFINITIONS: dict[str, str] = {name: entry.definition for name, entry in EXPERIMENTS.items()}
-# the paper's sections in the order they are written: every experiment's, then the ones no experiment owns
-SECTIONS: dict[str, str] = {**{name: entry.section for name, entry in EXPERIMENTS.items()},
-                            "correctness": "experiments.sections.correctness",
-                            "speed": "experiments.sections.speed",
-                            "profiles": "experiments.sections.profiles"}
+# experiment name -> its paper section module, in the order the sections are written
+SECTIONS: dict[str, str] = {name: entry.section for name, entry in EXPERIMENTS.items()}
 
 
 def experiment_names() -> list[str]:
@@ -86,8 +81,7 @@ def get_experiment(name: str) -> Experiment:
 
 
 def get_section(name: str) -> ModuleType:
-    """The paper section module named ``name`` (an experiment's, or one of ``SECTIONS``'s others); it defines
-    ``write(writeup)``."""
+    """The paper section module of the experiment ``name``; it defines ``write(writeup)``."""
     if name not in SECTIONS:
         raise ExperimentError(f"unknown paper section {name!r}; known sections: {', '.join(SECTIONS)}")
     module = importlib.import_module(SECTIONS[name])

@@ -3,6 +3,7 @@
 - ``reference/`` imports no project package and no third-party library (standard library only);
 - ``sim/`` and ``spark_impl/`` import ``reference/`` and their own libraries, never each other or ``experiments/``;
 - no package imports the command-line module ``experiments.cli``;
+- ``paper/`` reads what the experiments wrote and renders it: nothing in the other packages imports it;
 - no module imports itself through others: the project's imports have no cycle.
 
 Every ``import`` and ``from ... import`` statement is read with ``ast``, including those inside functions and
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = ("reference", "sim", "spark_impl", "experiments")
+PROJECT = ("reference", "sim", "spark_impl", "experiments", "paper")
 # what each package may import beyond the standard library and itself
 ALLOWED: dict[str, set[str]] = {
     "reference": set(),
@@ -148,6 +149,14 @@ def test_a_package_imports_only_what_its_layer_allows(package):
 def test_no_package_imports_the_command_line_module():
     bad = [f"{path.relative_to(ROOT)}:{line}" for package in PROJECT for path in files_of(package)
            if path.name != "cli.py" for line, module in imports_of(path) if module == "experiments.cli"]
+    assert bad == [], "\n".join(bad)
+
+
+def test_nothing_below_the_paper_imports_it():
+    """The experiments describe their sections as data (``experiments.section_content``); only ``paper/`` knows
+    Typst, and no package under it reaches up to it."""
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {module}" for package in PROJECT if package != "paper"
+           for path in files_of(package) for line, module in imports_of(path) if module.split(".")[0] == "paper"]
     assert bad == [], "\n".join(bad)
 
 

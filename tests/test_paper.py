@@ -1,4 +1,4 @@
-"""The paper reads only what the experiments wrote (paper/build.py, paper/results/, experiments/sections/).
+"""The paper reads only what the experiments wrote (paper/build.py, paper/results/, experiments/<name>/section.py).
 
 - Every number in the paper's hand-written Typst comes from a results file or the claims table: the prose holds
   no numeric literal outside the allow-list below, and every generated value resolves, through
@@ -120,7 +120,7 @@ def test_every_value_the_prose_uses_is_generated():
 
 def _source_document(file: str) -> object:
     """A provenance source: a results file, or the claims table (experiments/claims.py) as a document."""
-    from experiments.writeup import CLAIMS_FILE, claims_document
+    from experiments.section_content import CLAIMS_FILE, claims_document
     if file == CLAIMS_FILE:
         return claims_document()
     assert file.startswith("paper/results/"), file
@@ -169,7 +169,7 @@ def test_generated_numbers_hold_only_provenance_values():
 
 
 def test_figures_are_byte_copies_of_the_experiments_figures():
-    from experiments.sections import step_graph
+    from paper.sections import step_graph
     manifest = json.loads((PAPER / "generated" / "figures.json").read_text())
     used = re.findall(r'image\("\.\./figures/([^"]+)"', (PAPER / "generated" / "figures.typ").read_text())
     assert used, "the paper shows no experiment figure"

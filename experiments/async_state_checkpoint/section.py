@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from experiments.async_state_checkpoint.definition import MODES
 from experiments.stats import keep_up_text
-from experiments.writeup import BACKEND_NAME, BACKENDS, Run, Table, Writeup, esc, fmt, key, lookup
+from experiments.section_content import BACKENDS, BACKEND_NAME, Row, Run, Table, Writeup, fmt, key, lookup
 
 EXPERIMENT = "async-state-checkpoint"
 FIGURES = (("async_state_checkpoint", "100%"),)
@@ -17,25 +17,25 @@ ENGINE_VALUES = ("commit_task", "commit_share", "interval_change", "mean_cut", "
 
 
 def write(w: Writeup) -> None:
-    rows = [["published", "", "", w.v.claim("pub_asc_mean_cut", "asc_mean_cut"),
+    rows: list[Row] = [["published", "", "", w.v.claim("pub_asc_mean_cut", "asc_mean_cut"),
              w.v.claim("pub_asc_peak", "asc_peak") + " than the mean", w.v.claim("pub_asc_rerun", "asc_rerun"), ""]]
     for backend in BACKENDS:
         run = w.run(EXPERIMENT, backend)
         if run is None:
-            rows.append([f"{esc(BACKEND_NAME[backend])}: " + w.absent_cell(EXPERIMENT, backend)])
+            rows.append([f"{BACKEND_NAME[backend]}: " + w.absent_cell(EXPERIMENT, backend)])
             continue
         for size in sorted(run.doc["summary"]["sizes"], key=float):
             base = ["summary", "sizes", size]
             n = f"asc_{key(backend)}_{size}"
             entry = run.doc["summary"]["sizes"][size]
             keep = "; ".join(f"{m} {keep_up_text(entry[m].get('keep_up'))}" for m in MODES if m in entry)
-            rows.append([esc(f"{run.tag}, {fmt('keys', float(size))} keys"),
+            rows.append([f"{run.tag}, {fmt('keys', float(size))} keys",
                          w.v.of(run, f"{n}_sync", base + ["sync", "batch_mean", "median"], "ms"),
                          w.v.of(run, f"{n}_async", base + ["async", "batch_mean", "median"], "ms"),
                          w.v.of(run, f"{n}_mean_cut", base + ["mean_cut"], "cut"),
                          w.v.of(run, f"{n}_peak_cut", base + ["peak_cut"], "cut"),
                          w.v.of(run, f"{n}_rerun", ["summary", "price", "async", "rerun_batches_max", "max"], "int"),
-                         esc(keep)])
+                         keep])
     w.table("async_state", Table(["Run, state size", "Mean batch, sync", "Mean batch, async", "Mean cut", "Peak cut",
                                   "Worst re-run (batches)", "Keep-up"], rows, aligns=["left"] + ["right"] * 5 + ["left"]),
             label="tab-asc", runs=[w.run(EXPERIMENT, b) for b in BACKENDS])

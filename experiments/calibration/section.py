@@ -7,7 +7,7 @@ from __future__ import annotations
 from experiments.calibration.definition import HELD_OUT
 from experiments.stats import keep_up_text
 from experiments.verdicts import FITTED_ELSEWHERE
-from experiments.writeup import BACKEND_NAME, Run, Table, Writeup, esc, key, lookup
+from experiments.section_content import BACKEND_NAME, Row, Run, Table, Writeup, key, lookup, strong
 
 EXPERIMENT = "calibration"
 FIGURES = (("calibration", "100%"),)
@@ -25,24 +25,24 @@ LOADS = (("cal_spark_load_stateless_span", "stateless", "baseline"),
 def write(w: Writeup) -> None:
     w.text("cal_availability", w.availability(EXPERIMENT, BACKENDS))
     w.add_figures(EXPERIMENT, FIGURES)
-    rows = []
+    rows: list[Row] = []
     for backend in BACKENDS:
         run = w.run(EXPERIMENT, backend)
         if run is None:
-            rows.append([f"{esc(BACKEND_NAME[backend])}: " + w.absent_cell(EXPERIMENT, backend)])
+            rows.append([f"{BACKEND_NAME[backend]}: " + w.absent_cell(EXPERIMENT, backend)])
             w.v.absent(f"cal_{key(backend)}_validation")
             continue
         order = _order(run)
         for k, row in sorted(run.doc["summary"].get("rows", {}).items(), key=lambda i: order.get(i[0], len(order))):
             base = ["summary", "rows", k]
             n = f"cal_{key(backend)}_{key(k)}"
-            rows.append([esc(f"{run.tag}, {k} ({row['role']})"),
+            rows.append([f"{run.tag}, {k} ({row['role']})",
                          w.v.of(run, f"{n}_measured", base + ["measured_p50"], "ms"),
                          w.v.of(run, f"{n}_shipped", base + ["predicted_p50_shipped"], "ms"),
                          w.v.of(run, f"{n}_err_shipped", base + ["error_shipped"], "change"),
                          w.v.of(run, f"{n}_fitted", base + ["predicted_p50_fitted"], "ms"),
                          w.v.of(run, f"{n}_err_fitted", base + ["error_fitted"], "change"),
-                         esc(keep_up_text(row.get("keep_up")))])
+                         keep_up_text(row.get("keep_up"))])
         w.v.of(run, f"cal_{key(backend)}_validation", ["summary", "validation_mean_abs_error"], "pct")
     spark = w.run(EXPERIMENT, "spark")
     _parts(w, spark)
@@ -54,15 +54,15 @@ def write(w: Writeup) -> None:
                                   "Sim, fitted", "Error", "Keep-up"], rows, aligns=["left"] + ["right"] * 5 + ["left"]),
             label="tab-cal", runs=[w.run(EXPERIMENT, b) for b in BACKENDS])
     measured = [b for b in BACKENDS if w.run(EXPERIMENT, b) is not None]
-    w.text("cal_status", ("The calibration was measured on " + " and ".join(esc(BACKEND_NAME[b]) for b in measured)
+    w.text("cal_status", ("The calibration was measured on " + " and ".join(BACKEND_NAME[b] for b in measured)
                           + "; its errors are in the table.") if measured else
-           "*The calibration has not been measured in this build*: it needs a Spark backend.")
+           strong("The calibration has not been measured in this build") + ": it needs a Spark backend.")
     w.span("cal_spark_unseen_err_span", spark, [["summary", "rows", k, "error_fitted"]
                                                 for k, r in (lookup(spark.doc if spark else None,
                                                                     ["summary", "rows"]) or {}).items()
                                                 if r["role"] != "fit"], "change")
     w.verdicts("cal_verdicts", spark, ("doppio_error", "ernest_error"), basis=FITTED_ELSEWHERE)
-    w.text("cal_held_out", esc(HELD_OUT))
+    w.text("cal_held_out", HELD_OUT)
 
 
 def _order(run: Run) -> dict[str, int]:

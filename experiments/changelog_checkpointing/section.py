@@ -3,7 +3,7 @@ Flink's changelog backend, each figure judged by the experiment (``experiments.c
 
 from __future__ import annotations
 
-from experiments.writeup import Table, Writeup, esc, key
+from experiments.section_content import Row, Table, Writeup, key
 
 EXPERIMENT = "changelog-checkpointing"
 FIGURES = (("changelog_checkpointing", "100%"),)
@@ -20,7 +20,7 @@ def write(w: Writeup) -> None:
     run = w.run(EXPERIMENT, "sim")
     w.text("cl_availability", w.availability(EXPERIMENT))
     w.add_figures(EXPERIMENT, FIGURES)
-    rows = []
+    rows: list[Row] = []
     if run is None:
         rows.append([w.absent_cell(EXPERIMENT, "sim")])
         for name in VALUES:
@@ -29,7 +29,7 @@ def write(w: Writeup) -> None:
         for k in run.doc["summary"]["rows"]:
             base = ["summary", "rows", k]
             n = f"cl_{key(k)}"
-            rows.append([esc(f"{run.tag}, {k}"),
+            rows.append([f"{run.tag}, {k}",
                          w.v.of(run, f"{n}_commit_p50", base + ["commit_ms_p50", "median"], "ms"),
                          w.v.of(run, f"{n}_commit_p99", base + ["commit_ms_p99", "median"], "ms"),
                          w.v.of(run, f"{n}_snapshots", base + ["snapshot_uploads", "median"], "int"),
@@ -51,9 +51,9 @@ def write(w: Writeup) -> None:
         w.v.of(run, "cl_cmp_storage_pct", c + ["storage_overhead"], "pct")
     w.table("changelog", Table(["Run, provider / min deltas", "Commit p50", "Commit p99", "Snapshots",
                                 "Bytes written", "State kept", "Recovery load"], rows), label="tab-cl", runs=[run])
-    flink = []
+    flink: list[Row] = []
     for claim_id, label in FLINK_ROWS:
-        flink.append([esc(label), w.v.claim(f"pub_{claim_id}", claim_id), w.verdict(f"cl_{claim_id}", run, claim_id)])
+        flink.append([label, w.v.claim(f"pub_{claim_id}", claim_id), w.verdict(f"cl_{claim_id}", run, claim_id)])
     w.table("changelog_flink", Table(["Measure", "Published", "Simulator: verdict (measured, tolerance)"], flink,
                                      aligns=["left", "right", "left"], widths=["1.6fr", "auto", "2fr"]),
             label="tab-cl-flink", runs=[run])

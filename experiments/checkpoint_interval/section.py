@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.writeup import Run, Table, Writeup, esc, lookup
+from experiments.section_content import Row, Run, Table, Writeup, lookup
 
 EXPERIMENT = "checkpoint-interval"
 FIGURES = (("checkpoint_interval", "100%"),)
@@ -51,16 +51,16 @@ def write(w: Writeup) -> None:
     w.text("ci_replay_where", "" if replay is None or not grid else
            "past the grid's end, where the simulated loss has nearly stopped falling" if replay > max(grid) else
            "inside the grid, where the simulated loss is least" if replay >= min(grid) else "before the grid")
-    rows = []
+    rows: list[Row] = []
     for i, r in enumerate(sorted(range(len(curve)), key=lambda j: curve[j]["interval_ms"])):
         base = s + ["progress", "curve", r]
-        rows.append([esc(run.tag) + f", progress, {w.v.of(run, f'ci_p_{i}_interval', base + ['interval_ms'], 'ms')}",
+        rows.append([run.tag + f", progress, {w.v.of(run, f'ci_p_{i}_interval', base + ['interval_ms'], 'ms')}",
                      w.v.of(run, f"ci_p_{i}_overhead", base + ["overhead"], "pct1"),
                      w.v.of(run, f"ci_p_{i}_redo", base + ["redo_ms"], "ms"),
                      w.v.of(run, f"ci_p_{i}_lost", base + ["lost"], "pct1")])
     for i, r in enumerate(sorted(range(len(snap)), key=lambda j: snap[j]["min_deltas"])):
         base = s + ["snapshot", "curve", r]
-        rows.append([esc(run.tag) + f", snapshot every {w.v.of(run, f'ci_s_{i}_deltas', base + ['min_deltas'], 'int')}"
+        rows.append([run.tag + f", snapshot every {w.v.of(run, f'ci_s_{i}_deltas', base + ['min_deltas'], 'int')}"
                      " versions", w.v.of(run, f"ci_s_{i}_overhead", base + ["overhead"], "pct1"),
                      w.v.of(run, f"ci_s_{i}_load", base + ["load_ms"], "ms"),
                      w.v.of(run, f"ci_s_{i}_lost", base + ["lost"], "pct1")])
@@ -79,7 +79,7 @@ def _snap_finding(w: Writeup, run: Run) -> None:
     for part, name in (("progress", "ci_progress_verdict"), ("snapshot", "ci_snap_verdict")):
         found = _scope_verdict(run, part)
         w.text(name, "not judged in this results file" if found is None else
-               esc(w.v.of(run, f"{name}_v", ["summary", "verdicts", found[0], "verdict"], "str")) +
+               w.v.of(run, f"{name}_v", ["summary", "verdicts", found[0], "verdict"], "str") +
                " (tolerance " + w.v.of(run, f"{name}_tol", ["summary", "verdicts", found[0], "tolerance"], "num1") +
                " doubling either way)")
     found = _scope_verdict(run, "snapshot")

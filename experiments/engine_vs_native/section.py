@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from experiments.offset_management.definition import CONFIGS
 from experiments.stats import keep_up_text
-from experiments.writeup import Table, Writeup, esc, key, lookup
+from experiments.section_content import Row, Table, Writeup, key, lookup
 
 EXPERIMENT = "engine-vs-native"
 BACKEND = "spark-native"
@@ -15,7 +15,7 @@ FIGURES = (("engine_vs_native", "100%"),)
 
 def write(w: Writeup) -> None:
     run = w.run(EXPERIMENT, BACKEND)
-    rows: list[list[str]] = []
+    rows: list[Row] = []
     if run is None:
         rows.append([w.absent_cell(EXPERIMENT, BACKEND)])
     else:
@@ -26,17 +26,17 @@ def write(w: Writeup) -> None:
                 continue
             n = f"evn_{key(config)}"
             within = row.get("within")
-            differs = "; ".join(f"{esc(m['key'])} " + w.v.of(run, f"{n}_{key(m['key'])}_diff",
+            differs = "; ".join(f"{m['key']} " + w.v.of(run, f"{n}_{key(m['key'])}_diff",
                                                             base + ["mechanism", i, "diff_ms"], "ms")
                                 for i, m in enumerate(row.get("mechanism") or []))
             keep = "; ".join(f"{b} {keep_up_text((row.get(b) or {}).get('keep_up'))}" for b in ("spark", BACKEND))
-            rows.append([esc(config),
+            rows.append([config,
                          w.v.of(run, f"{n}_engine_p50", base + ["spark", "p50", "median"], "ms"),
                          w.v.of(run, f"{n}_native_p50", base + [BACKEND, "p50", "median"], "ms"),
                          w.v.of(run, f"{n}_sim_p50", base + ["sim", "p50"], "ms"),
                          w.v.of(run, f"{n}_ratio", base + ["ratio"], "num2"),
                          "n/a" if within is None else "within" if within else "outside: " + differs,
-                         esc(keep)])
+                         keep])
     w.table("engine_vs_native", Table(["Configuration", "Engine p50", "Native p50", "Simulator p50",
                                        "Engine / native", "Within +-20%; else engine minus native", "Keep-up"],
                                       rows, aligns=["left"] + ["right"] * 4 + ["left", "left"]),

@@ -3,7 +3,8 @@ that holds each backend (the three-backend full run holds the reference model an
 
 from __future__ import annotations
 
-from experiments.writeup import BACKEND_NAME, BACKENDS, MODES, Run, Table, Writeup, esc, key, lookup
+from experiments.section_content import (BACKENDS, BACKEND_NAME, MODES, Row, Run, Table, Writeup, joined_text, key,
+                                         lookup)
 
 EXPERIMENT = "fault-matrix"
 FIGURES = (("fault_matrix", "100%"),)
@@ -19,22 +20,23 @@ def fullest(w: Writeup, backend: str) -> Run | None:
 
 
 def write(w: Writeup) -> None:
-    rows, shown = [], []
+    rows: list[Row] = []
+    shown = []
     for backend in MATRIX_BACKENDS:
         run = fullest(w, backend)
         if run is None:
-            rows.append([f"{esc(BACKEND_NAME[backend])}: " + w.absent_cell(EXPERIMENT, backend)])
+            rows.append([f"{BACKEND_NAME[backend]}: " + w.absent_cell(EXPERIMENT, backend)])
             for s in STATUSES:
                 w.v.absent(f"fm_{key(backend)}_{s}")
             continue
         shown.append(run)
-        rows.append([esc(f"{BACKEND_NAME[backend]} ({run.mode} run {run.file.split('/')[-2]}, {run.seeds} seed"
-                         f"{'s' * (run.seeds != 1)})")] +
+        rows.append([f"{BACKEND_NAME[backend]} ({run.mode} run {run.file.split('/')[-2]}, {run.seeds} seed"
+                         f"{'s' * (run.seeds != 1)})"] +
                     [w.v.of(run, f"fm_{key(backend)}_{s}", ["summary", "counts", backend, s], "int") for s in STATUSES])
     runs = list(dict.fromkeys(shown))
     w.table("fault_matrix", Table(["Backend (run)", "Pass", "Loud", "Fail", "Unsupported"], rows),
             label="tab-fm", runs=runs)
-    w.text("fm_availability", "; ".join(w.describe_run(r) for r in runs) + "." if runs else "not run.")
+    w.text("fm_availability", joined_text("; ", (w.describe_run(r) for r in runs)) + "." if runs else "not run.")
     w.add_figures(EXPERIMENT, FIGURES, only=runs[:1])
     run = runs[0] if runs else None
     for name, path in (("fm_operators", ["summary", "operators"]), ("fm_modes", ["summary", "modes"]),

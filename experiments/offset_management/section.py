@@ -6,7 +6,7 @@ from __future__ import annotations
 from experiments.offset_management.definition import CONFIGS
 from experiments.stats import keep_up_text
 from experiments.verdicts import FITTED
-from experiments.writeup import BACKEND_NAME, BACKENDS, Run, Table, Writeup, esc, fmt, key, lookup
+from experiments.section_content import BACKENDS, BACKEND_NAME, Row, Run, Table, Writeup, fmt, key, lookup
 
 EXPERIMENT = "offset-management"
 FIGURES = (("offset_management_reduction", "49%"), ("offset_management_latency", "100%"),
@@ -23,13 +23,13 @@ SIM_PARTS = ("base_p50", "purge_cut", "progress_cut", "both_cut", "both_p50", "p
 
 
 def write(w: Writeup) -> None:
-    rows = [["published (rate source)", "not stated"] +
+    rows: list[Row] = [["published (rate source)", "not stated"] +
             [w.v.claim(f"pub_{key(c)}", c) for c in ("om_cut_purge", "om_cut_progress", "om_cut_both")] +
             [w.v.claim("pub_om_both_below_ms", "om_both_below_ms"), ""]]
     for backend in BACKENDS:
         run = w.run(EXPERIMENT, backend)
         if run is None:
-            rows.append([f"{esc(BACKEND_NAME[backend])}: " + w.absent_cell(EXPERIMENT, backend)])
+            rows.append([f"{BACKEND_NAME[backend]}: " + w.absent_cell(EXPERIMENT, backend)])
             continue
         rows += _rows(w, run, ["summary", "rates"], "")
         if lookup(run.doc, ["summary", "fitted", "rates"]):
@@ -59,9 +59,9 @@ def _first_basis(run: Run) -> str:
     return bases[0] if bases else ""
 
 
-def _rows(w: Writeup, run: Run, path: list[str], label: str) -> list[list[str]]:
+def _rows(w: Writeup, run: Run, path: list[str], label: str) -> list[Row]:
     """One row per rate: the baseline's p50, each configuration's cut, the p50 with both, and keep-up."""
-    out = []
+    out: list[Row] = []
     rates = lookup(run.doc, path) or {}
     for rate in sorted(rates, key=float):
         base = path + [rate]
@@ -71,23 +71,23 @@ def _rows(w: Writeup, run: Run, path: list[str], label: str) -> list[list[str]]:
         judged = all((entry.get(c, {}).get("keep_up") or {}).get("judged") for c in CONFIGS if c in entry)
         keep = "; ".join(f"{c} {keep_up_text(entry[c]['keep_up'])}" for c in behind) if behind else \
             "kept up" if judged else "not judged"
-        out.append([esc(f"{run.tag}{', ' + label if label else ''}, {fmt('rate', float(rate))}/s"),
+        out.append([f"{run.tag}{', ' + label if label else ''}, {fmt('rate', float(rate))}/s",
                     w.v.of(run, f"{n}_baseline_p50", base + ["baseline", "p50", "median"], "ms"),
                     w.v.of(run, f"{n}_purge_cut", base + ["async-purge", "cut_p50"], "cut"),
                     w.v.of(run, f"{n}_progress_cut", base + ["async-progress", "cut_p50"], "cut"),
                     w.v.of(run, f"{n}_both_cut", base + ["both", "cut_p50"], "cut"),
-                    w.v.of(run, f"{n}_both_p50", base + ["both", "p50", "median"], "ms"), esc(keep)])
+                    w.v.of(run, f"{n}_both_p50", base + ["both", "p50", "median"], "ms"), keep])
     return out
 
 
 def _breakdown(w: Writeup) -> None:
     """Where a batch's time goes (the experiment's ``breakdown_ms``: durationMs in disjoint parts), per
     configuration at each run's lowest rate; the simulator with both of its profiles."""
-    rows = []
+    rows: list[Row] = []
     for backend in ("sim", "spark"):
         run = w.run(EXPERIMENT, backend)
         if run is None:
-            rows.append([f"{esc(BACKEND_NAME[backend])}: " + w.absent_cell(EXPERIMENT, backend)])
+            rows.append([f"{BACKEND_NAME[backend]}: " + w.absent_cell(EXPERIMENT, backend)])
             for config in CONFIGS:      # the prose quotes these; without the run they read n/a
                 for part in BREAKDOWN_PARTS + ("total",):
                     w.v.absent(f"ombd_{key(backend)}_{key(config)}_{key(part)}")
@@ -102,7 +102,7 @@ def _breakdown(w: Writeup) -> None:
                 if lookup(run.doc, base) is None:
                     continue
                 n = f"ombd_{key(backend)}{'_fit' if label else ''}_{key(config)}"
-                rows.append([esc(f"{run.tag}{label}, {fmt('rate', float(lo))}/s, {config}")] +
+                rows.append([f"{run.tag}{label}, {fmt('rate', float(lo))}/s, {config}"] +
                             [w.v.of(run, f"{n}_{key(part)}", base + [part], "ms") for part in BREAKDOWN_PARTS] +
                             [w.v.add(f"{n}_total", [(run.file, base + [part]) for part in BREAKDOWN_PARTS],
                                      "ms", "sum")])

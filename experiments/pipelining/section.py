@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from experiments.pipelining.definition import MODES
 from experiments.stats import keep_up_text
-from experiments.writeup import BACKEND_NAME, BACKENDS, Run, Table, Writeup, esc, key, lookup
+from experiments.section_content import BACKENDS, BACKEND_NAME, Row, Run, Table, Writeup, key, lookup
 
 EXPERIMENT = "pipelining"
 FIGURES = (("pipelining", "100%"),)
@@ -16,12 +16,12 @@ SIM_VALUES = ("speedup_span", "deep_max", "none_speedup", "heavy_lat_ratio", "he
 
 
 def write(w: Writeup) -> None:
-    rows = [["published", "", "", "", w.v.claim("pub_pipe_speedup", "pipe_speedup"), "", "", ""]]
+    rows: list[Row] = [["published", "", "", "", w.v.claim("pub_pipe_speedup", "pipe_speedup"), "", "", ""]]
     deep = None
     for backend in BACKENDS:
         run = w.run(EXPERIMENT, backend)
         if run is None:
-            rows.append([f"{esc(BACKEND_NAME[backend])}: " + w.absent_cell(EXPERIMENT, backend)])
+            rows.append([f"{BACKEND_NAME[backend]}: " + w.absent_cell(EXPERIMENT, backend)])
             continue
         deep = deep or w.v.of(run, "pipe_deep", ["summary", "deep"], "int")
         for k in _ordered(run):
@@ -30,14 +30,14 @@ def write(w: Writeup) -> None:
             entry = run.doc["summary"]["rows"][k]
             keep = "; ".join(f"{m} {keep_up_text(entry[m]['keep_up'])}" for m in MODES
                              if (entry.get(m) or {}).get("keep_up"))
-            rows.append([esc(f"{run.tag}, {k}"),
+            rows.append([f"{run.tag}, {k}",
                          w.v.of(run, f"{n}_seq", base + ["sequential", "rows_per_s", "median"], "krows"),
                          w.v.of(run, f"{n}_pipe", base + ["pipelined", "rows_per_s", "median"], "krows"),
                          w.v.of(run, f"{n}_deep", base + ["deep", "rows_per_s", "median"], "krows"),
                          w.v.of(run, f"{n}_speedup", base + ["speedup"], "x"),
                          w.v.of(run, f"{n}_speedup_deep", base + ["speedup_deep"], "x"),
                          w.v.of(run, f"{n}_lat_ratio", base + ["latency_ratio_p50"], "num2"),
-                         esc(keep or "not judged")])
+                         keep or "not judged"])
     deep = deep or w.v.absent("pipe_deep")
     w.table("pipelining", Table(["Run, operator/stragglers", "Sequential", "Pipelined", f"Depth {deep}", "Speedup",
                                  f"Speedup depth {deep}", "p50 ratio", "Keep-up (latency runs)"], rows,

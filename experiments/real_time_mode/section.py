@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from experiments.real_time_mode.definition import CLAIMS as ANCHORS
 from experiments.real_time_mode.definition import CONFIGS, VARIANT, WORKLOADS
-from experiments.writeup import Table, Writeup, esc, key
+from experiments.section_content import Row, Table, Writeup, key
 
 EXPERIMENT = "real-time-mode"
 FIGURES = (("real_time_mode", "100%"),)
@@ -15,26 +15,26 @@ def write(w: Writeup) -> None:
     run = w.run(EXPERIMENT, "sim")
     published = {workload: [w.v.claim(f"rtm_{key(workload)}_published_{q}", ANCHORS[(workload, q)])
                             for q in ("p50", "p99")] for workload in WORKLOADS}
-    rows = []
+    rows: list[Row] = []
     if run is not None:
         for workload in run.doc["summary"]["latency"]:
             base = ["summary", "latency", workload]
             n = f"rtm_{key(workload)}"
             cells = [w.v.of(run, f"{n}_{key(config)}_{q}", base + [config, q, "median"], "ms1")
                      for config in CONFIGS for q in ("p50", "p99")]
-            rows.append([esc(workload)] + cells + published.get(workload, ["-", "-"]))
+            rows.append([workload] + cells + published.get(workload, ["-", "-"]))
     else:
         rows.append(["simulator: " + w.absent_cell(EXPERIMENT, "sim")])
     w.table("real_time_mode_latency", Table(["Query", "Real-time p50", "Real-time p99", "Micro-batch p50",
                                              "Micro-batch p99", "Databricks p50", "Databricks p99"], rows,
                                             aligns=["left"] + ["right"] * 6),
             label="tab-rtm", runs=[run])
-    trade = []
+    trade: list[Row] = []
     if run is not None:
         for seconds in run.doc["summary"]["tradeoff"]:
             base = ["summary", "tradeoff", seconds]
             n = f"rtm_trade_{seconds}"
-            trade.append([esc(f"{seconds} s"),
+            trade.append([f"{seconds} s",
                           w.v.of(run, f"{n}_p99", base + ["latency_p99", "median"], "ms1"),
                           w.v.of(run, f"{n}_boundary_p99", base + ["boundary_p99", "median"], "ms"),
                           w.v.of(run, f"{n}_gap", base + ["gap_ms_mean", "median"], "ms"),
@@ -50,12 +50,12 @@ def write(w: Writeup) -> None:
                                               "Re-processed", "Recovery"], trade,
                                              aligns=["left"] + ["right"] * 5),
             label="tab-rtm-tradeoff", runs=[run])
-    bounded = []
+    bounded: list[Row] = []
     if run is not None:
         for seconds in run.doc["summary"].get("bounded_replay", {}):
             base = ["summary", "bounded_replay", seconds]
             n = f"rtm_bounded_{seconds}"
-            bounded.append([esc(f"{seconds} s"),
+            bounded.append([f"{seconds} s",
                             w.v.of(run, f"{n}_reprocessed", base + ["records_reprocessed", "median"], "int"),
                             w.v.of(run, f"{n}_p99", base + ["latency_p99", "median"], "ms1"),
                             w.v.of(run, f"{n}_entries", base + ["progress_points", "median"], "int")])

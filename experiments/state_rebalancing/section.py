@@ -4,7 +4,7 @@ and the throughput once balanced, against a policy that never moves, with the ve
 from __future__ import annotations
 
 from experiments.stats import keep_up_text
-from experiments.writeup import Table, Writeup, esc, fmt
+from experiments.section_content import Row, Table, Writeup, fmt
 
 EXPERIMENT = "state-rebalancing"
 FIGURES = (("state_rebalancing", "100%"),)
@@ -37,18 +37,18 @@ def write(w: Writeup) -> None:
     for name, (row, policy, metric, spec) in VALUES.items():
         w.v.of(run, name, ["summary", "rows", rows[row], policy, metric, "median"], spec)
     w.span("rb_gain_span", run, [["summary", "rows", r, "throughput_gain"] for r in rows], "pct")
-    table = []
+    table: list[Row] = []
     for r in rows:
         base = ["summary", "rows", r]
         entry = run.doc["summary"]["rows"][r]
         keep = "; ".join(f"{p} {keep_up_text(entry[p].get('keep_up'))}" for p in ("rebalance", "never_move"))
-        table.append([esc(f"{run.tag}, {fmt('keys', float(r))} keys"),
+        table.append([f"{run.tag}, {fmt('keys', float(r))} keys",
                       w.v.of(run, f"rb_{r}_load", base + ["rebalance", "moved_load_ms_max", "median"], "ms"),
                       w.v.of(run, f"rb_{r}_spike", base + ["rebalance", "spike_ms", "median"], "ms"),
                       w.v.of(run, f"rb_{r}_recovery", base + ["rebalance", "recovery_ms", "median"], "ms"),
                       w.v.of(run, f"rb_{r}_settled", base + ["rebalance", "settled_batch_ms", "median"], "ms"),
                       w.v.of(run, f"rb_{r}_never", base + ["never_move", "settled_batch_ms", "median"], "ms"),
-                      w.v.of(run, f"rb_{r}_gain", base + ["throughput_gain"], "change"), esc(keep)])
+                      w.v.of(run, f"rb_{r}_gain", base + ["throughput_gain"], "change"), keep])
     w.table("rebalancing", Table(["Run, key space", "Moved load", "Spike", "Recovery", "Settled batch",
                                   "Never move", "Rows/s gain", "Keep-up"], table,
                                  aligns=["left"] + ["right"] * 6 + ["left"]), label="tab-rb", runs=[run])

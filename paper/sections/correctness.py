@@ -3,7 +3,7 @@ exact scope, and a truncated entry said to be truncated), the mutation score of 
 
 from __future__ import annotations
 
-from experiments.writeup import Run, Table, Writeup, code, esc
+from experiments.section_content import Row, Run, Table, Writeup, code, joined_text, strong, text
 
 ZOO_COMMAND = "lightspeed zoo"
 EXPLORER_COMMAND = "python paper/collect_results.py --only explorer"
@@ -39,13 +39,14 @@ def _explorer(w: Writeup) -> None:
         w.text("ex_truncation", "")
         return
     entries = run.doc["entries"]
-    rows, truncated = [], []
+    rows: list[Row] = []
+    truncated = []
     for i, e in enumerate(entries):
         base = ["entries", i]
-        complete = "*truncated*: not every cut ran" if e.get("truncated") else "complete"
+        complete = strong("truncated") + ": not every cut ran" if e.get("truncated") else "complete"
         if e.get("truncated"):
             truncated.append(e["label"])
-        rows.append([esc(e["label"]) + f" ({esc(e['operator'])})",
+        rows.append([e["label"] + f" ({e['operator']})",
                      w.v.of(run, f"ex_{i}_batches", base + ["batches"], "int") + " / " +
                      w.v.of(run, f"ex_{i}_partitions", base + ["state_partitions"], "int"),
                      w.v.of(run, f"ex_{i}_cuts", base + ["crash_cuts"], "int"),
@@ -66,17 +67,17 @@ def _explorer(w: Writeup) -> None:
     w.v.add("ex_truncated", [(run.file, ["entries", i, "truncated"]) for i in range(len(entries))
                              if entries[i].get("truncated")] or [(run.file, ["entries", 0, "truncated"])],
             "int", "sum")
-    w.text("ex_status", f"The explorer results are from its {esc(run.mode)} mode (" + code(run.file) + ").")
-    w.text("ex_truncation", ("The search of " + ", ".join(esc(t) for t in truncated) + " was *truncated*: it "
-                             "stopped at the explorer's cap before every crash cut ran, so that entry is a partial "
-                             "search and claims nothing about the cuts it did not reach.") if truncated else
+    w.text("ex_status", f"The explorer results are from its {run.mode} mode (" + code(run.file) + ").")
+    w.text("ex_truncation", text("The search of " + ", ".join(truncated) + " was ", strong("truncated"), ": it "
+                                 "stopped at the explorer's cap before every crash cut ran, so that entry is a partial "
+                                 "search and claims nothing about the cuts it did not reach.") if truncated else
            "Every search ran to completion.")
 
 
 def _mutation(w: Writeup) -> None:
     found = w.results.optional("mutation.json")
     if found is None:
-        w.text("mutation", "*The mutation score has not been measured in this build*: there is no " +
+        w.text("mutation", strong("The mutation score has not been measured in this build") + ": there is no " +
                code("paper/results/mutation.json") + " (" + code(MUTATION_COMMAND) + " writes it).")
         w.text("mutation_scope", "none yet")
         return
@@ -87,8 +88,8 @@ def _mutation(w: Writeup) -> None:
     survived = w.v.add("mut_survived", [(file, ["survived"])], "int")
     equivalent = w.v.add("mut_equivalent", [(file, ["equivalent"])], "int", "len")
     modules = w.v.add("mut_modules", [(file, ["scope"])], "int", "len")
-    w.text("mutation_scope", ", ".join(code(s) for s in doc.get("scope", [])))
-    w.text("mutation", f"{esc(str(doc.get('tool')))} ({esc(str(doc.get('date')))}) made {total} mutants of "
+    w.text("mutation_scope", joined_text(", ", (code(s) for s in doc.get("scope", []))))
+    w.text("mutation", f"{str(doc.get('tool'))} ({str(doc.get('date'))}) made {total} mutants of "
                        f"{modules} modules (of " + code("reference/") + " and " + code("sim/") +
            f"): {killed} killed, {survived} survived, {equivalent} judged equivalent; a mutation score of "
            f"{score}% (" + code(file) + ").")
@@ -98,15 +99,16 @@ def _zoo(w: Writeup) -> None:
     header = ["JIRA", "Planted mistake", "Caught by", "Time", "Unplanted passes"]
     found = w.results.optional("zoo.json")
     if found is None:
-        w.text("zoo", "*The bug zoo has not been run in this build*: there is no " + code("paper/results/zoo.json") +
+        w.text("zoo", strong("The bug zoo has not been run in this build") + ": there is no " +
+               code("paper/results/zoo.json") +
                " (" + code(ZOO_COMMAND) + " writes it), so this version cannot say which check catches each planted "
                "bug.")
         w.table("zoo", Table(header, [["not run (" + code("paper/results/zoo.json") + " is absent)"]],
                              aligns=["left", "left", "left", "right", "left"]), label="tab-zoo", commands=[ZOO_COMMAND])
         return
     file, doc = found
-    rows = [[esc(e["jira"]), esc(e["planted"]), esc(", ".join(e["caught_by"]) if isinstance(e["caught_by"], list)
-                                                   else e["caught_by"]),
+    rows = [[e["jira"], e["planted"], ", ".join(e["caught_by"]) if isinstance(e["caught_by"], list)
+                                                   else e["caught_by"],
              w.v.add(f"zoo_{i}_seconds", [(file, [i, "seconds"])], "ms", "s_to_ms"),
              w.v.add(f"zoo_{i}_unplanted", [(file, [i, "unplanted_passes"])], "yesno", "yesno")]
             for i, e in enumerate(doc)]

@@ -3,7 +3,7 @@ cluster profile from the offset-management run, the local one from the fault mat
 
 from __future__ import annotations
 
-from experiments.writeup import Table, Writeup, esc
+from experiments.section_content import Row, Table, Writeup
 
 PARAMETERS = (("small_write_ms", "ms1", "small write"), ("rename_ms", "ms1", "rename"), ("list_ms", "ms1", "listing"),
               ("delete_ms", "ms1", "delete"), ("read_ms", "ms1", "read"),
@@ -12,7 +12,8 @@ SOURCES = (("lightspeed_cluster", "offset-management"), ("local_spark", "fault-m
 
 
 def write(w: Writeup) -> None:
-    rows, runs = [], []
+    rows: list[Row] = []
+    runs = []
     located = {}
     for profile, experiment in SOURCES:
         run = w.run(experiment, "sim")
@@ -22,7 +23,7 @@ def write(w: Writeup) -> None:
         if run is not None:
             runs.append(run)
     for parameter, spec, label in PARAMETERS:
-        row = [esc(label)]
+        row = [label]
         for profile, (run, index) in located.items():
             name = f"profile_{profile}_{parameter}"
             row.append(w.v.absent(name) if run is None or index is None else

@@ -1,14 +1,15 @@
-"""The building blocks of the paper's generated parts: runs read from results files, values with provenance,
-tables and sentences in Typst, the experiments' figures.
+"""What an experiment's section of the paper holds, as data: values read from results files with their
+provenance, sentences, tables and figures. ``paper/`` renders it (Typst); nothing here knows the paper's format.
 
-``paper/build.py`` owns the document (reading, rendering, provenance,
-compiling); each experiment owns its section (``experiments/sections``),
-written with these blocks: a section reads its experiment's results files
-through ``Writeup.run`` and shows every number through ``Values``, which
-records the file and key it came from, so that ``tests/test_paper.py`` can
-resolve each one again. A published number comes from ``experiments.claims``
-(provenance ``experiments/claims.py``); a verdict from its run's
-``summary.findings``, never judged here.
+Each experiment owns its section (``experiments/<name>/section.py``, ``write(w)``), written with these blocks: a
+section reads its experiment's results files through ``Writeup.run`` and shows every number through ``Values``,
+which records the file and key it came from, so that ``tests/test_paper.py`` can resolve each one again. A
+published number comes from ``experiments.claims`` (provenance ``experiments/claims.py``); a verdict from its
+run's ``summary.findings``, never judged here.
+
+Prose is ``Text``: plain strings (shown as they are: no character is markup) joined with a few marked spans
+(``code``, ``strong``, ``emph``, ``small``, ``ref`` to a label, ``cite`` of a source). A ``Text`` refuses to be
+formatted into an f-string, so its marks are never flattened into plain text by accident.
 """
 
 from __future__ import annotations
@@ -302,48 +303,140 @@ def published_text(kind: str, low: float, high: float, unit: str, neutral: float
 DERIVATIONS["published"] = lambda xs: published_text(*xs)
 
 
-# --------------------------------------------------------------- Typst text
+# --------------------------------------------------------------- prose
 
 
-def esc(text: str) -> str:
-    """Text for a Typst content block: markup characters escaped."""
-    out = "".join("\\" + ch if ch in "\\#*_`$@<>[]~/" else ch for ch in str(text))
-    return out.replace("--", "-\\-").replace("...", ".\\..")   # no en dash, no ellipsis: literal text
+SPAN_KINDS = ("code", "strong", "emph", "small", "ref", "cite", "break")
 
 
-def tstr(text: str) -> str:
-    """A Typst string literal."""
-    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+@dataclass(frozen=True)
+class Span:
+    """A marked piece of prose: ``code`` (a path, a command; ``body`` is its plain text), ``strong``, ``emph``,
+    ``small`` (a smaller aside), ``ref`` (a reference to the label ``body``), ``cite`` (of the bibliography key
+    ``body``), ``break`` (a line break in a table cell)."""
+
+    kind: str
+    body: "str | Text"
+
+    def __post_init__(self) -> None:
+        assert self.kind in SPAN_KINDS, f"span kind {self.kind!r} is not one of {SPAN_KINDS}"
+        assert isinstance(self.body, str) or self.kind in ("strong", "emph", "small"), \
+            f"a {self.kind} span holds plain text"
 
 
-def code(text: str) -> str:
-    """Inline raw text (a path, a command) in a content block."""
-    return "#raw(" + tstr(text) + ")"
+class Text:
+    """Prose: plain strings and marked spans, in order. Build it with ``+`` (with strings or other texts),
+    ``text(...)`` and ``Text.join``; never with an f-string (``format`` raises)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, *parts: "str | Text | Span"):
+        flat: list[str | Span] = []
+        for part in parts:
+            if isinstance(part, Text):
+                flat.extend(part.parts)
+            elif isinstance(part, (str, Span)):
+                flat.append(part)
+            else:
+                raise TypeError(f"a Text holds strings and spans, not {type(part).__name__}")
+        merged: list[str | Span] = []
+        for part in flat:           # neighbouring strings as one, and no empty string
+            if isinstance(part, str) and merged and isinstance(merged[-1], str):
+                merged[-1] = merged[-1] + part
+            elif part != "":
+                merged.append(part)
+        self.parts: tuple[str | Span, ...] = tuple(merged)
+
+    def __add__(self, other: "str | Text | Span") -> "Text":
+        return Text(self, other)
+
+    def __radd__(self, other: "str | Text | Span") -> "Text":
+        return Text(other, self)
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Text) and self.parts == other.parts
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+    def __repr__(self) -> str:
+        return f"Text{self.parts!r}"
+
+    def __format__(self, spec: str) -> str:
+        raise TypeError("a Text in an f-string would lose its marks: join it with + or text()")
+
+    def join(self, items: "Iterable[str | Text | Span]") -> "Text":
+        """The items with this text between each two (as ``str.join``)."""
+        out: list[str | Text | Span] = []
+        for i, item in enumerate(items):
+            if i:
+                out.append(self)
+            out.append(item)
+        return Text(*out)
+
+    def plain(self) -> str:
+        """The words without their marks (a reference as its label, a citation as its key)."""
+        return "".join(p if isinstance(p, str) else "\n" if p.kind == "break" else
+                       p.body.plain() if isinstance(p.body, Text) else p.body for p in self.parts)
+
+
+Prose = str | Text      # what a sentence or a table cell may be: a plain string or marked text
+Row = Sequence[Prose]   # a table row: its cells
+
+
+def text(*parts: "str | Text | Span") -> Text:
+    """Plain strings and marked spans as one text."""
+    return Text(*parts)
+
+
+def joined_text(separator: str, items: "Iterable[Prose]") -> Text:
+    return Text(separator).join(items)
+
+
+def code(body: str) -> Text:
+    return Text(Span("code", str(body)))
+
+
+def strong(body: Prose) -> Text:
+    return Text(Span("strong", Text(body)))
+
+
+def emph(body: Prose) -> Text:
+    return Text(Span("emph", Text(body)))
+
+
+def small(body: Prose) -> Text:
+    return Text(Span("small", Text(body)))
+
+
+def ref(label: str) -> Text:
+    return Text(Span("ref", label))
+
+
+def cite(key: str) -> Text:
+    return Text(Span("cite", key))
+
+
+LINE_BREAK = Text(Span("break", ""))
 
 
 @dataclass
 class Table:
-    """A table whose every cell is display text (already escaped content)."""
+    """A table: a header and rows of cells (plain strings or ``Text``); a row of one cell spans every column.
+    ``aligns`` (default: the first column left, the others, numbers, right) and ``widths`` (Typst track sizes:
+    ``auto``, ``1fr``, ``2cm``) say how it is laid out."""
 
     header: list[str]
-    rows: list[list[str]]
-    aligns: list[str] | None = None     # default: the first column left, the others (numbers) right
+    rows: Sequence[Sequence[Prose]]
+    aligns: list[str] | None = None
     widths: list[str] | None = None
 
-    def typst(self) -> str:
-        n = len(self.header)
-        widths = self.widths or ["auto"] * n
-        aligns = self.aligns or ["left"] + ["right"] * (n - 1)
-        lines = [f"table(columns: ({', '.join(widths)},),",
-                 "  align: (" + ", ".join(aligns) + ",),",
-                 "  table.header(" + ", ".join(f"[*{esc(h)}*]" for h in self.header) + "),"]
+    def __post_init__(self) -> None:
         for row in self.rows:
-            if len(row) == 1:
-                lines.append(f"  table.cell(colspan: {n}, align: left)[{row[0]}],")
-            else:
-                lines.append("  " + ", ".join(f"[{c}]" for c in row) + ",")
-        lines.append(")")
-        return "\n".join(lines)
+            assert len(row) in (1, len(self.header)), f"a row of {len(row)} cells in a table of {len(self.header)}"
 
 
 @dataclass
@@ -369,7 +462,7 @@ def png_width(path: Path) -> int:
     return int.from_bytes(header[16:20], "big")
 
 
-Figure = tuple[str, list[list[tuple[Path, int]]]]   # caption suffix, rows of (source PNG, width in percent)
+Figure = tuple[Text, list[list[tuple[Path, int]]]]   # caption suffix, rows of (source PNG, width in percent)
 
 
 # ----------------------------------------------------------------- writeup
@@ -381,13 +474,13 @@ class Writeup:
     def __init__(self, results: Results):
         self.results = results
         self.v = Values(results)
-        self.t: dict[str, str] = {}          # name -> Typst content (escaped)
+        self.t: dict[str, Prose] = {}        # name -> a sentence the prose places
         self.tables: dict[str, Placed] = {}
         self.figures: dict[str, list[Figure]] = {}
         self.drawn: dict[str, tuple[bytes, str]] = {}   # a figure drawn here, not copied: name -> (PNG, source)
         self.command_map: dict[str, list[str]] = {}     # a table's label -> the commands that regenerate it
 
-    def text(self, name: str, content: str) -> None:
+    def text(self, name: str, content: Prose) -> None:
         if name in self.t:
             raise ValueError(f"text {name!r} defined twice")
         self.t[name] = content
@@ -401,26 +494,26 @@ class Writeup:
     def run(self, experiment: str, backend: str) -> Run | None:
         return self.results.run(experiment, backend)
 
-    def absent_cell(self, experiment: str, backend: str) -> str:
+    def absent_cell(self, experiment: str, backend: str) -> Text:
         reason = unsupported_reason(experiment, backend)
         if reason:
-            return "not applicable (" + esc(reason) + ")"
-        return "not run (" + code(f"paper/results/{experiment}/{backend}-*/") + " is absent)"
+            return text("not applicable (", reason, ")")
+        return text("not run (", code(f"paper/results/{experiment}/{backend}-*/"), " is absent)")
 
-    def describe_run(self, run: Run) -> str:
+    def describe_run(self, run: Run) -> Text:
         seeds = self.v.add(f"seeds_{key(run.experiment)}_{key(run.backend)}", [(run.file, ["seeds"])], "int", "len")
-        dirty = "; *collected from a working tree with uncommitted changes*" if run.dirty else ""
-        return (f"{esc(BACKEND_NAME[run.backend])}: {esc(run.mode)} mode, {seeds} seed{'s' * (run.seeds != 1)} ("
-                + code(run.file) + f"){dirty}")
+        dirty = text("; ", strong("collected from a working tree with uncommitted changes")) if run.dirty else ""
+        return text(f"{BACKEND_NAME[run.backend]}: {run.mode} mode, {seeds} seed{'s' * (run.seeds != 1)} (",
+                    code(run.file), ")", dirty)
 
-    def availability(self, experiment: str, backends: Iterable[str] = BACKENDS) -> str:
+    def availability(self, experiment: str, backends: Iterable[str] = BACKENDS) -> Text:
         """A sentence per backend: which run the numbers come from, or why there are none."""
         parts = []
         for backend in backends:
             run = self.run(experiment, backend)
             parts.append(self.describe_run(run) if run is not None else
-                         f"{esc(BACKEND_NAME[backend])}: " + self.absent_cell(experiment, backend))
-        return "; ".join(parts) + "."
+                         text(f"{BACKEND_NAME[backend]}: ", self.absent_cell(experiment, backend)))
+        return joined_text("; ", parts) + "."
 
     def finding(self, run: Run | None, claim_id: str, basis: str | None = None) -> tuple[int, dict[str, Any]] | None:
         """The index and the finding of ``claim_id`` (with ``basis``, or the run's first) in the run's summary."""
@@ -443,7 +536,7 @@ class Writeup:
         span = self.v.add(f"{name}_measured", [(run.file, path + ["measured_min"]), (run.file, path + ["measured_max"])],
                           "span:" + spec, "span") if f["measured_min"] is not None else "not measured"
         tolerance = self.v.of(run, f"{name}_tolerance", path + ["tolerance"], spec)
-        return f"{esc(verdict)} (measured {span}, tolerance {tolerance})"
+        return f"{verdict} (measured {span}, tolerance {tolerance})"
 
     def verdicts(self, name: str, run: Run | None, claim_ids: Sequence[str], basis: str | None = None) -> str:
         """The text naming several claims' verdicts on one run ("what: verdict (measured ..., tolerance ...)"),
@@ -451,7 +544,7 @@ class Writeup:
         if run is None:
             text = "not run in this build"
         else:
-            text = "; ".join(f"{esc(CLAIMS[cid].what)}: {self.verdict(f'{name}_{key(cid)}', run, cid, basis)}"
+            text = "; ".join(f"{CLAIMS[cid].what}: {self.verdict(f'{name}_{key(cid)}', run, cid, basis)}"
                              for cid in claim_ids)
         self.text(name, text)
         return text
@@ -490,7 +583,7 @@ class Writeup:
                     shown = images(run, wanted)
                     if shown:
                         who = f"{THE[backend]}, {run.mode} mode, {run.seeds} seed{'s' * (run.seeds != 1)}."
-                        figures.append((esc(who[0].upper() + who[1:]), [[image] for image in shown]))
+                        figures.append((Text(who[0].upper() + who[1:]), [[image] for image in shown]))
                 continue
             if not labelled:
                 continue
@@ -504,7 +597,7 @@ class Writeup:
             order = "left to right" if len(rows) == 1 else "in reading order"
             suffix = (f"{names[0][0].upper()}{names[0][1:]}." if len(names) == 1 else
                       f"From {' and '.join(names)}, {order}; each panel's title or legend names its backend.")
-            figures.append((esc(suffix), rows))
+            figures.append((Text(suffix), rows))
         self.figures[key(experiment)] = figures
 
 

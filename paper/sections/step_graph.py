@@ -13,7 +13,7 @@ import io
 from typing import Any
 
 from experiments.figures import LABEL_PT, PALETTE, WIDE, figure_context
-from experiments.writeup import Writeup
+from experiments.section_content import Writeup
 from reference.graph import GraphShape, Node, build_graph
 from reference.scenario import Scenario
 from reference.steps import NodeId

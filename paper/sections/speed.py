@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.writeup import Table, Writeup, code, esc, lookup
+from experiments.section_content import Row, Table, Writeup, code, lookup
 
 ABLATION = "speed/spark-speed-ablation-native.json"
 GROUP = "speed/spark-speed-group.json"
@@ -20,7 +20,7 @@ RUNS = (("native", ["native"], "Spark (native), RocksDB with changelog checkpoin
 
 
 def write(w: Writeup) -> None:
-    rows: list[list[str]] = []
+    rows: list[Row] = []
     found = w.results.optional(ABLATION)
     if found is None:
         rows.append(["not run (" + code("paper/results/" + ABLATION) + " is absent)"])
@@ -50,4 +50,4 @@ def _row(w: Writeup, file: str, doc: dict[str, Any], name: str, path: list[str],
     keep = "BACKLOGGED" if behind else "kept up" if entry.get("kept_up") else "not judged"
     rates = w.v.add(f"{name}_processed", [(file, path + ["throughput", "processed_rows_per_s"])], "int") + " / " + \
         w.v.add(f"{name}_input", [(file, path + ["throughput", "input_rows_per_s"])], "int")
-    return [esc(label), p50, p99, keep, rates]
+    return [label, p50, p99, keep, rates]
