@@ -56,6 +56,8 @@ EXPERIMENTS: dict[str, Entry] = {
     "parallel-store-commit": Entry("parallel_store_commit"),
     "engine-vs-native": Entry("engine_vs_native"),
     "real-time-mode": Entry("real_time_mode"),
+    "explorer": Entry("explorer"),
+    "bug-zoo": Entry("bug_zoo"),
 }
 # experiment name -> definition module (one module per experiment)
 DEFINITIONS: dict[str, str] = {name: entry.definition for name, entry in EXPERIMENTS.items()}

@@ -112,7 +112,8 @@ class Results:
         return None
 
     def runs(self, experiments: Iterable[str]) -> list[Run]:
-        return [r for e in experiments for b in BACKENDS if (r := self.run(e, b)) is not None]
+        """Every run of ``experiments`` in this directory, on any backend (the reference model's too)."""
+        return [r for e in experiments for b in BACKEND_NAME if (r := self.run(e, b)) is not None]
 
     def optional(self, name: str) -> tuple[str, Any] | None:
         path = self.root / name

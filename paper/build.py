@@ -55,7 +55,7 @@ from experiments.section_content import (BACKEND_NAME, BACKENDS, DERIVATIONS, LI
                                          recorded, ref, small, strong, text)
 from experiments.verdicts import (DIRECTION_ONLY, FITTED, NOT_MEASURED, NOT_REPRODUCED, PARTLY,  # noqa: E402
                                   REPRODUCED)
-from paper.sections import correctness, profiles, speed, step_graph  # noqa: E402
+from paper.sections import mutation, profiles, speed, step_graph  # noqa: E402
 from paper.typst_render import render, render_table, tstr  # noqa: E402
 
 RESULTS = PAPER / "results"
@@ -69,7 +69,7 @@ VERDICT_ORDER = ((REPRODUCED, "Reproduced within the stated tolerance"), (PARTLY
                  (DIRECTION_ONLY, "Direction only"), (NOT_REPRODUCED, "Not reproduced"),
                  (NOT_MEASURED, "Not measured"))
 # the sections no experiment owns, written after every experiment's
-PAPER_SECTIONS = (correctness, speed, profiles, step_graph)
+PAPER_SECTIONS = (mutation, speed, profiles, step_graph)
 for _verdict, _ in VERDICT_ORDER:       # counts of verdicts over findings, for the abstract's sentence
     DERIVATIONS[f"count {_verdict}"] = functools.partial(lambda v, xs: sum(1 for x in xs if x == v), _verdict)
 
@@ -228,7 +228,7 @@ def section_environment(w: Writeup) -> None:
                              "): their numbers are shown, but they are not results until they are collected again "
                              "from committed sources.") if dirty else
            "Every run in this build was collected from committed sources.")
-    present = sorted({r.backend for r in runs}, key=BACKENDS.index)
+    present = sorted({r.backend for r in runs if r.backend in BACKENDS}, key=BACKENDS.index)
     modes = sorted({r.mode for r in runs})
     missing = [b for b in BACKENDS if b not in present]
     w.text("results_status", "The numbers in this version come from " + " and ".join(THE[b] for b in present)
