@@ -1,35 +1,35 @@
-"""Where the published claims come from and what a claim is: the sources (``SOURCES``), the ``Claim`` type and
-its kinds. Each experiment keeps the claims it judges in its own folder (``experiments/<name>/claims.py``);
-``experiments.claims`` gathers them into the one table.
+"""Where the published claims come from and what a claim is: the sources (``SOURCES``), the ``Claim`` type, the
+rules that read a claim's target from the post's own words, and the tallies claims are counted in. Each
+experiment keeps the claims it judges in its own folder (``experiments/<name>/claims.py``); ``experiments.claims``
+gathers them into the one table.
 
-Each ``Claim`` carries the post it comes from (``SOURCES``), the exact
-sentence that states it (``tests/test_claims.py`` finds it in the archived
-copy of the post), the benchmark it belongs to, its kind, the published value
-or range, and the tolerance a verdict allows, with the reason for it. An
-experiment judges the claims it tests (``experiments.verdicts.judge``) once,
-where it measures them; the paper renders those verdicts and the claims'
-own fields from here. Nothing else in the project keeps a copy of a
-published number.
+Each ``Claim`` carries the source it comes from, the exact sentence that states it (``tests/test_claims.py``
+finds it in the archived copy of the post), the post's own words for the number (``words``, a part of that
+sentence) and the **rule** that reads a target from those words. The rule is the whole of the registration: no
+claim carries a tolerance. A verdict (``experiments.verdicts``) widens the target by nothing but the noise it
+measured, the 95% confidence interval over at least three seeds. The rules (``RULES``):
 
-Kinds (how ``judge`` reads a claim):
+- ``range``: "2-3x", "85-86%", "200-250 ms" is that range, ends included;
+- ``approximately``: "approximately 50%", "around 500 ms" is the values a writer rounds to that number at its
+  last non-zero digit: 50 is 45 to 55, 65 is 64.5 to 65.5, 500 is 450 to 550, a whole millisecond of a table
+  (1) is 0.5 to 1.5;
+- ``up to``: "up to 25%" is any effect past no effect (``neutral``) up to it, (0, 25];
+- ``below``: "below 100 ms", "under 20%" is strictly less, (-inf, 100);
+- ``at most``: a bound every run must keep ("may need to re-process two micro-batches": at most 2; "within
+  10%"): every seed's value, not their mean, is judged against it;
+- ``more``, ``less``: a direction with no size ("even bigger improvements in peak"): past ``neutral`` on that
+  side.
 
-- ``range``: a value or range with a direction (a cut, a speed-up, a
-  saving): within the tolerance of it is reproduced; further away but on the
-  same side of ``neutral`` (no effect) is direction only;
-- ``ceiling``: "up to" or "below" a value: with a ``neutral``, any effect
-  from just past it up to the ceiling (plus the tolerance) reproduces it, a
-  larger one is direction only; without one (an absolute bound such as a
-  latency or a count of batches), anything up to the ceiling plus the
-  tolerance does;
-- ``direction``: more or less, with no size ("even bigger at the peak"): the
-  measured difference must lie past zero, on the claimed side, by more than
-  the tolerance;
-- ``absolute``: a number with no direction (an optimum, in doublings from a
-  formula's): within the tolerance, or not reproduced.
+A claim's **category** says which tally it counts in (``TALLIES``): ``published``, a number one of the
+Lightspeed posts publishes; every other category (a direction we ``derived`` from a post's description, an
+``external`` figure such as Flink's or Young's formula, an ``anchor`` from the real-time benchmark, a
+``calibration`` target from the performance-model literature) is counted in the other tally, never mixed with
+the first.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +37,13 @@ from pathlib import Path
 RATE_SOURCE = "rate source to stat sink"
 KAFKA = "Kafka source to Kafka sink"
 HEADLINE = "overall headline"
-KINDS = ("range", "ceiling", "direction", "absolute")
+RULES = ("range", "approximately", "up to", "below", "at most", "more", "less")
+CATEGORIES = ("published", "derived", "external", "anchor", "calibration")
+LIGHTSPEED, OTHER = "the Lightspeed posts' published numbers", "everything else"
+TALLIES = {"published": LIGHTSPEED, "derived": OTHER, "external": OTHER, "anchor": OTHER, "calibration": OTHER}
+LIGHTSPEED_SOURCES = ("subsecond", "update", "rocksdb", "asyncstate")
 SOURCES_ENV = "LIGHTSPEED_SOURCES"      # where the archived posts are, when not beside the repository
+MINUS, TIMES, DASH = "\u2212", "\u00d7", "\u2013"
 
 
 @dataclass(frozen=True)
@@ -53,42 +58,129 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Target:
+    """The values a claim's rule admits: from ``low`` to ``high``, each end open or closed (an infinite end is
+    open)."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    def contains(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def holds_all(self, low: float, high: float) -> bool:
+        """Every value from ``low`` to ``high`` is admitted."""
+        return self.contains(low) and self.contains(high)
+
+    def holds_none(self, low: float, high: float) -> bool:
+        """No value from ``low`` to ``high`` is admitted."""
+        return (high < self.low or (high == self.low and self.low_open)
+                or low > self.high or (low == self.high and self.high_open))
+
+
+def rounding_half(value: float) -> float:
+    """Half the place value of ``value``'s last non-zero digit (50 -> 5, 65 -> 0.5, 500 -> 50, 1.5 -> 0.05): how
+    far a number a writer rounds to ``value`` may lie from it."""
+    if value == 0:
+        return 0.5
+    place = 10.0 ** math.floor(math.log10(abs(value)))
+    while place > 1e-9 and not math.isclose(round(value / place) * place, value, rel_tol=1e-12, abs_tol=1e-12):
+        place /= 10.0
+    return place / 2.0
+
+
+@dataclass(frozen=True)
 class Claim:
-    """One published number: its quote, benchmark, kind, value, unit, tolerance and why that tolerance."""
+    """One published number: the quote it comes from, the post's own words for it, the rule that reads its
+    target from those words, its category, and which experiment judges it (or why none does)."""
 
     source: str                  # a key of SOURCES
     quote: str                   # the sentence as the post has it (or, for a source with no copy, its words)
+    words: str                   # the part of the quote that states the number (what the rule reads)
     benchmark: str
     what: str                    # what the number is, in a few words (the paper's label)
-    kind: str                    # one of KINDS
-    low: float                   # the published value, or the range's ends (direction: +1 more, -1 less)
+    rule: str                    # one of RULES
+    low: float                   # the published value, or the range's ends (more/less: the values are unused)
     high: float
     unit: str                    # "%", "x", "ms", "batches", "doublings"
-    tolerance: float             # in ``unit`` (percentage points for "%")
-    tolerance_reason: str
+    category: str                # one of CATEGORIES
     neutral: float | None = 0.0  # the value meaning no effect (None: the number has no direction)
     experiment: str | None = None   # the experiment that judges it (experiments.registry); None: none does
     untested: str = ""           # why no experiment judges it
 
     def __post_init__(self) -> None:
-        assert self.kind in KINDS, f"claim kind {self.kind!r} is not one of {KINDS}"
+        assert self.rule in RULES, f"claim rule {self.rule!r} is not one of {RULES}"
+        assert self.category in CATEGORIES, f"claim category {self.category!r} is not one of {CATEGORIES}"
         assert self.low <= self.high, f"published range {self.low}..{self.high} is reversed"
-        assert self.tolerance >= 0 and self.tolerance_reason, "every tolerance has a reason"
+        assert self.words and self.words in self.quote, f"the words {self.words!r} are not in the quote"
+        assert self.rule in ("range",) or self.low == self.high, f"a {self.rule} claim states one number"
+        assert self.rule not in ("up to", "more", "less") or self.neutral is not None, \
+            f"a {self.rule} claim is measured from its neutral (no effect)"
+        assert self.category != "published" or self.source in LIGHTSPEED_SOURCES, \
+            "a published claim comes from a Lightspeed post"
         assert (self.experiment is None) == bool(self.untested), "a claim is judged by an experiment, or says why not"
+
+    @property
+    def tally(self) -> str:
+        """The tally the claim counts in (``TALLIES``)."""
+        return TALLIES[self.category]
+
+    @property
+    def target(self) -> Target:
+        """The values the rule admits, read from the post's words and nothing else."""
+        return target_of(self.rule, self.low, self.high, self.neutral)
 
     @property
     def published(self) -> str:
         """The published value as the paper and the reports show it."""
-        if self.kind == "direction":
-            return "more" if self.high > 0 else "less"
-        text = _num(self.low) if self.low == self.high else f"{_num(self.low)}-{_num(self.high)}"
-        prefix = {"ceiling": "up to " if self.neutral is not None else "at most "}.get(self.kind, "")
-        unit = "batch" if self.unit == "batches" and self.low == self.high == 1 else self.unit
-        return prefix + text + ("" if not unit else unit if unit in ("%", "x") else f" {unit}")
+        return published_text(self.rule, self.low, self.high, self.unit, self.neutral)
+
+    def registration(self) -> dict[str, object]:
+        """What the claim registers before any result is judged against it: its rule, numbers, unit, neutral and
+        category (the fields ``tests/test_registration.py`` follows through the history)."""
+        return {"rule": self.rule, "low": self.low, "high": self.high, "unit": self.unit, "neutral": self.neutral,
+                "category": self.category, "words": self.words}
 
 
-def _num(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}".rstrip("0")
+def target_of(rule: str, low: float, high: float, neutral: float | None) -> Target:
+    """The values ``rule`` admits for a claim stating ``low``..``high`` (one number: both the same)."""
+    inf = math.inf
+    if rule == "range":
+        return Target(low, high)
+    if rule == "approximately":
+        half = rounding_half(low)
+        return Target(low - half, low + half)
+    if rule == "up to":
+        assert neutral is not None
+        return Target(neutral, high, low_open=True) if high > neutral else Target(low, neutral, high_open=True)
+    if rule == "below":
+        return Target(-inf, high, True, True)
+    if rule == "at most":
+        return Target(-inf, high, low_open=True)
+    if rule in ("more", "less"):
+        assert neutral is not None
+        return Target(neutral, inf, True, True) if rule == "more" else Target(-inf, neutral, True, True)
+    raise ValueError(f"unknown claim rule {rule!r}; expected one of {', '.join(RULES)}")
+
+
+def plain_number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def published_text(rule: str, low: float, high: float, unit: str, neutral: float | None) -> str:
+    """A claim's published value as every report and the paper show it: "2\u20133\u00d7", "about 50%", "up to
+    25%", "below 100 ms", "at most 2 batches", "more"."""
+    if rule in ("more", "less"):
+        return rule
+    text = plain_number(low) if low == high else f"{plain_number(low)}{DASH}{plain_number(high)}"
+    prefix = {"approximately": "about ", "up to": "up to ", "below": "below ", "at most": "at most "}.get(rule, "")
+    if unit == "batches" and low == high == 1:
+        unit = "batch"
+    return prefix + text + ("" if not unit else {"%": "%", "x": TIMES}.get(unit, f" {unit}"))
 
 
 SOURCES: dict[str, Source] = {

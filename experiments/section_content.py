@@ -15,12 +15,15 @@ formatted into an f-string, so its marks are never flattened into plain text by 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from experiments.claims import CLAIMS
+from experiments.publications import DASH, MINUS, TIMES, plain_number, published_text
+from experiments.registration import unregistered
 
 BACKENDS = ("sim", "spark", "spark-native")          # the backends a result table compares, in column order
 BACKEND_NAME = {"reference": "reference model", "sim": "simulator", "spark": "PySpark engine",
@@ -31,7 +34,6 @@ MODES = ("full", "quick")                            # preference order of a run
 RESULTS_PREFIX = "paper/results/"
 CLAIMS_FILE = "experiments/claims.py"                # provenance of a published number
 RESULTS_MARKER = "analysis.json"                     # a results directory holds this file
-MINUS, TIMES, DASH = "\u2212", "\u00d7", "\u2013"
 
 
 # ------------------------------------------------------------------ runs
@@ -81,12 +83,62 @@ def claims_document() -> dict[str, Any]:
     return {"CLAIMS": {cid: asdict(c) for cid, c in CLAIMS.items()}}
 
 
+LEDGER_UNITS = "units"           # a results folder measured under the ledger holds its units here
+FRESH, EXPLORATORY_RUN, STALE, UNKNOWN = "fresh", "exploratory", "stale", "unknown"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Whether a run's verdicts may count (the ledger, ``experiments.ledger``): ``fresh`` when every unit was
+    measured at the code of HEAD, from a clean tree, on a quiet machine, with at least three seeds; else what
+    it is (``exploratory``: fewer seeds; ``stale``, ``dirty``, ``noisy``, ``failed``, ``missing``: its worst
+    unit; ``unknown``: no ledger to ask) and why, and the commits it was measured at."""
+
+    status: str
+    reason: str
+    commits: tuple[str, ...]
+
+    @property
+    def counted(self) -> bool:
+        return self.status == FRESH
+
+
+def standing_of(directory: Path, doc: dict[str, Any]) -> Standing:
+    """A results folder's standing: a folder without units was measured before the ledger, and is stale."""
+    git = lookup(doc, ["environment", "git"]) or {}
+    legacy = tuple(c for c in [git.get("commit")] if c)
+    if not (directory / LEDGER_UNITS).is_dir():
+        return Standing(STALE, f"measured before the ledger (commit {(legacy or ('?',))[0][:10]}"
+                               + (", uncommitted changes" if git.get("dirty") else "") + ")", legacy)
+    try:
+        ledger = importlib.import_module("experiments.ledger")
+    except ImportError:
+        return Standing(UNKNOWN, "the ledger (experiments/ledger.py) is not in this tree", legacy)
+    status = ledger.run_status(directory)
+    if status.verdicts_allowed:
+        return Standing(FRESH, "", tuple(status.commits))
+    if status.complete and status.exploratory:
+        return Standing(EXPLORATORY_RUN, f"{len(status.seeds)} seed{'s' * (len(status.seeds) != 1)}, fewer than "
+                                         f"{ledger.MIN_VERDICT_SEEDS}", tuple(status.commits))
+    counts = status.counts()
+    worst = next((s for s in reversed(ledger.STATUSES) if counts.get(s)), STALE)
+    return Standing(worst, ", ".join(f"{n} {s}" for s, n in counts.items() if n), tuple(status.commits))
+
+
 class Results:
     """The results files under one directory (``paper/results`` or a copy of it)."""
 
     def __init__(self, root: Path):
         self.root = root
         self.docs: dict[str, Any] = {}
+        self.standings: dict[str, Standing] = {}
+
+    def standing(self, run: "Run") -> Standing:
+        """The run's standing (``standing_of``), computed once."""
+        key = str(run.directory)
+        if key not in self.standings:
+            self.standings[key] = standing_of(run.directory, run.doc)
+        return self.standings[key]
 
     def doc(self, path: Path) -> Any:
         key = str(path)
@@ -185,10 +237,6 @@ def _nonzero(value: float, digits: int) -> float:
     return 0.0 if round(value, digits) == 0 else value
 
 
-def plain_number(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
-
-
 def joined(low: str, high: str) -> str:
     """A range's display text: one value when both ends read the same ("49%", not "49% to 49%")."""
     return low if low == high else f"{low} to {high}"
@@ -207,6 +255,8 @@ def fmt(spec: str, value: Any) -> str:
         return "yes" if value else "no"
     if spec.startswith("span:"):
         return joined(fmt(spec[len("span:"):], value[0]), fmt(spec[len("span:"):], value[1]))
+    if spec.startswith("interval:"):     # a confidence interval: both ends, always
+        return f"{fmt(spec[len('interval:'):], value[0])} to {fmt(spec[len('interval:'):], value[1])}"
     v = float(value)
     formats: dict[str, Callable[[float], str]] = {
         "ms": lambda x: f"{x:,.0f} ms", "ms1": lambda x: f"{x:,.1f} ms",
@@ -279,26 +329,15 @@ class Values:
 
     def claim(self, name: str, claim_id: str, field_name: str = "published") -> str:
         """A published claim (``experiments.claims``): by default its published value as the paper shows it,
-        derived from the claim's kind, value, unit and neutral; else one of its fields as text. A name already
+        derived from the claim's rule, value, unit and neutral; else one of its fields as text. A name already
         defined for the same claim is the same value (sections and the claims table quote the same claims)."""
         if name in self.entries and all(s["file"] == CLAIMS_FILE and s["key"][1] == claim_id
                                         for s in self.entries[name]["sources"]):
             return str(self.entries[name]["text"])
         if field_name != "published":
             return self.add(name, [(CLAIMS_FILE, ["CLAIMS", claim_id, field_name])], "str")
-        sources = [(CLAIMS_FILE, ["CLAIMS", claim_id, f]) for f in ("kind", "low", "high", "unit", "neutral")]
+        sources = [(CLAIMS_FILE, ["CLAIMS", claim_id, f]) for f in ("rule", "low", "high", "unit", "neutral")]
         return self.add(name, sources, "str", "published")
-
-
-def published_text(kind: str, low: float, high: float, unit: str, neutral: float | None) -> str:
-    """A claim's published value as the paper shows it (``Claim.published``, with a real dash and sign)."""
-    if kind == "direction":
-        return "more" if high > 0 else "less"
-    text = plain_number(low) if low == high else f"{plain_number(low)}{DASH}{plain_number(high)}"
-    prefix = {"ceiling": "up to " if neutral is not None else "at most "}.get(kind, "")
-    if unit == "batches" and low == high == 1:
-        unit = "batch"
-    return prefix + text + ("" if not unit else {"%": "%", "x": TIMES}.get(unit, f" {unit}"))
 
 
 DERIVATIONS["published"] = lambda xs: published_text(*xs)
@@ -523,32 +562,65 @@ class Writeup:
                 return i, f
         return None
 
-    def verdict(self, name: str, run: Run | None, claim_id: str, basis: str | None = None) -> str:
-        """A claim's verdict as the run's own finding states it, with the measured span and the tolerance: the
-        one way the text names a verdict. 'not run' or 'not judged' when there is none."""
+    def counted(self, run: Run, claim_id: str) -> str | None:
+        """Why the run's finding on ``claim_id`` may not count as a verdict, in a word or two (None: it counts): the
+        run's standing when it is not fresh (``Standing``: why, in ``standing_text``), or ``measured before
+        registration`` (``experiments.registration``)."""
+        standing = self.results.standing(run)
+        if not standing.counted:
+            return standing.status
+        return None if unregistered(claim_id, list(standing.commits)) is None else "measured before registration"
+
+    def finding_text(self, name: str, run: Run, index: int, finding: dict[str, Any]) -> Text:
+        """One finding as the paper shows it everywhere: the verdict when it counts, else what stops it; the mean
+        over the seeds with its 95% interval (a bound: the seeds' range) and the seeds. The one way the paper
+        names a verdict. A finding judged before the rules (no interval) shows its measured span alone."""
+        path = ["summary", "findings", index]
+        spec = UNIT_SPEC.get(finding["unit"], "num1")
+        measured: Prose
+        if finding.get("measured_min") is None:
+            measured = "not measured"
+        else:
+            mean = self.v.add(f"{name}_mean", [(run.file, path + ["measured_min"]), (run.file, path + ["measured_max"])],
+                              "span:" + spec, "span")
+            if finding.get("ci_min") is None:
+                measured = f"measured {mean}"
+            else:
+                seeds = self.v.of(run, f"{name}_seeds", path + ["seeds"], "int")
+                interval = self.v.add(f"{name}_ci", [(run.file, path + ["ci_min"]), (run.file, path + ["ci_max"])],
+                                      "interval:" + spec, "range")
+                spread = "seeds" if finding.get("rule") == "at most" else "CI"
+                measured = f"{mean} ({spread} {interval}; {seeds} seed{'s' * (seeds != '1')})"
+        stopped = self.counted(run, finding["claim"])
+        if stopped is not None:
+            self.v.absent(f"{name}_verdict")
+            return text(emph("no verdict, " + stopped), ": ", measured)
+        verdict = self.v.of(run, f"{name}_verdict", path + ["verdict"], "str")
+        return text(strong(verdict), ": ", measured)
+
+    def standing_text(self, run: Run) -> Prose:
+        """Why a run's findings are or are not verdicts, in a sentence."""
+        standing = self.results.standing(run)
+        where = f"{run.experiment} on {THE[run.backend]} ({run.mode})"
+        if standing.counted:
+            return f"{where}: fresh, measured at " + ", ".join(c[:10] for c in standing.commits)
+        return f"{where}: {standing.status}" + (f", {standing.reason}" if standing.reason else "")
+
+    def verdict(self, name: str, run: Run | None, claim_id: str, basis: str | None = None) -> Prose:
+        """A claim's finding on one run (``finding_text``); 'not run' or 'not judged' when there is none."""
         found = self.finding(run, claim_id, basis)
         if run is None or found is None:
             self.v.absent(f"{name}_verdict")
             return "not run" if run is None else "not judged in this results file"
-        i, f = found
-        path = ["summary", "findings", i]
-        spec = UNIT_SPEC.get(f["unit"], "num1")
-        verdict = self.v.of(run, f"{name}_verdict", path + ["verdict"], "str")
-        span = self.v.add(f"{name}_measured", [(run.file, path + ["measured_min"]), (run.file, path + ["measured_max"])],
-                          "span:" + spec, "span") if f["measured_min"] is not None else "not measured"
-        tolerance = self.v.of(run, f"{name}_tolerance", path + ["tolerance"], spec)
-        return f"{verdict} (measured {span}, tolerance {tolerance})"
+        return self.finding_text(name, run, *found)
 
-    def verdicts(self, name: str, run: Run | None, claim_ids: Sequence[str], basis: str | None = None) -> str:
-        """The text naming several claims' verdicts on one run ("what: verdict (measured ..., tolerance ...)"),
-        registered as ``t.<name>``; says so when the run is absent."""
-        if run is None:
-            text = "not run in this build"
-        else:
-            text = "; ".join(f"{CLAIMS[cid].what}: {self.verdict(f'{name}_{key(cid)}', run, cid, basis)}"
-                             for cid in claim_ids)
-        self.text(name, text)
-        return text
+    def verdicts(self, name: str, run: Run | None, claim_ids: Sequence[str], basis: str | None = None) -> Prose:
+        """Several claims' findings on one run ("what: finding"), registered as ``t.<name>``; says so when the run
+        is absent."""
+        content: Prose = "not run in this build" if run is None else joined_text("; ", (
+            text(f"{CLAIMS[cid].what}: ", self.verdict(f"{name}_{key(cid)}", run, cid, basis)) for cid in claim_ids))
+        self.text(name, content)
+        return content
 
     def span(self, name: str, run: Run | None, paths: Sequence[Sequence[Any]], spec: str) -> str:
         """The smallest to the largest of several values of one run (one value when both read the same)."""

@@ -30,15 +30,32 @@ def group(records: Iterable[Record], *keys: str, task: str | None = None) -> dic
 
 
 def over_seeds(records: Sequence[Record], metric: str | Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
-    """Median, min and max of one metric over a group's seeds (None values skipped)."""
-    values = []
+    """Median, min and max of one metric over a group's seeds (None values skipped), and each seed's value
+    (``by_seed``, seed -> value, for the verdicts' per-seed samples: ``seed_values`` and ``per_seed``)."""
+    values, by_seed = [], {}
     for r in records:
         v = metric(r["metrics"]) if callable(metric) else r["metrics"].get(metric)
         if v is not None:
             values.append(float(v))
+            by_seed[str(r["point"]["seed"])] = float(v)
     if not values:
-        return {"median": None, "min": None, "max": None, "n": 0}
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+        return {"median": None, "min": None, "max": None, "n": 0, "by_seed": {}}
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values),
+            "by_seed": by_seed}
+
+
+def seed_values(stats: dict[str, Any] | None) -> dict[int, float]:
+    """Seed -> value of an ``over_seeds`` entry (empty for none, or an entry stored before ``by_seed``)."""
+    return {int(seed): float(v) for seed, v in ((stats or {}).get("by_seed") or {}).items()}
+
+
+def per_seed(combine: Callable[..., float | None], *stats: dict[str, Any] | None) -> list[float | None]:
+    """One value per seed that any of ``stats`` measured: ``combine`` of the entries' values at that seed, None
+    when one of them has no value there (a verdict's samples: a cut from a baseline and a configuration of the
+    same seed, say)."""
+    tables = [seed_values(s) for s in stats]
+    seeds = sorted(set().union(*tables)) if tables else []
+    return [combine(*(t[seed] for t in tables)) if all(seed in t for t in tables) else None for seed in seeds]
 
 
 def keep_up(records: Sequence[Record]) -> dict[str, Any]:
@@ -70,7 +87,7 @@ def latency_over_seeds(records: Sequence[Record], metric: str) -> dict[str, Any]
     """``over_seeds`` of a latency metric, empty when any seed of the group fell behind its input: a
     backlogged row shows no latency (its latency measured a queue), not the median of the seeds that kept up."""
     if keep_up(records)["backlogged"]:
-        return {"median": None, "min": None, "max": None, "n": 0}
+        return {"median": None, "min": None, "max": None, "n": 0, "by_seed": {}}
     return over_seeds(records, metric)
 
 

@@ -35,9 +35,9 @@ def _span(span: Span) -> str:
     if span.kind == "code":
         return "#raw(" + tstr(str(body)) + ")"
     if span.kind == "strong":
-        return f"*{inner}*"
+        return f"#strong[{inner}]"
     if span.kind == "emph":
-        return f"_{inner}_"
+        return f"#emph[{inner}]"
     if span.kind == "small":
         return f"#text(size: {SMALL_PT}pt)[{inner}]"
     if span.kind == "ref":

@@ -43,7 +43,7 @@ from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
 from experiments.sanity import no_worse
 from experiments.stats import (config_median, fmt_ms, fmt_pct, group, keep_up, keep_up_text, latency_over_seeds,
-                               mean_or_none, over_seeds, reduction)
+                               mean_or_none, over_seeds, per_seed, reduction)
 from experiments.claims import CLAIMS, describe
 from experiments.verdicts import judge, report_lines
 
@@ -177,15 +177,30 @@ class AsyncStateCheckpoint(Experiment):
         largest = max(sizes, key=float, default=None)
         smallest = min(sizes, key=float, default=None)
         at = f"{int(float(largest or 0)):,} keys"
-        cut = sizes[largest]["mean_cut"] if largest is not None else None
-        peak = sizes[largest]["peak_cut"] if largest is not None else None
-        out = [judge("asc_mean_cut", None if cut is None else cut * 100, scope=at, basis=basis),
-               judge("asc_peak", None if peak is None or cut is None else (peak - cut) * 100, scope=at, basis=basis)]
+
+        def stats(size: str | None, mode: str, metric: str) -> dict[str, Any] | None:
+            return sizes.get(size or "", {}).get(mode, {}).get(metric)
+
+        def cut(sync: float, asynchronous: float) -> float | None:
+            return 100.0 * (1.0 - asynchronous / sync) if sync > 0 else None
+
+        def gap(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else a - b
+
+        mean = per_seed(cut, stats(largest, "sync", "batch_mean"), stats(largest, "async", "batch_mean"))
+        peak_over_mean = per_seed(lambda sp, ap, sm, am: gap(cut(sp, ap), cut(sm, am)),
+                                  stats(largest, "sync", "batch_peak"), stats(largest, "async", "batch_peak"),
+                                  stats(largest, "sync", "batch_mean"), stats(largest, "async", "batch_mean"))
+        out = [judge("asc_mean_cut", mean, scope=at, basis=basis),
+               judge("asc_peak", peak_over_mean, scope=at, basis=basis)]
         if smallest is not None and smallest != largest:
-            small = sizes[smallest]["mean_cut"]
-            out.append(judge("asc_millions", None if small is None or cut is None else (cut - small) * 100,
-                             scope=f"{at} over {int(float(smallest)):,}", basis=basis))
-        worst = ((price.get("async") or {}).get("rerun_batches_max") or {}).get("max")
+            large_over_small = per_seed(lambda sl, al, ss, as_: gap(cut(sl, al), cut(ss, as_)),
+                                        stats(largest, "sync", "batch_mean"), stats(largest, "async", "batch_mean"),
+                                        stats(smallest, "sync", "batch_mean"), stats(smallest, "async", "batch_mean"))
+            out.append(judge("asc_millions", large_over_small, scope=f"{at} over {int(float(smallest)):,}",
+                             basis=basis))
+        # a bound: each seed's worst restart
+        worst = per_seed(lambda v: v, (price.get("async") or {}).get("rerun_batches_max"))
         out.append(judge("asc_rerun", worst, scope="async, worst restart", basis=basis))
         return [v.to_dict() for v in out]
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -45,9 +45,9 @@ from experiments.figures import LABEL_PT, PALETTE, WIDE, figure_context, save_fi
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import (fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, mean_or_none,
-                               median_or_none, over_seeds)
+                               median_or_none, over_seeds, seed_values)
 from experiments.claims import CLAIMS, describe
-from experiments.verdicts import FIRST_PRINCIPLES, judge, report_lines
+from experiments.verdicts import judge, report_lines
 
 NEVER_MS = 10**9                 # an interval longer than any run: only the first offset entry is persisted
 PROGRESS_INTERVALS_MS = {"quick": (500, 2000, 8000),  # Young with C ~ 0.2 s: ~16 s (quick M), ~38 s (full M)
@@ -58,7 +58,8 @@ PROGRESS_INTERVALS_MS = {"quick": (500, 2000, 8000),  # Young with C ~ 0.2 s: ~1
 # walked (reference.lineage_memo), so a run's cost grows linearly with its length
 SNAPSHOT_INTERVALS = {"quick": (2, 32), "full": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)}
 SNAPSHOT_BATCHES = {"quick": 36, "full": 160}    # at least; a run covers two of its snapshot intervals (see below)
-YOUNG_DOUBLINGS = CLAIMS["young_optimum"].tolerance   # the verdict's tolerance: a factor of two, either way
+# half a doubling: the claim's target ("approximately 0 doublings", rounded to the nearest doubling)
+YOUNG_HALF_DOUBLING = CLAIMS["young_optimum"].target.high
 EDGE_NOTE = " (at the edge of the grid: the optimum may lie beyond it)"
 MTBF_S = {"quick": 600.0, "full": 3600.0}
 CRASHES = {"quick": 4, "full": 8}
@@ -174,17 +175,7 @@ class CheckpointInterval(Experiment):
                                                  "lost_ms_mean", "restart_ms")}}
         c_ms = _m(progress.get("sync/0", {}), "log_write_ms_mean")
         free = _m(progress.get(f"async/{NEVER_MS}", {}), "interval_ms_mean")
-        curve = []
-        for row in progress.values():
-            if row["config"] != "async" or row["interval_ms"] == NEVER_MS:
-                continue
-            cadence, redo = _m(row, "interval_ms_mean"), _m(row, "lost_ms_mean")
-            if cadence is None or free is None or redo is None:
-                continue
-            overhead = cadence / free - 1.0
-            lost = overhead + ((_m(row, "restart_ms") or 0.0) + redo) / mtbf_ms
-            curve.append({"interval_ms": row["interval_ms"], "overhead": overhead, "redo_ms": redo, "lost": lost,
-                          "p50": _m(row, "latency_p50"), "keep_up": row["keep_up"]})
+        curve = _progress_curve(progress, mtbf_ms, _m)
         young_ms = math.sqrt(2.0 * c_ms * mtbf_ms) if c_ms else None
         best = min(curve, key=lambda r: r["lost"]) if curve else None
         snapshot = {}
@@ -192,17 +183,8 @@ class CheckpointInterval(Experiment):
             snapshot[str(interval)] = {"min_deltas": interval, **{
                 m: over_seeds(recs, m) for m in ("snapshot_ms_mean", "batch_ms_mean", "interval_ms_mean",
                                                  "recovery_load_ms_mean", "restart_ms")}}
-        snap_curve = []
-        for row in snapshot.values():
-            c, d, load = _m(row, "snapshot_ms_mean"), _m(row, "interval_ms_mean"), _m(row, "recovery_load_ms_mean")
-            if c is None or not d or load is None:
-                continue
-            overhead = c / (row["min_deltas"] * d)
-            snap_curve.append({"min_deltas": row["min_deltas"], "overhead": overhead, "load_ms": load,
-                               "lost": overhead + ((_m(row, "restart_ms") or 0.0) + load) / mtbf_ms})
-        snap_c = median_or_none(_m(r, "snapshot_ms_mean") for r in snapshot.values()) or None
-        batch = median_or_none(_m(r, "interval_ms_mean") for r in snapshot.values()) or None
-        young_batches = math.sqrt(2.0 * snap_c * mtbf_ms) / batch if snap_c and batch else None
+        snap_curve = _snapshot_curve(snapshot, mtbf_ms, _m)
+        snap_c, batch, young_batches = _young_batches(snapshot, mtbf_ms, _m)
         snap_best = min(snap_curve, key=lambda r: r["lost"]) if snap_curve else None
         # Young charges a failure half an interval of work redone at the batches' pace; a changelog restart
         # replays the interval's changelogs instead, at the load curve's slope per version of interval
@@ -210,11 +192,30 @@ class CheckpointInterval(Experiment):
         replay_batches = math.sqrt(snap_c * mtbf_ms / (batch * slope)) if snap_c and batch and slope else None
         progress_grid = [r["interval_ms"] for r in curve]
         snapshot_grid = [r["min_deltas"] for r in snap_curve]
+        # each seed's own curves, its own best interval and its own Young's optimum: the verdict's samples
+        seeds = sorted({int(r["point"]["seed"]) for r in records})
+        progress_doublings, snapshot_doublings = [], []
+        for seed in seeds:
+            def get(row: dict[str, Any], metric: str, seed: int = seed) -> float | None:
+                return seed_values(row.get(metric)).get(seed)
+            c_seed = get(progress.get("sync/0", {}), "log_write_ms_mean")
+            seed_curve = _progress_curve(progress, mtbf_ms, get)
+            seed_best = min(seed_curve, key=lambda r: r["lost"]) if seed_curve else None
+            progress_doublings.append(_doublings(seed_best["interval_ms"] if seed_best else None,
+                                                 math.sqrt(2.0 * c_seed * mtbf_ms) if c_seed else None,
+                                                 [r["interval_ms"] for r in seed_curve]))
+            seed_snap = _snapshot_curve(snapshot, mtbf_ms, get)
+            seed_snap_best = min(seed_snap, key=lambda r: r["lost"]) if seed_snap else None
+            snapshot_doublings.append(_doublings(seed_snap_best["min_deltas"] if seed_snap_best else None,
+                                                 _young_batches(snapshot, mtbf_ms, get)[2],
+                                                 [r["min_deltas"] for r in seed_snap]))
+        edge = ", the grid's edge: a bound"
         verdicts = [
-            _optimum_verdict("async-progress interval", best["interval_ms"] if best else None, young_ms,
-                             progress_grid, self.basis(ctx)),
-            _optimum_verdict("snapshot interval", snap_best["min_deltas"] if snap_best else None, young_batches,
-                             snapshot_grid, self.basis(ctx))]
+            judge("young_optimum", progress_doublings, basis=self.basis(ctx), scope="async-progress interval"
+                  + (edge if _at_edge(best["interval_ms"] if best else None, progress_grid) else "")).to_dict(),
+            judge("young_optimum", snapshot_doublings, basis=self.basis(ctx), scope="snapshot interval"
+                  + (edge if _at_edge(snap_best["min_deltas"] if snap_best else None, snapshot_grid) else "")
+                  ).to_dict()]
         return {"mtbf_s": MTBF_S[ctx.mode], "verdicts": verdicts,
                 "progress": {"rows": progress, "checkpoint_cost_ms": c_ms, "free_cadence_ms": free, "curve": curve,
                              "young_ms": young_ms, "simulated_best_ms": best["interval_ms"] if best else None,
@@ -347,28 +348,65 @@ def _slope(xs: list[float], ys: list[float]) -> float | None:
     return slope if slope > 0 else None
 
 
-def _optimum_verdict(scope: str, best: float | None, predicted: float | None, grid: list[float],
-                     basis: str = FIRST_PRINCIPLES) -> dict[str, Any]:
-    """The verdict on "the simulated optimum is near ``predicted``", in doublings (log2 of their ratio): within
-    YOUNG_DOUBLINGS of it (a factor of two either way) reproduces it.
+Getter = Callable[[dict[str, Any], str], float | None]     # a row's value of a metric: its median, or a seed's
+
+
+def _progress_curve(progress: dict[str, Any], mtbf_ms: float, get: Getter) -> list[dict[str, Any]]:
+    """Time lost per async-progress interval: the cadence's overhead over the free-running cadence, plus the work
+    a failure every ``mtbf_ms`` redoes and its restart."""
+    free = get(progress.get(f"async/{NEVER_MS}", {}), "interval_ms_mean")
+    curve = []
+    for row in progress.values():
+        if row["config"] != "async" or row["interval_ms"] == NEVER_MS:
+            continue
+        cadence, redo = get(row, "interval_ms_mean"), get(row, "lost_ms_mean")
+        if cadence is None or free is None or redo is None:
+            continue
+        overhead = cadence / free - 1.0
+        lost = overhead + ((get(row, "restart_ms") or 0.0) + redo) / mtbf_ms
+        curve.append({"interval_ms": row["interval_ms"], "overhead": overhead, "redo_ms": redo, "lost": lost,
+                      "p50": (row.get("latency_p50") or {}).get("median"), "keep_up": row["keep_up"]})
+    return curve
+
+
+def _snapshot_curve(snapshot: dict[str, Any], mtbf_ms: float, get: Getter) -> list[dict[str, Any]]:
+    """Time lost per snapshot interval: a snapshot's cost spread over its interval, plus a failure's restart and
+    the load of the state it replays."""
+    curve = []
+    for row in snapshot.values():
+        c, d, load = get(row, "snapshot_ms_mean"), get(row, "interval_ms_mean"), get(row, "recovery_load_ms_mean")
+        if c is None or not d or load is None:
+            continue
+        overhead = c / (row["min_deltas"] * d)
+        curve.append({"min_deltas": row["min_deltas"], "overhead": overhead, "load_ms": load,
+                      "lost": overhead + ((get(row, "restart_ms") or 0.0) + load) / mtbf_ms})
+    return curve
+
+
+def _young_batches(snapshot: dict[str, Any], mtbf_ms: float,
+                   get: Getter) -> tuple[float | None, float | None, float | None]:
+    """A snapshot's cost and a batch's interval (medians over the grid), and Young's optimum in batches."""
+    snap_c = median_or_none(get(r, "snapshot_ms_mean") for r in snapshot.values()) or None
+    batch = median_or_none(get(r, "interval_ms_mean") for r in snapshot.values()) or None
+    return snap_c, batch, math.sqrt(2.0 * snap_c * mtbf_ms) / batch if snap_c and batch else None
+
+
+def _doublings(best: float | None, predicted: float | None, grid: list[float]) -> float | None:
+    """How far the simulated best interval lies from ``predicted``, in doublings (log2 of their ratio).
 
     A best interval inside the grid is the estimate. One at an edge is only a bound: if the loss falls all the way
     to the grid's longest interval, the optimum is past the one before it (the curve need not turn at the edge
-    itself), and symmetrically at the short end. Such a bound refutes a prediction more than the tolerance on the
-    other side of it, and measures nothing otherwise."""
-    measured = None
+    itself), and symmetrically at the short end. Such a bound refutes a prediction it lies beyond by more than
+    half a doubling (the nearest doubling, the claim's rounding), and measures nothing otherwise (None)."""
     points = sorted(set(grid))
-    if best is not None and predicted and len(points) >= 2 and best in points:
-        if _at_edge(best, points):
-            bound = points[-2] if best == points[-1] else points[1]
-            doublings = math.log2(bound / predicted)
-            past = doublings > 0 if best == points[-1] else doublings < 0
-            if past and abs(doublings) > YOUNG_DOUBLINGS:
-                measured = doublings
-            scope += ", the grid's edge: a bound"
-        else:
-            measured = math.log2(best / predicted)
-    return judge("young_optimum", measured, scope=scope, basis=basis).to_dict()
+    if best is None or not predicted or len(points) < 2 or best not in points:
+        return None
+    if not _at_edge(best, points):
+        return math.log2(best / predicted)
+    bound = points[-2] if best == points[-1] else points[1]
+    doublings = math.log2(bound / predicted)
+    past = doublings > 0 if best == points[-1] else doublings < 0
+    return doublings if past and abs(doublings) > YOUNG_HALF_DOUBLING else None
 
 
 def _fmt_opt(value: float | None, unit: str) -> str:

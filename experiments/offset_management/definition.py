@@ -41,7 +41,7 @@ from experiments.native_runs import (DURATION_KEYS, FEED_MS, NATIVE, duration_me
 from experiments.profiles import sim_profile
 from experiments.sanity import no_worse
 from experiments.stats import (fmt_ms, fmt_pct, group, keep_up, keep_up_text, latency_over_seeds, over_seeds,
-                               reduction)
+                               per_seed, reduction)
 from experiments.claims import CLAIMS, describe
 from experiments.verdicts import FITTED, judge, report_lines
 
@@ -354,15 +354,16 @@ def _verdicts(rates: dict[str, Any], basis: str) -> list[dict[str, Any]]:
     out = []
     for rate, entry in rates.items():
         at = f"at {_rate_label(rate)} ev/s"
-        base = _median(entry, "baseline", "p50")
+        base = entry.get("baseline", {}).get("p50")
         for config, claim_id in CUT_CLAIMS.items():
-            cut = entry.get(config, {}).get("cut_p50")
-            out.append(judge(claim_id, None if cut is None else cut * 100, scope=f"{config} {at}", basis=basis))
-        out.append(judge("om_both_below_ms", _median(entry, "both", "p50"), scope=at, basis=basis))
+            cuts = per_seed(lambda b, v: 100.0 * (1.0 - v / b) if b > 0 else None, base,
+                            entry.get(config, {}).get("p50"))
+            out.append(judge(claim_id, cuts, scope=f"{config} {at}", basis=basis))
+        out.append(judge("om_both_below_ms", per_seed(lambda v: v, entry.get("both", {}).get("p50")), scope=at,
+                         basis=basis))
         for config, claim_id in SAVING_CLAIMS.items():
-            value = _median(entry, config, "p50")
-            out.append(judge(claim_id, None if base is None or value is None else base - value,
-                             scope=f"{config} {at}", basis=basis))
+            saved = per_seed(lambda b, v: b - v, base, entry.get(config, {}).get("p50"))
+            out.append(judge(claim_id, saved, scope=f"{config} {at}", basis=basis))
     return [v.to_dict() for v in out]
 
 

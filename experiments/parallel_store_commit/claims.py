@@ -8,8 +8,7 @@ from experiments.publications import Claim
 CLAIMS: dict[str, Claim] = {
     "psc_latency": Claim(
         "rocksdb", "For such queries, we now support parallel commits of state stores for all instances associated "
-        "with a partition, thereby improving latency.", "the post's description (no benchmark)",
-        "mean batch duration cut, parallel store commits", "direction", 0.0, 1.0, "%", 5.0,
-        "the engine's batch durations on a shared 2-core machine vary by more than that between runs",
-        experiment="parallel-store-commit"),
+        "with a partition, thereby improving latency.", "thereby improving latency",
+        "the post's description (no benchmark)", "mean batch duration cut, parallel store commits", "more", 0.0, 0.0,
+        "%", "derived", experiment="parallel-store-commit"),
 }

@@ -41,7 +41,7 @@ from experiments.figures import WIDE, backend_label, figure_context, grouped_bar
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
 from experiments.sanity import no_worse
-from experiments.stats import config_median, fmt_ms, group, keep_up, keep_up_text, over_seeds
+from experiments.stats import config_median, fmt_ms, group, keep_up, keep_up_text, over_seeds, per_seed
 
 MODES = ("sequential", "parallel")
 JOIN: dict[str, Any] = {"kind": "join", "time_bound_ms": 1000, "watermark_delay_ms": 1000}
@@ -140,7 +140,10 @@ class ParallelStoreCommit(Experiment):
         for entry in inputs.values():
             entry["commit_ratio"] = _ratio(entry, "commit_mean")
             entry["batch_ratio"] = _ratio(entry, "batch_mean")
-        verdicts = [judge("psc_latency", None if e["batch_ratio"] is None else (1.0 - e["batch_ratio"]) * 100,
+        # each seed's cut of the mean batch, parallel against the same seed in turn
+        verdicts = [judge("psc_latency", per_seed(lambda s, p: 100.0 * (1.0 - p / s) if s > 0 else None,
+                                                  e.get("sequential", {}).get("batch_mean"),
+                                                  e.get("parallel", {}).get("batch_mean")),
                           scope=workload, basis=self.basis(ctx)).to_dict() for workload, e in inputs.items()]
         return {"inputs": inputs, "verdicts": verdicts}
 

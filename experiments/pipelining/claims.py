@@ -8,8 +8,7 @@ from experiments.publications import Claim
 CLAIMS: dict[str, Claim] = {
     "pipe_speedup": Claim(
         "update", "In the benchmarks we have run so far to quantify the performance uplift pipelined execution "
-        "gives, we have noticed a 2-3x improvement in throughput and cost reduction.",
+        "gives, we have noticed a 2-3x improvement in throughput and cost reduction.", "a 2-3x improvement",
         "the update post's pipelining benchmarks (not described)", "throughput speed-up from pipelining", "range",
-        2.0, 3.0, "x", 0.5, "the post gives neither its pipeline depth nor its stragglers; half a unit of "
-        "speed-up either way", neutral=1.0, experiment="pipelining"),
+        2.0, 3.0, "x", "published", neutral=1.0, experiment="pipelining"),
 }

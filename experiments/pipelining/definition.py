@@ -44,7 +44,7 @@ from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, g
 from experiments.measure import run_point_scenario
 from experiments.profiles import sim_profile
 from experiments.sanity import no_worse
-from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, over_seeds
+from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, over_seeds, per_seed
 from experiments.claims import CLAIMS, describe
 from experiments.verdicts import judge, report_lines
 from reference.backend import RunResult, ScenarioRefused
@@ -235,9 +235,13 @@ class Pipelining(Experiment):
                     else {"min": None, "max": None, "n": 0}
             p, q = _med(seq, "p50"), _med(pipe, "p50")
             entry["latency_ratio_p50"] = q / p if p and q else None
-        verdicts = [judge("pipe_speedup", rows[key].get(f"speedup{field}"),
-                          scope=f"{key}, depth {DEEP if field else 'default'}", basis=self.basis(ctx)).to_dict()
-                    for key in sorted(rows) for field in ("", "_deep")]
+        # each seed's speed-up against the same seed's sequential run, at the default depth and the deep one
+        verdicts = [judge("pipe_speedup", per_seed(lambda s, p: p / s if s > 0 else None,
+                                                   rows[key].get("sequential", {}).get("rows_per_s"),
+                                                   rows[key].get(mode, {}).get("rows_per_s")),
+                          scope=f"{key}, depth {DEEP if mode == 'deep' else 'default'}",
+                          basis=self.basis(ctx)).to_dict()
+                    for key in sorted(rows) for mode in ("pipelined", "deep")]
         # the rate the latency points ran at (the simulator's and the engine's differ), from their scenarios
         rates = {r["point"]["scenario"]["source"]["rows_per_second"] for r in records
                  if r["point"]["task"] == "latency"}

@@ -43,7 +43,7 @@ from experiments.experiment import BackendRun, Check, Experiment, Point, RunCont
 from experiments.figures import PALETTE, WIDE, figure_context, save_figure
 from experiments.measure import simulate_point
 from experiments.profiles import sim_profile
-from experiments.stats import fmt_ms, group, over_seeds, percentile
+from experiments.stats import fmt_ms, group, over_seeds, per_seed, percentile
 from experiments.verdicts import judge, report_lines
 from reference.engine_config import REAL_TIME_DEFAULT_BATCH_MS, REAL_TIME_MIN_BATCH_MS
 from reference.real_time import deadline_ms
@@ -188,7 +188,7 @@ class RealTimeMode(Experiment):
         for (seconds, config), recs in group(records, "params.batch_s", "config", task="replay").items():
             (tradeoff if config == "real-time" else bounded).setdefault(str(seconds), {}).update(
                 {m: over_seeds(recs, m) for m in ("records_reprocessed", "recovery_ms", "rerun_batches")})
-        verdicts = [judge(cid, latency.get(workload, {}).get("real-time", {}).get(q, {}).get("median"),
+        verdicts = [judge(cid, per_seed(lambda v: v, latency.get(workload, {}).get("real-time", {}).get(q)),
                           scope=f"{RATE:,} rows/s", basis=self.basis(ctx)).to_dict()
                     for (workload, q), cid in CLAIMS.items()]
         return {"rate_rows_per_s": RATE, "real_time_batch_ms": REAL_TIME_BATCH_MS, "latency": latency,

@@ -39,7 +39,7 @@ from experiments.experiment import BackendRun, Check, Experiment, Point, RunCont
 from experiments.figures import LABEL_PT, PALETTE, WIDE, backend_label, figure_context, grouped_bars, save_figure
 from experiments.measure import simulate_point
 from experiments.profiles import sim_profile
-from experiments.stats import fmt_ms, group, keep_up, keep_up_text, over_seeds
+from experiments.stats import fmt_ms, group, keep_up, keep_up_text, over_seeds, per_seed
 from reference.outcome import Outcome
 from reference.rebalancing import PlacementTimeline
 from reference.scenario import Scenario
@@ -140,9 +140,13 @@ class StateRebalancing(Experiment):
             row["throughput_gain"] = on / off - 1.0 if on is not None and off else None
             a, b = _m(row, "rebalance", "settled_batch_ms"), _m(row, "never_move", "settled_batch_ms")
             row["batch_ms_reduction"] = 1.0 - a / b if a is not None and b else None
-        verdicts = [judge("rb_spread", None if row["throughput_gain"] is None else row["throughput_gain"] * 100,
+        # each seed's settled throughput, rebalancing against the same seed never moving state
+        verdicts = [judge("rb_spread", per_seed(lambda off, on: 100.0 * (on / off - 1.0) if off > 0 else None,
+                                                row["never_move"]["rows_per_s_settled"],
+                                                row["rebalance"]["rows_per_s_settled"]),
                           scope=f"{int(row['keys']):,} keys", basis=self.basis(ctx)).to_dict()
-                    for row in sorted(rows.values(), key=lambda r: r["keys"])]
+                    for row in sorted(rows.values(), key=lambda r: r["keys"]) if "never_move" in row
+                    and "rebalance" in row]
         return {"rows": rows, "rate": RATE, "trigger_ms": TRIGGER_MS, "state_partitions": STATE_PARTITIONS,
                 "move": (QUICK if ctx.quick else FULL).move, "verdicts": verdicts}
 
