@@ -306,7 +306,8 @@ class ChangelogCheckpointing(Experiment):
         import matplotlib.pyplot as plt
         rows = summary["rows"]
         keys = _in_order(rows)
-        labels = [k.replace("/", " ") for k in keys]
+        # two short lines per configuration, upright: thirteen fit across the page without touching
+        labels = [{"snapshot": "none"}.get(k, k.replace("changelog", "cl").replace("/", "\n")) for k in keys]
         # the full run's thirteen configurations do not fit three panels side by side: one panel per row
         many = len(keys) > 6
         with figure_context():
@@ -327,11 +328,10 @@ class ChangelogCheckpointing(Experiment):
                                                                          for k in keys]}, unit="ms")
             axes[2].set_title("Recovery")
             for ax in axes:
-                # one line per label, slanted: four fit under a panel a third of the page wide
-                ax.tick_params(axis="x", labelsize=9)
-                plt.setp(ax.get_xticklabels(), rotation=30 if many else 35, ha="right", rotation_mode="anchor")
-            # one axis label under the three panels: it is the same for each
-            fig.supxlabel("state store provider / min_deltas_for_snapshot", fontsize=9)
+                ax.tick_params(axis="x", labelsize=LABEL_PT)
+            # one axis label under the panels: it is the same for each
+            fig.supxlabel("state store provider (cl: changelog, delta: HDFS-backed, none: RocksDB without changelog "
+                          "checkpointing) and min_deltas_for_snapshot", fontsize=LABEL_PT)
             seeds = len(self.seed_list(ctx))
             fig.suptitle(f"State checkpoints ({backend_label(ctx.backend)}, {ctx.mode}, {seeds} seed"
                          f"{'s' * (seeds != 1)}{'; whiskers: min-max' if seeds > 1 else ''}), "

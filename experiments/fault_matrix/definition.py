@@ -333,7 +333,8 @@ class FaultMatrix(Experiment):
                 for x, label in enumerate(row):
                     ax.text(x, y, label, ha="center", va="center", fontsize=LABEL_PT, color="#1b3139")
             ax.set_xticks(range(len(modes)))
-            ax.set_xticklabels([m.replace("_", " ") for m in modes], rotation=30, ha="right", fontsize=LABEL_PT)
+            # a word a line, upright: nine modes fit across without their labels touching
+            ax.set_xticklabels([m.replace("_", "\n") for m in modes], fontsize=LABEL_PT)
             ax.set_yticks(range(len(faults)))
             ax.set_yticklabels([k.replace("_", " ") for k in faults], fontsize=LABEL_PT)
             ax.tick_params(length=0)

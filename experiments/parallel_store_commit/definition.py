@@ -37,7 +37,7 @@ from experiments.claims import describe
 from experiments.verdicts import judge, report_lines
 from experiments.conditions import Condition
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
-from experiments.figures import WIDE, backend_label, figure_context, grouped_bars, save_figure, seed_span
+from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, grouped_bars, save_figure, seed_span
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
 from experiments.sanity import no_worse
@@ -175,16 +175,19 @@ class ParallelStoreCommit(Experiment):
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
         inputs = list(summary["inputs"])
+        # a part a line, upright ("generated, object_store" is "generated" over "object_store")
+        labels = [w.replace(", ", "\n") for w in inputs]
         with figure_context():
-            fig, axes = plt.subplots(1, 2, figsize=(WIDE, 3.6))
+            fig, axes = plt.subplots(1, 2, figsize=(WIDE, 3.6), layout="constrained")
             for ax, metric, title in ((axes[0], "commit_mean", "A partition's state commit"),
                                       (axes[1], "batch_mean", "Mean batch duration")):
-                grouped_bars(ax, inputs, {mode: [config_median(summary["inputs"][w], mode, metric) for w in inputs]
+                grouped_bars(ax, labels, {mode: [config_median(summary["inputs"][w], mode, metric) for w in inputs]
                                           for mode in MODES}, unit="ms",
                              spread={mode: [seed_span(summary["inputs"][w].get(mode, {}).get(metric)) for w in inputs]
                                      for mode in MODES})
-                ax.set_xlabel("input (simulator: rows/s per side; PySpark engine: checkpoint storage)")
                 ax.set_title(title)
+            # one axis label under both panels: it is the same for each
+            fig.supxlabel("input (simulator: rows/s per side; PySpark engine: checkpoint storage)", fontsize=LABEL_PT)
             seeds = len(self.seed_list(ctx))
             fig.suptitle(f"A join's two state stores committed in turn or in parallel ({backend_label(ctx.backend)}, "
                          f"{ctx.mode}, {seeds} seed{'s' * (seeds != 1)}{'; whiskers: min-max' if seeds > 1 else ''})")

@@ -40,7 +40,7 @@ from experiments.conditions import Condition
 from experiments.outcome_metrics import check_outcome_ok, latency_metrics
 from experiments.scenario_builders import crash_at, rate_scenario, with_faults
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
-from experiments.figures import PALETTE, WIDE, figure_context, save_figure
+from experiments.figures import LABEL_PT, PALETTE, WIDE, figure_context, fit_legend, save_figure
 from experiments.measure import simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, over_seeds, per_seed, percentile
@@ -251,7 +251,8 @@ class RealTimeMode(Experiment):
     def figures(self, summary: dict[str, Any], ctx: RunContext, out_dir: Path) -> list[Path]:
         import matplotlib.pyplot as plt
         with figure_context():
-            fig, axes = plt.subplots(1, 3, figsize=(WIDE, 3.9))
+            # one panel a row, as wide as the page: each legend fits inside its panel at the figures' 8 pt
+            fig, axes = plt.subplots(3, 1, figsize=(WIDE, 8.4), layout="constrained")
             _latency_panel(axes[0], summary)
             seconds = sorted(summary["tradeoff"], key=int)
             xs = [int(s) for s in seconds]
@@ -272,8 +273,9 @@ class RealTimeMode(Experiment):
             ax2.set_ylabel("recovery (restart included), s")
             ax.set_title("Replay after a crash")
             handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-            ax.legend(handles, [str(h.get_label()) for h in handles], fontsize=6, loc="upper left",
-                      bbox_to_anchor=(0.0, -0.2))
+            top = max([v for v in med["records_reprocessed"] if v is not None] or [1.0])
+            ax.set_ylim(0, top * 1.6)          # the legend sits above the curves
+            ax.legend(handles, [str(h.get_label()) for h in handles], fontsize=LABEL_PT, loc="upper left", ncol=2)
             ax = axes[2]
             floor = 0.01
             for key_, label, color in (("latency_p99", "p99, all records", 0),
@@ -287,10 +289,12 @@ class RealTimeMode(Experiment):
             ax.set_xlabel("batch duration, s (log)")
             ax.set_ylabel("ms (log)")
             ax.set_title(f"Around boundaries (floor {floor} ms)")
-            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.0, -0.2))
-            fig.suptitle(f"Real-time mode on the simulator ({ctx.mode}, {len(self.seed_list(ctx))} seed(s), "
-                         f"{PROFILE} profile; not fitted to the published figures)")
-            fig.tight_layout()
+            highest = max([v for k in ("latency_p99", "boundary_p99", "gap_ms_mean") for v in med[k] if v] or [1.0])
+            ax.set_ylim(floor, highest * 1000)  # the legend sits above the curves
+            fit_legend(ax)
+            seeds = len(self.seed_list(ctx))
+            fig.suptitle(f"Real-time mode on the simulator ({ctx.mode}, {seeds} seed{'s' * (seeds != 1)}, "
+                         f"{PROFILE} profile; not fitted to the published figures)", fontsize=9)
             return save_figure(fig, out_dir, "real_time_mode")
 
 
@@ -311,10 +315,12 @@ def _latency_panel(ax: Any, summary: dict[str, Any]) -> None:
                         linestyle="none", label="Databricks real-time (anchor)" if (w, q) == (0, "p50") else None)
     ax.set_yscale("log")
     ax.set_xticks(range(len(workloads)))
-    ax.set_xticklabels([w.replace("stateful ", "") for w in workloads], fontsize=7)
+    ax.set_xticklabels([w.replace("stateful ", "") for w in workloads], fontsize=LABEL_PT)
     ax.set_ylabel("end-to-end latency, ms (log)")
     ax.set_title(f"Latency at {summary['rate_rows_per_s']:,} rows/s")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=2)
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 100)        # the legend sits above the bars
+    fit_legend(ax)
 
 
 def _ratio(rt: dict[str, Any] | None, mb: dict[str, Any] | None) -> float | None:

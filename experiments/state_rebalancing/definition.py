@@ -36,7 +36,7 @@ from experiments.claims import describe
 from experiments.verdicts import judge, report_lines
 from experiments.conditions import Condition
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
-from experiments.figures import LABEL_PT, PALETTE, WIDE, backend_label, figure_context, grouped_bars, save_figure
+from experiments.figures import PALETTE, WIDE, backend_label, figure_context, fit_legend, grouped_bars, save_figure
 from experiments.measure import simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, keep_up, keep_up_text, over_seeds, per_seed
@@ -196,10 +196,8 @@ class StateRebalancing(Experiment):
         ordered = sorted(summary["rows"].values(), key=lambda r: r["keys"])
         labels = [_keys_label(_m(r, "rebalance", "state_keys_at_move")) for r in ordered]
         with figure_context():
-            # the batch durations across the page, the two bar charts under them
-            fig = plt.figure(figsize=(WIDE, 6.4), layout="constrained")
-            grid = fig.add_gridspec(2, 2)
-            axes = [fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])]
+            # one panel a row, as wide as the page: the bars' value labels and legends fit at 8 pt
+            fig, axes = plt.subplots(3, 1, figsize=(WIDE, 8.0), layout="constrained")
             ax = axes[0]
             for i, row in enumerate(ordered):
                 series = row["rebalance"]["series"]
@@ -212,8 +210,9 @@ class StateRebalancing(Experiment):
             ax.set_xlabel("s since the joins (batch planned)")
             ax.set_ylabel("batch duration, ms")
             ax.set_title("Batch duration around the move")
-            # under the axis, where it hides no line
-            ax.legend(fontsize=LABEL_PT, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)
+            low, high = ax.get_ylim()
+            ax.set_ylim(low, high * 1.35)       # the legend sits above the lines
+            fit_legend(ax, loc="upper right")
             grouped_bars(axes[1], labels, {
                 "moved partition's load": [_m(r, "rebalance", "moved_load_ms_max") for r in ordered],
                 "latency spike": [_m(r, "rebalance", "spike_ms") for r in ordered],

@@ -87,8 +87,8 @@ def layout(nodes: dict[NodeId, Node]) -> dict[NodeId, tuple[float, float]]:
     return place
 
 
-def draw() -> bytes:
-    """The figure as PNG bytes."""
+def figure() -> Any:
+    """The figure, drawn (a matplotlib ``Figure``; the caller closes it)."""
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -122,9 +122,17 @@ def draw() -> bytes:
                    plt.Line2D([], [], color=PALETTE[1], lw=1.5, label="batch 1"),
                    plt.Line2D([], [], color="0.3", lw=1.0, linestyle="--", label="background step")]
         fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=LABEL_PT)
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=150, metadata={"Software": None}, bbox_inches="tight")
-        plt.close(fig)
+        fig.canvas.draw()
+    return fig
+
+
+def draw() -> bytes:
+    """The figure as PNG bytes."""
+    import matplotlib.pyplot as plt
+    fig = figure()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=150, metadata={"Software": None}, bbox_inches="tight")
+    plt.close(fig)
     return buffer.getvalue()
 
 
