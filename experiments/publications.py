@@ -38,6 +38,9 @@ RATE_SOURCE = "rate source to stat sink"
 KAFKA = "Kafka source to Kafka sink"
 HEADLINE = "overall headline"
 RULES = ("range", "approximately", "up to", "below", "at most", "more", "less")
+# how a measured value in percent reads, one convention everywhere: "lower" (a cut: 33 is "33% lower", -10 is
+# "10% higher"), "higher" (an increase), "faster", and "points" (a difference of two percentages)
+SENSES = ("", "lower", "higher", "faster", "points")
 CATEGORIES = ("published", "derived", "external", "anchor", "calibration")
 LIGHTSPEED, OTHER = "the Lightspeed posts' published numbers", "everything else"
 TALLIES = {"published": LIGHTSPEED, "derived": OTHER, "external": OTHER, "anchor": OTHER, "calibration": OTHER}
@@ -111,8 +114,10 @@ class Claim:
     neutral: float | None = 0.0  # the value meaning no effect (None: the number has no direction)
     experiment: str | None = None   # the experiment that judges it (experiments.registry); None: none does
     untested: str = ""           # why no experiment judges it
+    sense: str = ""              # how a measured value reads in words (SENSES); "": as a plain number
 
     def __post_init__(self) -> None:
+        assert self.sense in SENSES, f"claim sense {self.sense!r} is not one of {SENSES}"
         assert self.rule in RULES, f"claim rule {self.rule!r} is not one of {RULES}"
         assert self.category in CATEGORIES, f"claim category {self.category!r} is not one of {CATEGORIES}"
         assert self.low <= self.high, f"published range {self.low}..{self.high} is reversed"

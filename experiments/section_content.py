@@ -223,6 +223,9 @@ DERIVATIONS: dict[str, Callable[[list[Any]], Any]] = {
     "yesno": lambda xs: xs[0],
     "backlogged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(r)),
     "judged": lambda xs: sum(1 for r in xs[0] or [] if backlogged(r) is not None),
+    # the same over point records given one source each
+    "backlogged points": lambda xs: sum(1 for r in xs if backlogged(r or {})),
+    "judged points": lambda xs: sum(1 for r in xs if backlogged(r or {}) is not None),
     "caught": lambda xs: sum(1 for e in xs[0] or [] if e.get("caught_by")),
     "s_to_ms": lambda xs: xs[0] * 1000.0 if _num(xs[0]) is not None else None,
 }
@@ -238,11 +241,28 @@ def _nonzero(value: float, digits: int) -> float:
 
 
 def joined(low: str, high: str) -> str:
-    """A range's display text: one value when both ends read the same ("49%", not "49% to 49%")."""
-    return low if low == high else f"{low} to {high}"
+    """A range's display text: one value when both ends read the same ("49%", not "49% to 49%"), and a shared
+    word once ("26% to 27% lower", not "26% lower to 27% lower")."""
+    if low == high:
+        return low
+    low_head, _, low_word = low.partition(" ")
+    high_head, _, high_word = high.partition(" ")
+    if low_word and low_word == high_word:
+        return f"{low_head} to {high_head} {high_word}"
+    return f"{low} to {high}"
 
 
 UNIT_SPEC = {"%": "num0pct", "x": "x", "ms": "ms", "batches": "num1", "doublings": "num1"}
+# a claim's value in percent, by the claim's sense (experiments.publications.SENSES): one convention everywhere
+SENSE_SPEC = {"lower": "pct_lower", "higher": "pct_higher", "faster": "pct_faster", "points": "points"}
+
+
+def claim_spec(claim_id: str, unit: str) -> str:
+    """The format a claim's measured values are shown in: by its sense (a cut reads "33% lower"), else its unit."""
+    known = CLAIMS.get(claim_id)
+    if known is not None and known.sense and unit == "%":
+        return SENSE_SPEC[known.sense]
+    return UNIT_SPEC.get(unit, "num1")
 
 
 def fmt(spec: str, value: Any) -> str:
@@ -259,21 +279,38 @@ def fmt(spec: str, value: Any) -> str:
         return f"{fmt(spec[len('interval:'):], value[0])} to {fmt(spec[len('interval:'):], value[1])}"
     v = float(value)
     formats: dict[str, Callable[[float], str]] = {
-        "ms": lambda x: f"{x:,.0f} ms", "ms1": lambda x: f"{x:,.1f} ms",
+        "ms": lambda x: f"{x:,.0f} ms", "ms1": lambda x: f"{x:,.1f} ms", "ms_sig": lambda x: f"{x:.3g} ms",
         "s": lambda x: f"{x:,.0f} s" if x >= 10 else f"{x:,.1f} s", "min": lambda x: f"{x / 60:,.1f} min",
         "pct": lambda x: _signed(f"{_nonzero(x * 100, 0):,.0f}%"),
         "pct1": lambda x: _signed(f"{_nonzero(x * 100, 1):,.1f}%"),
-        "cut": lambda x: _signed(f"{-x * 100:+.0f}%"),            # a reduction (0.4 = 40% less) as a change
-        "change": lambda x: _signed(f"{x * 100:+.0f}%"),          # a relative change (0.3 = 30% more)
+        "cut": lambda x: _direction(x, "lower", "higher"),       # a reduction (0.4 = 40% lower), in words
+        "change": lambda x: _direction(x, "higher", "lower"),     # a relative change (0.3 = 30% higher), in words
         "num0pct": lambda x: _signed(f"{_nonzero(x, 0):,.0f}%"),  # a number already in percent
+        "pct_lower": lambda x: _direction(x / 100, "lower", "higher"),     # in percent, by a claim's sense
+        "pct_higher": lambda x: _direction(x / 100, "higher", "lower"),
+        "pct_faster": lambda x: _direction(x / 100, "faster", "slower"),
+        "points": lambda x: "no difference" if round(x) == 0 else f"{abs(round(x)):,} points {'more' if x > 0 else 'less'}",
         "pp1": lambda x: _signed(f"{_nonzero(x, 1):+.1f} points"),
         "x": lambda x: f"{x:.2f}{TIMES}", "int": lambda x: f"{x:,.0f}", "num1": lambda x: f"{x:,.1f}",
-        "num2": lambda x: f"{x:,.2f}", "krows": lambda x: f"{x / 1000:,.0f}k rows/s",
+        "num2": lambda x: f"{x:,.2f}", "krows": lambda x: f"{_three_figures(x / 1000)}k rows/s",
         "rows": lambda x: f"{x:,.0f} rows/s", "mb": lambda x: f"{x / 1e6:,.2f} MB", "rate": _rate, "keys": _rate,
     }
     if spec not in formats:
         raise ValueError(f"unknown format {spec!r}")
     return formats[spec](v)
+
+
+def _direction(change: float, more: str, less: str) -> str:
+    """A relative change as the paper writes every change: a magnitude and a word, never a sign ("33% lower",
+    "10% higher"; "unchanged" when it rounds to 0%)."""
+    percent = round(abs(change) * 100)
+    return "unchanged" if percent == 0 else f"{percent:,}% {more if change > 0 else less}"
+
+
+def _three_figures(value: float) -> str:
+    """At least three significant figures (1.44, 14.4, 144, 1,440): a rounded value never hides a ratio the
+    same table shows."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.3g}"
 
 
 def _rate(v: float) -> str:
@@ -481,11 +518,13 @@ class Table:
 
 @dataclass
 class Placed:
-    """A generated table, the label the prose places it under, and the runs it was made from (for the map
-    from each table to the commands that regenerate it)."""
+    """A generated table, the label the prose places it under, its caption (what it shows, then the runs it was
+    made from: ``Writeup.runs_note``), and the runs and commands that make it (for the map from each table to the
+    commands that regenerate it)."""
 
     table: Table
     label: str
+    caption: Prose
     runs: list[Run] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)    # what else makes it (the explorer, the zoo, ...)
 
@@ -502,7 +541,7 @@ def png_width(path: Path) -> int:
     return int.from_bytes(header[16:20], "big")
 
 
-Figure = tuple[Text, list[list[tuple[Path, int]]]]   # caption suffix, rows of (source PNG, width in percent)
+Figure = tuple[Text, list[list[tuple[Path, int]]]]   # caption, rows of (source PNG, width in percent)
 
 
 # ----------------------------------------------------------------- writeup
@@ -517,7 +556,8 @@ class Writeup:
         self.t: dict[str, Prose] = {}        # name -> a sentence the prose places
         self.tables: dict[str, Placed] = {}
         self.figures: dict[str, list[Figure]] = {}
-        self.drawn: dict[str, tuple[bytes, str]] = {}   # a figure drawn here, not copied: name -> (PNG, source)
+        # a figure drawn here, not copied: name -> (PNG, the code it is drawn from, its caption)
+        self.drawn: dict[str, tuple[bytes, str, Prose]] = {}
         self.command_map: dict[str, list[str]] = {}     # a table's label -> the commands that regenerate it
 
     def text(self, name: str, content: Prose) -> None:
@@ -525,11 +565,32 @@ class Writeup:
             raise ValueError(f"text {name!r} defined twice")
         self.t[name] = content
 
-    def table(self, name: str, table: Table, *, label: str, runs: Iterable[Run | None] = (),
-              commands: Iterable[str] = ()) -> None:
+    def table(self, name: str, table: Table, *, label: str, caption: Prose, runs: Iterable[Run | None] = (),
+              commands: Iterable[str] = (), runs_in_caption: bool = True) -> None:
+        """A table the prose places under ``label``; its caption is ``caption`` (what it shows) and then what runs
+        it comes from, the commits they were measured at and whether their findings count (``runs_note``; a table
+        whose every row names its own run says so in its rows instead: ``runs_in_caption=False``)."""
         if name in self.tables:
             raise ValueError(f"table {name!r} defined twice")
-        self.tables[name] = Placed(table, label, [r for r in runs if r is not None], list(commands))
+        shown = list(dict.fromkeys(r for r in runs if r is not None))
+        note = self.runs_note(shown) if runs_in_caption else ""
+        self.tables[name] = Placed(table, label, text(caption, " ", note) if note else Text(caption), shown,
+                                   list(commands))
+
+    def run_note(self, run: Run) -> Text:
+        """A run in a few words: its backend, mode and seeds, the commit it was measured at, and whether its
+        findings count (fresh) or what it is (stale, exploratory, ...)."""
+        standing = self.results.standing(run)
+        commits = ", ".join(c[:7] for c in standing.commits) or "an unrecorded commit"
+        return text(f"{BACKEND_NAME[run.backend]}, {run.mode} mode, {run.seeds} seed{'s' * (run.seeds != 1)}, "
+                    f"measured at ", code(commits) if standing.commits else commits,
+                    ", " + ("fresh" if standing.counted else standing.status))
+
+    def runs_note(self, runs: Sequence[Run]) -> Prose:
+        """The runs a table or a figure comes from, as its caption's last sentence; empty for none."""
+        if not runs:
+            return ""
+        return text("Runs: ", joined_text("; ", (self.run_note(r) for r in runs)), ".")
 
     def run(self, experiment: str, backend: str) -> Run | None:
         return self.results.run(experiment, backend)
@@ -576,7 +637,7 @@ class Writeup:
         over the seeds with its 95% interval (a bound: the seeds' range) and the seeds. The one way the paper
         names a verdict. A finding judged before the rules (no interval) shows its measured span alone."""
         path = ["summary", "findings", index]
-        spec = UNIT_SPEC.get(finding["unit"], "num1")
+        spec = claim_spec(finding["claim"], finding["unit"])
         measured: Prose
         if finding.get("measured_min") is None:
             measured = "not measured"
@@ -628,16 +689,18 @@ class Writeup:
             return self.v.absent(name)
         return self.v.add(name, [(run.file, p) for p in paths], "span:" + spec, "span")
 
-    def add_figures(self, experiment: str, stems: Sequence[tuple[str, str]],
+    def add_figures(self, experiment: str, stems: Sequence[tuple[str, str]], captions: Sequence[Prose],
                     groups: Sequence[tuple[str, ...]] | None = None, only: Sequence[Run] | None = None) -> None:
         """The experiment's figures (``stems``: the PNG's stem and its width on the page): one per backend with
         results (its figures stacked), or one per group of stems (that group's figures of every backend, packed
-        into rows). A backend's PNG narrower than the widest of the same stem is shown narrower in proportion,
-        so that every backend's figure has the same text size on the page. ``only``: these runs' figures alone."""
+        into rows). ``captions`` says what each shows (one per group; without groups, one for every backend's);
+        each caption ends with the runs it was drawn from (``runs_note``: backend, mode, seeds, commit, standing)
+        and, with one seed, that no whisker shows a spread. A backend's PNG narrower than the widest of the same
+        stem is shown narrower in proportion, so that every backend's figure has the same text size on the page.
+        ``only``: these runs' figures alone."""
         chosen = only if only is not None else [r for b in BACKENDS if (r := self.run(experiment, b)) is not None]
-        runs = [(r.backend, r) for r in chosen]
         widest: dict[str, int] = {}
-        for _, run in runs:
+        for run in chosen:
             for stem, _ in stems:
                 if (run.directory / f"{stem}.png").exists():
                     widest[stem] = max(widest.get(stem, 0), png_width(run.directory / f"{stem}.png"))
@@ -647,30 +710,32 @@ class Writeup:
                      round(float(width.rstrip("%")) * png_width(run.directory / f"{stem}.png") / widest[stem]))
                     for stem, width in stems if stem in wanted and (run.directory / f"{stem}.png").exists()]
 
+        def caption(index: int, runs: Sequence[Run]) -> Text:
+            single = " With one seed a bar is that seed's value: no whisker shows a spread." \
+                if any(r.seeds == 1 for r in runs) else ""
+            return text(captions[min(index, len(captions) - 1)], " ", self.runs_note(runs), single)
+
         figures: list[Figure] = []
-        for wanted in groups or [tuple(stem for stem, _ in stems)]:
-            labelled = [(f"{THE[backend]} ({run.mode} mode, {run.seeds} seed{'s' * (run.seeds != 1)})", image)
-                        for backend, run in runs for image in images(run, wanted)]
-            if groups is None:      # one figure per backend
-                for backend, run in runs:
-                    shown = images(run, wanted)
-                    if shown:
-                        who = f"{THE[backend]}, {run.mode} mode, {run.seeds} seed{'s' * (run.seeds != 1)}."
-                        figures.append((Text(who[0].upper() + who[1:]), [[image] for image in shown]))
-                continue
-            if not labelled:
+        if groups is None:          # one figure per backend
+            wanted = tuple(stem for stem, _ in stems)
+            for run in chosen:
+                shown = images(run, wanted)
+                if shown:
+                    figures.append((caption(0, [run]), [[image] for image in shown]))
+        for i, wanted in enumerate(groups or []):
+            packed = [(run, image) for run in chosen for image in images(run, wanted)]
+            if not packed:
                 continue
             rows: list[list[tuple[Path, int]]] = []
-            for _, image in labelled:   # greedy: a figure joins the last row while the row fits the page
+            for _, image in packed:   # greedy: a figure joins the last row while the row fits the page
                 if rows and sum(w for _, w in rows[-1]) + len(rows[-1]) * 2 + image[1] <= 100:
                     rows[-1].append(image)
                 else:
                     rows.append([image])
-            names = list(dict.fromkeys(name for name, _ in labelled))
-            order = "left to right" if len(rows) == 1 else "in reading order"
-            suffix = (f"{names[0][0].upper()}{names[0][1:]}." if len(names) == 1 else
-                      f"From {' and '.join(names)}, {order}; each panel's title or legend names its backend.")
-            figures.append((Text(suffix), rows))
+            shown_runs = list(dict.fromkeys(run for run, _ in packed))
+            order = "" if len(shown_runs) == 1 else \
+                " Panels in reading order, one per backend (named in its title or legend)."
+            figures.append((caption(i, shown_runs) + order, rows))
         self.figures[key(experiment)] = figures
 
 

@@ -94,7 +94,11 @@ def section_claims(w: Writeup) -> None:
                                 "Judged by"], rows,
                                aligns=["left", "right", "left", "left", "left"],
                                widths=["1.3fr", "auto", "2fr", "auto", "1.4fr"]),
-            label="tab-published", commands=["(experiments/<name>/claims.py; tests/test_claims.py finds each quote)"])
+            label="tab-published", commands=["(experiments/<name>/claims.py; tests/test_claims.py finds each quote)"],
+            caption="Every published claim: the post's own words for it, the rule that reads its target from those "
+                    "words (no tolerance is added; a verdict widens it by the measured noise alone), its category "
+                    "(published counts in the Lightspeed tally, every other category in the other one) and source, "
+                    "and the experiment that judges it or why none does.")
 
 
 def _findings(run: Run, claim_id: str) -> list[tuple[int, dict[str, Any]]]:
@@ -126,12 +130,13 @@ def section_summary(w: Writeup) -> None:
                     cells.append("no finding in this run")
                     continue
                 unmet = found[0][1].get("unmet") or []
+                commits = ", ".join(c[:7] for c in w.results.standing(run).commits) or "no commit"
                 cells.append(joined_text("; ", (
                     text(emph("fitted to the claim: ") if f["basis"] == FITTED else "",
                          w.finding_text(f"t1_{key(cid)}_{key(backend)}_{key(f['basis'])}", run, i, f))
                     for i, f in found))
-                    + " " + small(f"({run.mode} run" + (f"; conditions not met: {', '.join(unmet)}" if unmet else "")
-                                  + ")"))
+                    + " " + small(f"({run.mode} run at {commits}"
+                                  + (f"; conditions not met: {', '.join(unmet)}" if unmet else "") + ")"))
             rows.append([c.what, w.v.entries[f"pub_{cid}"]["text"], target_text(c.target, c.unit), *cells])
         if untested:
             rows.append([text(emph("Not tested here"), " (", ref("tab-published"), " gives each reason: a benchmark "
@@ -139,7 +144,16 @@ def section_summary(w: Writeup) -> None:
         w.table(name, Table(["Claim", "Published", "Target", "Simulator", "PySpark engine", "Spark (native)"], rows,
                             aligns=["left", "right", "left", "left", "left", "left"],
                             widths=["1.2fr", "auto", "auto", "1.6fr", "1.6fr", "1.2fr"]),
-                label=label, runs=[w.run(e, b) for e in EXPERIMENTS for b in BACKENDS])
+                label=label, runs=[w.run(e, b) for e in EXPERIMENTS for b in BACKENDS], runs_in_caption=False,
+                caption=text(("The Lightspeed posts' published numbers" if tally == LIGHTSPEED else
+                              "Everything else: the directions we derived from the posts' descriptions, Flink's "
+                              "changelog figures, Young's optimum, the real-time benchmark's anchors and the "
+                              "calibration targets"),
+                             ", each against its target (", ref("tab-published"), " gives the post's words and the "
+                             "rule) on each backend: the verdict, or no verdict and why (a run that is not fresh, "
+                             "fewer than three seeds, measured before its claim was registered), then the mean over "
+                             "the seeds (over the claim's scopes: smallest to largest), its 95% interval and the "
+                             "seeds. Under each cell, the run's mode and the commit it was measured at."))
 
 
 def section_conclusion(w: Writeup) -> None:
@@ -207,11 +221,16 @@ def section_environment(w: Writeup) -> None:
                      w.v.of(run, f"repro_{n}_wall", ["wall_s"], "s"),
                      str(lookup(run.doc, ["started_at"]) or "")[:10],
                      code(commit) + (text(" ", strong("uncommitted changes")) if run.dirty else "")
-                     + (text(", judged again at ", code(judged)) if judged else "")])
+                     + (text(", judged again at ", code(judged)) if judged else ""),
+                     w.results.standing(run).status])
     w.table("reproducibility", Table(["Experiment", "Backend", "Mode", "Seeds", "Points", "Wall time", "Date",
-                                      "Source revision (measured; judged)"], rows,
-                                     aligns=["left", "left", "left", "right", "right", "right", "left", "left"]),
-            label="tab-repro", runs=runs)
+                                      "Source revision (measured; judged)", "Standing"], rows,
+                                     aligns=["left", "left", "left", "right", "right", "right", "left", "left",
+                                             "left"]),
+            label="tab-repro", runs=runs, runs_in_caption=False,
+            caption="Each run in this build, from its results file: mode, seeds, points, wall-clock time on this "
+                    "machine, date, the source revision it was measured at (and judged again at) and its standing "
+                    "in the ledger: fresh (its findings may count), or why not.")
     dirty = [r for r in runs if r.dirty]
     w.text("env_dirty", text(strong(f"{len(dirty)} of the {len(runs)} runs in this build were collected from a "
                                     "working tree with uncommitted changes"), " (marked in ", ref("tab-repro"),
@@ -264,11 +283,15 @@ def section_commands(w: Writeup) -> None:
     rows.append(["every table", code("python paper/collect_results.py") + " (all of the above, full modes) then "
                  + code("make paper")])
     w.table("commands", Table(["Table", "Commands that regenerate its results (then make paper)"], rows,
-                              aligns=["left", "left"], widths=["auto", "1fr"]), label="tab-commands")
+                              aligns=["left", "left"], widths=["auto", "1fr"]), label="tab-commands",
+            caption="Each table and the commands that regenerate the results it shows, in the mode its runs have "
+                    "in this build; each writes the very file the paper reads (then make paper).")
     runs: list[Row] = [[name, BACKEND_NAME[b], code(get_experiment(name).paper_command(b))]
             for name in EXPERIMENTS for b in get_experiment(name).runs]
     w.table("runs", Table(["Experiment", "Backend", "The paper's run (full mode)"], runs,
-                          aligns=["left", "left", "left"], widths=["auto", "auto", "1fr"]), label="tab-runs")
+                          aligns=["left", "left", "left"], widths=["auto", "auto", "1fr"]), label="tab-runs",
+            caption="The paper's runs, as the experiments' registry lists them (experiments/registry.py; "
+                    "paper/collect_results.py runs them).")
 
 
 # ---------------------------------------------------------------- output
@@ -289,13 +312,14 @@ def generate(results_root: Path = RESULTS) -> tuple[dict[str, str], dict[str, Pa
     section_commands(w)
     numbers = [HEADER, "#let v = ("] + [f"  {n}: {tstr(w.v.entries[n]['text'])}," for n in sorted(w.v.entries)]
     numbers += [")\n", "#let t = ("] + [f"  {n}: [{render(w.t[n])}]," for n in sorted(w.t)] + [")\n"]
-    tables = [HEADER] + [f"#let table_{n} = {render_table(w.tables[n].table)}\n" for n in sorted(w.tables)]
+    tables = [HEADER] + [f"#let table_{n}(placement: auto) = figure({render_table(w.tables[n].table)},\n"
+                         f"  caption: [{render(w.tables[n].caption)}], placement: placement)\n" for n in sorted(w.tables)]
     figures_typ, copies, manifest = _figures(w)
-    drawn = {f"drawn__{n}.png": png for n, (png, _src) in w.drawn.items()}
-    for name, (png, source) in w.drawn.items():
+    drawn = {f"drawn__{n}.png": png for n, (png, _src, _caption) in w.drawn.items()}
+    for name, (png, source, caption) in w.drawn.items():
         manifest[f"drawn__{name}.png"] = {"drawn_from": source, "sha256": hashlib.sha256(png).hexdigest()}
-        figures_typ.append(f"#let fig_{name}(caption, name) = [#figure(image(\"../figures/drawn__{name}.png\", "
-                           f"width: 100%), caption: caption) #label(name)]\n")
+        figures_typ.append(f"#let fig_{name}(name, placement: auto) = [#figure(image(\"../figures/drawn__{name}.png\", "
+                           f"width: 100%), caption: [{render(caption)}], placement: placement) #label(name)]\n")
     files = {"numbers.typ": "\n".join(numbers), "tables.typ": "\n".join(tables), "figures.typ": "\n".join(figures_typ),
              "provenance.json": json.dumps({n: w.v.entries[n] for n in sorted(w.v.entries)}, indent=1,
                                            sort_keys=True, ensure_ascii=False) + "\n",
@@ -318,17 +342,18 @@ def _command_markdown(w: Writeup) -> str:
 
 
 def _figures(w: Writeup) -> tuple[list[str], dict[str, Path], dict[str, Any]]:
-    """figures.typ: per experiment, ``figs_NAME(caption, name, only:, placement:)``, one floating figure per
-    backend (or per group of stems), its first placed figure carrying the label; ``only`` picks some (the
-    appendix takes the secondary ones); a figure asked for that this build has no results for is a labelled
-    placeholder, so the paper still compiles."""
-    out = [HEADER, "#let pick(caption, i) = if type(caption) == array { "
-                   "caption.at(calc.min(i, caption.len() - 1)) } else { caption }\n"]
+    """figures.typ: per experiment, ``figs_NAME(name, only:, placement:)``: one floating figure per backend (or per
+    group of stems), each with its generated caption, the first placed one carrying the label ``name``; ``only``
+    picks some (the appendix takes the secondary ones). When the build has none of them, it is a sentence, not a
+    figure, and carries no label: the prose refers to figures through ``figref``, which names a figure that is
+    there and says so of one that is not."""
+    out = [HEADER, "#let figref(name) = context { if query(label(name)).len() > 0 { ref(label(name)) } "
+                   "else [no figure in this build] }\n"]
     copies: dict[str, Path] = {}
     manifest: dict[str, Any] = {}
     for name in sorted(w.figures):
         figures = []
-        for i, (suffix, rows) in enumerate(w.figures[name]):
+        for caption, rows in w.figures[name]:
             lines = []
             for row in rows:
                 cells = []
@@ -343,16 +368,11 @@ def _figures(w: Writeup) -> tuple[list[str], dict[str, Path], dict[str, Any]]:
                     columns = ", ".join(f"{width}%" for _, width in cells)
                     lines.append(f"grid(columns: ({columns}), column-gutter: 2%, {', '.join(c for c, _ in cells)})")
             body = f"stack(spacing: 6pt, {', '.join(lines)})"
-            figures.append(f"    figure({body}, placement: placement, caption: [#pick(caption, {i}) {render(suffix)}]),")
-        if not figures:
-            figures.append("    figure(block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: this experiment was not "
-                           "run in this build._], caption: pick(caption, 0)),")
-        out.append(f"#let figs_{name}(caption, name, only: none, placement: auto) = {{\n  let figs = (\n"
+            figures.append(f"    figure({body}, placement: placement, caption: [{render(caption)}]),")
+        out.append(f"#let figs_{name}(name, only: none, placement: auto) = {{\n  let figs = (\n"
                    + "\n".join(figures) + "\n  )\n  let shown = if only == none { range(figs.len()) } else "
                    "{ only.filter(i => i < figs.len()) }\n"
-                   "  if shown.len() == 0 [#figure(block(inset: 8pt, stroke: 0.5pt + gray)[_No figure: this backend "
-                   "was not run in this build._], placement: placement, caption: pick(caption, only.first())) "
-                   "#label(name)]\n"
+                   "  if shown.len() == 0 [_No figure of this experiment is in this build: it was not run._]\n"
                    "  for (k, i) in shown.enumerate() { if k == 0 [#figs.at(i) #label(name)] else { figs.at(i) } }\n}\n")
     return out, copies, manifest
 

@@ -63,6 +63,11 @@ def test_the_step_graph_is_readable_and_its_boxes_do_not_overlap() -> None:
                 for b in boxes[i + 1:]:
                     assert min(a.x1, b.x1) <= max(a.x0, b.x0) or min(a.y1, b.y1) <= max(a.y0, b.y0), \
                         f"two node boxes overlap in {ax.get_title()!r}"
+            for label in (x for x in ax.texts if x.get_text().strip()):    # each step's name inside its own box
+                e = label.get_window_extent(renderer)
+                centre = ((e.x0 + e.x1) / 2, (e.y0 + e.y1) / 2)
+                box = next(b for b in boxes if b.x0 <= centre[0] <= b.x1 and b.y0 <= centre[1] <= b.y1)
+                assert max(box.x0 - e.x0, e.x1 - box.x1, box.y0 - e.y0, e.y1 - box.y1) <= 1.0, label.get_text()
     finally:
         plt.close(fig)
 

@@ -33,14 +33,14 @@ CLAIMS: dict[str, Claim] = {
     "asc_mean_cut": Claim(
         "asyncstate", _ASC_MEAN, "improve by up to 25%", "in-house and customer workloads (not described)",
         "mean batch duration cut, largest state", "up to", 25.0, 25.0, "%", "published",
-        experiment="async-state-checkpoint"),
+        experiment="async-state-checkpoint", sense="lower"),
     "asc_millions": Claim(
         "asyncstate", _ASC_MEAN, "large state sizes with millions of entries",
         "in-house and customer workloads (not described)", "mean cut, largest state over smallest", "more", 0.0, 0.0,
-        "%", "derived", experiment="async-state-checkpoint"),
+        "%", "derived", experiment="async-state-checkpoint", sense="points"),
     "asc_peak": Claim(
         "asyncstate", "Anecdotally, we’ve seen even bigger improvements in peak micro-batch duration (the longest "
         "time it takes for the stream to process a micro-batch).", "even bigger improvements in peak",
         "in-house and customer workloads (anecdotal)", "peak batch cut over the mean batch cut", "more", 0.0, 0.0,
-        "%", "derived", experiment="async-state-checkpoint"),
+        "%", "derived", experiment="async-state-checkpoint", sense="points"),
 }

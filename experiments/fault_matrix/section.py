@@ -35,9 +35,14 @@ def write(w: Writeup) -> None:
                     [w.v.of(run, f"fm_{key(backend)}_{s}", ["summary", "counts", backend, s], "int") for s in STATUSES])
     runs = list(dict.fromkeys(shown))
     w.table("fault_matrix", Table(["Backend (run)", "Pass", "Loud", "Fail", "Unsupported"], rows),
-            label="tab-fm", runs=runs)
+            label="tab-fm", runs=runs,
+            caption="Fault-matrix cells per backend, each backend from the fullest run that holds it: cells that "
+                    "passed every oracle, that stopped naming the damaged file (loud), that failed, and that the "
+                    "mode or the backend does not support.")
     w.text("fm_availability", joined_text("; ", (w.describe_run(r) for r in runs)) + "." if runs else "not run.")
-    w.add_figures(EXPERIMENT, FIGURES, only=runs[:1])
+    w.add_figures(EXPERIMENT, FIGURES, ["The fault matrix: fault kinds (rows) against modes (columns); a cell's "
+                                        "colour is the worst verdict among its operators, its text the number that "
+                                        "passed, then loud (L) and failed (X)."], only=runs[:1])
     run = runs[0] if runs else None
     for name, path in (("fm_operators", ["summary", "operators"]), ("fm_modes", ["summary", "modes"]),
                        ("fm_faults", ["summary", "faults"]), ("fm_points", ["points"])):

@@ -10,5 +10,5 @@ CLAIMS: dict[str, Claim] = {
         "rocksdb", "For such queries, we now support parallel commits of state stores for all instances associated "
         "with a partition, thereby improving latency.", "thereby improving latency",
         "the post's description (no benchmark)", "mean batch duration cut, parallel store commits", "more", 0.0, 0.0,
-        "%", "derived", experiment="parallel-store-commit"),
+        "%", "derived", experiment="parallel-store-commit", sense="lower"),
 }

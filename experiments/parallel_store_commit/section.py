@@ -33,8 +33,11 @@ def write(w: Writeup) -> None:
     w.table("parallel_store_commit", Table(["Run, input", "Commit, in turn", "Commit, parallel", "Ratio",
                                             "Batch, in turn", "Batch, parallel", "Ratio", "Keep-up"], rows,
                                            aligns=["left"] + ["right"] * 6 + ["left"]),
-            label="tab-psc", runs=[w.run(EXPERIMENT, b) for b in BACKENDS])
+            label="tab-psc", runs=[w.run(EXPERIMENT, b) for b in BACKENDS],
+            caption="A partition's state commit and the mean batch (medians over the seeds), a join's two stores "
+                    "committed in turn and in parallel, and parallel over in turn.")
     w.text("psc_availability", w.availability(EXPERIMENT))
-    w.add_figures(EXPERIMENT, FIGURES)
+    w.add_figures(EXPERIMENT, FIGURES, ["Parallel store commits: a partition's commit and the mean batch, in turn "
+                                        "and in parallel."])
     for backend in ("sim", "spark"):
         w.verdicts(f"psc_verdict_{backend}", w.run(EXPERIMENT, backend), ("psc_latency",))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from experiments.pipelining.definition import MODES
 from experiments.stats import keep_up_text
-from experiments.section_content import BACKENDS, BACKEND_NAME, Row, Run, Table, Writeup, key, lookup
+from experiments.section_content import BACKENDS, BACKEND_NAME, Row, Run, Table, Writeup, key, lookup, text
 
 EXPERIMENT = "pipelining"
 FIGURES = (("pipelining", "100%"),)
@@ -42,9 +42,14 @@ def write(w: Writeup) -> None:
     w.table("pipelining", Table(["Run, operator/stragglers", "Sequential", "Pipelined", f"Depth {deep}", "Speedup",
                                  f"Speedup depth {deep}", "p50 ratio", "Keep-up (latency runs)"], rows,
                                 aligns=["left"] + ["right"] * 6 + ["left"]),
-            label="tab-pipe", runs=[w.run(EXPERIMENT, b) for b in BACKENDS])
+            label="tab-pipe", runs=[w.run(EXPERIMENT, b) for b in BACKENDS],
+            caption=text("Throughput on a backlog (medians over the seeds), sequential, pipelined at the default "
+                         "depth and at depth ", deep or "n/a", ", each seed's speed-up against its own sequential "
+                         "run (median), the pipelined median latency over the sequential one at a rate, and whether "
+                         "the latency runs kept up."))
     w.text("pipe_availability", w.availability(EXPERIMENT))
-    w.add_figures(EXPERIMENT, FIGURES)
+    w.add_figures(EXPERIMENT, FIGURES, ["Pipelining: throughput on a backlog and end-to-end latency at a rate, "
+                                        "sequential and pipelined, across straggler distributions."])
     sim, spark = w.run(EXPERIMENT, "sim"), w.run(EXPERIMENT, "spark")
     w.verdicts("pipe_verdict_sim", sim, ("pipe_speedup",))
     w.verdicts("pipe_verdict_spark", spark, ("pipe_speedup",))

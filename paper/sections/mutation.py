@@ -3,7 +3,7 @@ explorer and the bug zoo are experiments with their own sections."""
 
 from __future__ import annotations
 
-from experiments.section_content import Writeup, code, joined_text, strong
+from experiments.section_content import Writeup, code, joined_text, strong, text
 
 MUTATION_COMMAND = "make mutation"
 
@@ -23,7 +23,10 @@ def write(w: Writeup) -> None:
     equivalent = w.v.add("mut_equivalent", [(file, ["equivalent"])], "int", "len")
     modules = w.v.add("mut_modules", [(file, ["scope"])], "int", "len")
     w.text("mutation_scope", joined_text(", ", (code(s) for s in doc.get("scope", []))))
+    commit = doc.get("commit")
     w.text("mutation", f"{str(doc.get('tool'))} ({str(doc.get('date'))}) made {total} mutants of "
-                       f"{modules} modules (of " + code("reference/") + " and " + code("sim/") +
-           f"): {killed} killed, {survived} survived, {equivalent} judged equivalent; a mutation score of "
-           f"{score}% (" + code(file) + ").")
+                       f"{modules} chosen modules of " + code("reference/") + " and " + code("sim/") +
+           f", not all of them: {killed} killed, {survived} survived, {equivalent} judged equivalent; a mutation "
+           f"score of {score}% over those modules (" + code(file) + (text(", measured at ", code(str(commit)[:7]))
+                                                                     if commit else ", which records no commit")
+           + ").")

@@ -9,6 +9,8 @@ PARAMETERS = (("small_write_ms", "ms1", "small write"), ("rename_ms", "ms1", "re
               ("delete_ms", "ms1", "delete"), ("read_ms", "ms1", "read"),
               ("bandwidth_mb_per_s", "int", "bandwidth (MB/s)"), ("jitter_sigma", "num1", "jitter (log-normal shape)"))
 SOURCES = (("lightspeed_cluster", "offset-management"), ("local_spark", "fault-matrix"))
+CAPTION = ("Storage latencies of the simulator's two shipped profiles, as the results files recorded them (the "
+           "cluster profile from the offset-management run, the local one from the fault matrix).")
 
 
 def write(w: Writeup) -> None:
@@ -30,7 +32,7 @@ def write(w: Writeup) -> None:
                        w.v.of(run, name, ["points", index, "point", "profile", "storage", parameter], spec))
         rows.append(row)
     w.table("profiles", Table(["Storage operation", "lightspeed_cluster", "local_spark"], rows), label="tab-profiles",
-            runs=runs)
+            caption=CAPTION, runs=runs)
     run, index = located["lightspeed_cluster"]
     for name, path, spec in (("cluster_executors", ["executors"], "int"), ("cluster_cores", ["cores_per_executor"], "int")):
         if run is None or index is None:

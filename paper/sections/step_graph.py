@@ -13,7 +13,7 @@ import io
 from typing import Any
 
 from experiments.figures import LABEL_PT, PALETTE, WIDE, figure_context
-from experiments.section_content import Writeup
+from experiments.section_content import Writeup, code, text
 from reference.graph import GraphShape, Node, build_graph
 from reference.scenario import Scenario
 from reference.steps import NodeId
@@ -24,8 +24,8 @@ SHORT = {"plan": "plan", "offset_log_write": "offset\nlog", "purge": "purge", "s
          "snapshot_upload": "snap-\nshot", "sink_write": "sink\nwrite", "sink_commit": "sink\ncommit",
          "commit_log_write": "commit\nlog", "source_commit": "source\ncommit"}
 LANE = 1.45          # vertical distance between lanes
-BOX = (0.72, 1.12)   # a node's width and height
-GAP = (0.08, 0.12)   # between nodes of one depth, between depths
+BOX = (0.70, 1.12)   # a node's width and height
+GAP = (0.13, 0.16)   # between nodes of one depth, between depths: white space a reader sees between two boxes
 MODES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("synchronous (inline purge)", {"log_purge": {"mode": "inline", "min_batches_to_retain": 3}}),
     ("pipelining and asynchronous state checkpointing (async purge)",
@@ -101,15 +101,17 @@ def figure() -> Any:
         for ax, (title, _engine), nodes, place in zip(axes, MODES, graphs, places):
             for a, b in reduced_edges(nodes):
                 (x0, y0), (x1, y1) = place[a], place[b]
-                ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "-|>", "color": "0.55", "lw": 0.6,
-                                                                 "shrinkA": 9, "shrinkB": 9, "mutation_scale": 6})
+                ax.annotate("", (x1, y1), (x0, y0), zorder=1,     # under the boxes: an arrow never crosses a label
+                            arrowprops={"arrowstyle": "-|>", "color": "0.6", "lw": 0.5, "shrinkA": 9, "shrinkB": 9,
+                                        "mutation_scale": 6})
             for n, (x, y) in place.items():
                 colour = PALETTE[0] if n.batch == 0 else PALETTE[1]
                 ax.add_patch(FancyBboxPatch((x - BOX[0] / 2, y - BOX[1] / 2), BOX[0], BOX[1],
                                             boxstyle="round,pad=0.02", facecolor="white", edgecolor=colour,
-                                            linewidth=0.9, linestyle="--" if nodes[n].background else "-"))
+                                            linewidth=0.9, linestyle="--" if nodes[n].background else "-",
+                                            zorder=2))
                 ax.text(x, y, SHORT[n.step], rotation=90, ha="center", va="center", fontsize=LABEL_PT, color=colour,
-                        linespacing=0.95)
+                        linespacing=0.95, zorder=3)
             ax.set_xlim(-BOX[0], right)
             ax.set_ylim(-BOX[1] / 2 - 0.15, 2 * LANE + BOX[1] / 2 + 0.15)
             ax.set_yticks([2 * LANE, LANE, 0.0])
@@ -137,4 +139,9 @@ def draw() -> bytes:
 
 
 def write(w: Writeup) -> None:
-    w.drawn["step_graph"] = (draw(), SOURCE)
+    w.drawn["step_graph"] = (draw(), SOURCE, text(
+        "The step graph of two batches of a running count on two state partitions, drawn from ", code(SOURCE),
+        ": a column is a step's depth (the longest chain of steps before it), a lane the driver or a partition, an "
+        "arrow a dependency no other path implies, a dashed box a background step. Above, "
+        + MODES[0][0] + "; below, " + MODES[1][0] + ", where the second batch's tasks start once their own "
+        "partition of the first has applied its input, and the first batch's state commits run in the background."))
