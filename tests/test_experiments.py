@@ -594,10 +594,17 @@ def test_calibration_measures_spark_or_says_it_cannot(tmp_path: Path, capsys: py
         assert "BACKEND NOT AVAILABLE" in out and "spark" in document["unavailable"]
         assert document["summary"] == {} and all(r["metrics"] is None for r in document["points"])
     else:
-        # the engine ran: every configuration has an error to report (its size is not judged here)
+        # the engine ran: every configuration that kept up has an error to report (its size is not judged here);
+        # one that fell behind (a loaded machine) reports its backlog instead, never a latency
         assert code in (exit_codes.OK, exit_codes.CHECK_FAILED)
         rows = document["summary"]["rows"]
-        assert rows and all(r["measured_p50"] for r in rows.values())
+        assert rows
+        for name, row in rows.items():
+            if row["keep_up"]["backlogged"] == row["keep_up"]["judged"]:
+                assert row["measured_p50"] is None, name
+            else:
+                assert row["measured_p50"], name
+        assert any(row["measured_p50"] for row in rows.values())
         assert (tmp_path / "fitted_local_spark.json").exists()
 
 
