@@ -47,7 +47,7 @@ from pathlib import Path
 
 from reference.json_input import JsonInputError, loads
 from reference.layout import checked_name
-from reference.storage import CheckpointFormatError, Storage, excerpt
+from reference.storage import CheckpointFormatError, Storage, create_new_in, excerpt
 
 from .checkpoint_fs import StoreId, list_sst_names
 from .lineage import UID_PATTERN
@@ -339,28 +339,15 @@ def restore_snapshot(storage: Storage, store: StoreId, manifest_path: str, expec
             if len(data) != sst.size_bytes or content_hash(data) != sst.content_hash:
                 raise CheckpointFormatError(f"{where}: SST {sst.dfs_name} is corrupt "
                                             f"({len(data)} bytes, expected {sst.size_bytes})")
-            _create_in(folder, sst.local_name, data)
+            create_new_in(folder, sst.local_name, data)
         for inline in manifest.other_files:
             if len(inline.data) != inline.size_bytes:
                 raise CheckpointFormatError(f"{where}: inline file {inline.name} has {len(inline.data)} bytes, "
                                             f"expected {inline.size_bytes}")
-            _create_in(folder, inline.name, inline.data)
+            create_new_in(folder, inline.name, inline.data)
     finally:
         os.close(folder)
     return manifest
-
-
-def _create_in(folder: int, name: str, data: bytes) -> None:
-    """Create the new file ``name`` (one path component) in the open directory ``folder``: never over an
-    existing file, never through a link."""
-    assert "/" not in name and name not in (".", ".."), f"{name!r} is not one path component"
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=folder)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
 
 
 def manifest_ssts(storage: Storage, manifest_path: str) -> set[str]:
