@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from reference.compare import first_difference
-from reference.oracles import check_outcome, failures
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.judge.compare import first_difference
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 from sim import simulate
 from sim.cost_model import load_profile
 from sim.real_time import long_running_task, record_path_ms

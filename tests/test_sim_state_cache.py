@@ -12,9 +12,9 @@ import dataclasses
 import pytest
 
 from experiments.defs import rate_scenario, step_durations
-from reference.compare import first_difference
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.judge.compare import first_difference
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 from sim import shipped_profile, simulate
 from sim.cost_model import ProfileError, profile_from_dict
 

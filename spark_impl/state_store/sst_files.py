@@ -45,7 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reference.storage import CheckpointFormatError, Storage
+from reference.protocol.storage import CheckpointFormatError, Storage
 
 from .checkpoint_fs import StoreId, list_sst_names
 
