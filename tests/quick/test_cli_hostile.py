@@ -31,7 +31,7 @@ from reference.changelog import decode_state_file, encode_state_file
 from reference.logs import OffsetEntry
 from streamtest import check, crash, fault, make, scenario_dict
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

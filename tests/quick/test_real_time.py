@@ -28,7 +28,7 @@ from reference.scenario import Scenario, ScenarioError
 from reference.steps import NodeId
 from reference.storage import DurableStorage
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "experiments" / "scenarios"
 
 
 def load(name: str) -> dict:
