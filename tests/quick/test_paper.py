@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "paper"
 PROSE = (PAPER / "lightspeed-ref.typ", PAPER / "template.typ")
 

@@ -31,7 +31,7 @@ from reference.protocol.logs import OffsetEntry
 from hostile_cli import failed_lines, lightspeed, write_crashed_count
 from streamtest import check, crash, fault, make, scenario_dict
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

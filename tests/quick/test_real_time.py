@@ -28,7 +28,7 @@ from reference.language.scenario import Scenario, ScenarioError
 from reference.language.steps import NodeId
 from reference.protocol.storage import DurableStorage
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "experiments" / "scenarios"
 
 
 def load(name: str) -> dict:
