@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from test_real_time import LogsOffsetsBeforeTheTasksReport, load, replays_after_the_last_commit
 
-from reference.explorer import Model, explore
-from reference.scenario import Scenario
+from reference.judge.explorer import Model, explore
+from reference.language.scenario import Scenario
 
 
 @pytest.mark.parametrize("name", ["real-time-aggregate", "real-time-window"])

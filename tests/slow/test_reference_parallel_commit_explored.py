@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from test_reference_parallel_commit import OneStoreCommitsThePartition, _join
 
-from reference.explorer import Model, explore, first_graph, writing_cuts
-from reference.run import run_scenario
+from reference.judge.explorer import Model, explore, first_graph, writing_cuts
+from reference.protocol.run import run_scenario
 
 
 def test_the_explorer_covers_both_orders_and_both_half_committed_partitions():

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from test_reference_rebalancing import moves_of
 
-from reference.scenario import Scenario
-from reference.explorer import explore
-from reference.run import run_scenario
-from reference.catalogue import scenario_dict
+from reference.language.scenario import Scenario
+from reference.judge.explorer import explore
+from reference.protocol.run import run_scenario
+from reference.language.catalogue import scenario_dict
 
 
 @pytest.mark.parametrize("mode", ["sync", pytest.param("async_state", marks=pytest.mark.slow)])

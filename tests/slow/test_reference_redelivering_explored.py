@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from test_reference_redelivering import DedupNotPersisted, planted, redelivering
 
-from reference.oracles import check_outcome, failures
-from reference.explorer import explore
+from reference.judge.oracles import check_outcome, failures
+from reference.judge.explorer import explore
 
 
 @pytest.mark.parametrize("operator,mode", [("aggregate", "sync"), ("map", "async_progress")])
