@@ -30,6 +30,10 @@ def pytest_report_header(config) -> list[str]:
 
 import pytest  # noqa: E402
 
+# the tier guard's hooks (a test that needs pyspark, a JVM or typst carries its marker, in its tier's folder)
+from tier_guard import (pytest_make_collect_report, pytest_runtest_call,  # noqa: E402,F401
+                        pytest_runtest_setup, pytest_runtest_teardown)
+
 
 @pytest.fixture(scope="session")
 def spark():

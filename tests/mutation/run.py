@@ -61,15 +61,18 @@ INCARNATION_TESTS = ["tests/quick/test_judge_engine.py", "tests/quick/test_purge
                      "tests/quick/test_judge_each_oracle.py", "tests/quick/test_reference_spark_suites.py",
                      "tests/quick/test_judge_executor_loss.py", "tests/quick/test_reference_open_batches.py",
                      "tests/quick/test_reference_any_order.py", "tests/quick/test_reference_redelivering.py",
-                     "tests/quick/test_reference_rebalancing.py", "tests/quick/test_reference_parallel_commit.py"]
+                     "tests/slow/test_reference_redelivering_explored.py",
+                     "tests/quick/test_reference_rebalancing.py", "tests/slow/test_reference_rebalancing_explored.py",
+                     "tests/quick/test_reference_parallel_commit.py",
+                     "tests/slow/test_reference_parallel_commit_explored.py"]
 
 # Module under test -> the tests that judge it (fast, non-Spark). The order is the order they run in.
 MODULES: dict[str, list[str]] = {
     "oracles": ["tests/quick/test_judge_each_oracle.py", "tests/quick/test_judge_oracle_details.py",
                 "tests/quick/test_judge_outcome_ties.py", "tests/quick/test_reference_check_cli.py",
-                "tests/quick/test_reference_rebalancing.py", "tests/quick/test_judge_recoveries.py",
-                "tests/quick/test_judge_checkpoint_read_back.py", "tests/quick/test_judge_both_ways.py",
-                "tests/quick/test_judge_bounds.py"],
+                "tests/quick/test_reference_rebalancing.py", "tests/slow/test_reference_rebalancing_explored.py",
+                "tests/quick/test_judge_recoveries.py", "tests/quick/test_judge_checkpoint_read_back.py",
+                "tests/quick/test_judge_both_ways.py", "tests/quick/test_judge_bounds.py"],
     "checkpoint_rules": ["tests/quick/test_judge_checkpoint_rules.py", "tests/quick/test_judge_each_oracle.py",
                          "tests/quick/test_judge_outcome_ties.py", "tests/quick/test_judge_both_ways.py",
                          "tests/quick/test_judge_bounds.py"],
@@ -105,17 +108,19 @@ MODULES: dict[str, list[str]] = {
     "explorer": ["tests/slow/test_judge_explorer.py", "tests/slow/test_judge_tightness.py",
                  ("tests/quick/test_cli_hostile.py::"
                   "test_explore_interrupted_stops_every_worker_and_says_where_it_got_to"),
-                 "tests/quick/test_reference_redelivering.py"],
+                 "tests/quick/test_reference_redelivering.py", "tests/slow/test_reference_redelivering_explored.py"],
     # the incarnation's parts (once reference/engine.py) share one subset: every one runs in every scenario
     **{part: INCARNATION_TESTS for part in ("incarnation", "incarnation_state", "clock", "task_effects",
                                             "driver_steps", "task_retry")},
     "seams": ["tests/quick/test_seams.py"],
-    "real_time": ["tests/quick/test_real_time.py"],
-    "real_time_rules": ["tests/quick/test_real_time.py"],
+    "real_time": ["tests/quick/test_real_time.py", "tests/slow/test_real_time_explored.py"],
+    "real_time_rules": ["tests/quick/test_real_time.py", "tests/slow/test_real_time_explored.py"],
     # the simulator (a key with a folder names its module path): small modules with clear semantics
-    "placement": ["tests/quick/test_placement.py", "tests/quick/test_reference_rebalancing.py"],
-    "rebalancing": ["tests/quick/test_reference_rebalancing.py", "tests/quick/test_placement.py"],
-    "redelivery": ["tests/quick/test_reference_redelivering.py"],
+    "placement": ["tests/quick/test_placement.py", "tests/quick/test_reference_rebalancing.py",
+                  "tests/slow/test_reference_rebalancing_explored.py"],
+    "rebalancing": ["tests/quick/test_reference_rebalancing.py", "tests/slow/test_reference_rebalancing_explored.py",
+                    "tests/quick/test_placement.py"],
+    "redelivery": ["tests/quick/test_reference_redelivering.py", "tests/slow/test_reference_redelivering_explored.py"],
     "trigger": ["tests/quick/test_trigger.py"],
     "sim/latency": ["tests/quick/test_sim_latency.py"],
     "sim/faults": ["tests/quick/test_sim_faults.py"],

@@ -584,6 +584,7 @@ def test_spark_engine_options_are_refused_on_other_backends() -> None:
         run_point_scenario(point, group=5)
 
 
+@pytest.mark.spark
 def test_calibration_measures_spark_or_says_it_cannot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli("experiment", "calibration", "--quick", "--no-figures", "--out", str(tmp_path))
     out = capsys.readouterr().out
