@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
 
 import numpy as np
 
-from reference.backend import BackendError
-from reference.storage_profiles import (
+from reference.protocol.backend import BackendError
+from reference.protocol.storage_profiles import (
     STORAGE_PROFILE_ALIASES,
     STORAGE_PROFILES,
     StorageProfile,
@@ -161,7 +162,7 @@ def store_commits_ms(costs_ms: Sequence[float], parallel: bool) -> float:
 
 
 # Storage presets a profile may name instead of giving ``storage`` in full: the named profiles of
-# ``reference.storage_profiles`` (one table, shared with the Spark engine's ``--storage-profile``), under
+# ``reference.protocol.storage_profiles`` (one table, shared with the Spark engine's ``--storage-profile``), under
 # their own names and their aliases (``s3`` is ``object_store``).
 STORAGE_PRESETS: dict[str, dict[str, float]] = {
     **{name: profile.to_dict() for name, profile in STORAGE_PROFILES.items()},
@@ -236,7 +237,7 @@ def profile_from_dict(raw: dict[str, Any]) -> Profile:
         storage_raw = STORAGE_PRESETS[storage_raw]
     if not isinstance(storage_raw, dict):
         raise ProfileError("storage", "missing or not an object")
-    try:   # the storage parameters are reference.storage_profiles.StorageProfile's, shared with the engine
+    try:   # the storage parameters are reference.protocol.storage_profiles.StorageProfile's, shared with the engine
         storage = StorageProfile(**{f.name: _number(storage_raw, f.name, f"storage.{f.name}")
                                     for f in fields(StorageProfile)})
     except StorageProfileError as exc:
@@ -271,10 +272,20 @@ def profile_from_dict(raw: dict[str, Any]) -> Profile:
     return Profile(name=str(raw.get("name", "custom")), storage=storage, **values)
 
 
+def shipped_profile_path(name: str) -> str | None:
+    """The file of the shipped profile ``name`` (``local_spark``), or None when no shipped profile has that name.
+    Only a plain name is looked up, so a name with a path in it (``../../x``) never reads a file outside
+    ``PROFILE_DIR``."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,100}", name):
+        return None
+    path = os.path.join(PROFILE_DIR, f"{name}.json")
+    return path if os.path.isfile(path) else None
+
+
 def load_profile(path: str) -> Profile:
-    """Read a JSON profile file, or a shipped profile by name (``local_spark``)."""
-    if not os.path.exists(path) and os.path.exists(os.path.join(PROFILE_DIR, f"{path}.json")):
-        path = os.path.join(PROFILE_DIR, f"{path}.json")
+    """Read a JSON profile file the user named, or a shipped profile by name (``local_spark``)."""
+    if not os.path.exists(path):
+        path = shipped_profile_path(path) or path
     try:
         with open(path) as fh:
             raw = json.load(fh)
@@ -311,7 +322,7 @@ def resolve_profile(profile: Profile | dict[str, Any] | str | None) -> Profile:
 
 
 def with_storage_profile(profile: Profile, name: str) -> Profile:
-    """``profile`` with its checkpoint storage replaced by the named ``reference.storage_profiles`` profile
+    """``profile`` with its checkpoint storage replaced by the named ``reference.protocol.storage_profiles`` profile
     (what ``--storage-profile`` gives the Spark engine); ``ProfileError`` naming an unknown one."""
     try:
         named = storage_profile(name)

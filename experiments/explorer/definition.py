@@ -1,9 +1,9 @@
-"""The exhaustive explorer on the example scenarios (``reference.explorer``), as an experiment.
+"""The exhaustive explorer on the example scenarios (``reference.judge.explorer``), as an experiment.
 
 One point per entry of ``RUNS``: an example scenario of ``experiments/scenarios/`` (shared with the demo and the
 tests, so it stays there), its engine section changed as the entry says (a mode, a provider, a pipeline depth),
 its own faults dropped. The point explores every crash cut of the scenario's first run and every single fault a
-task or maintenance survives (``reference.explorer.single_faults``: task failure, executor loss, a storage write
+task or maintenance survives (``reference.judge.explorer.single_faults``: task failure, executor loss, a storage write
 error, a zombie write), at depth 1 in quick mode and depth 2 (a second crash during each recovery) in full mode,
 and judges every schedule with every oracle. The explorer is deterministic, so one seed is all there is.
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
-from reference.explorer import Model, explore, first_graph, writing_cuts
-from reference.scenario import Scenario
+from reference.judge.explorer import Model, explore, first_graph, writing_cuts
+from reference.language.scenario import Scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 QUICK_DEPTH, FULL_DEPTH = 1, 2

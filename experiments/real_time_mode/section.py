@@ -89,7 +89,7 @@ def write(w: Writeup) -> None:
 
 
 def _keep_up(w: Writeup, run: Run, name: str, config: str, seconds: str) -> str:
-    """Whether the points of one row kept up with their input (``reference.timing``'s rule, each point's
+    """Whether the points of one row kept up with their input (``reference.protocol.timing``'s rule, each point's
     ``kept_up``): "kept up", or how many of them fell behind."""
     points = [i for i, r in enumerate(run.doc["points"]) if r["point"]["config"] == config
               and str(r["point"]["params"].get("batch_s")) == seconds]

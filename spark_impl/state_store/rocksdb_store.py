@@ -5,7 +5,7 @@ Implements the state-store part of SPEC.md: the ``state_load``,
 2 for the three ``state_store.provider`` values, the checkpoint layout of
 section 3, and the lineage rule that makes the ``lineage`` and
 ``reconstruction`` oracles of section 5 hold. It has the API shape of
-``reference.state_store.StateStore`` (the judge it is checked against) and
+``reference.protocol.state_store.StateStore`` (the judge it is checked against) and
 needs neither pyspark nor a SparkSession. It plays the part of Spark's
 ``RocksDBStateStoreProvider``: one store per (operator, partition), composed of
 
@@ -33,16 +33,16 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from reference import layout
-from reference.changelog import MAGIC
-from reference.storage import CheckpointFormatError, Storage
+from reference.protocol import layout
+from reference.protocol.changelog import MAGIC
+from reference.protocol.storage import CheckpointFormatError, Storage
 
 from .changelog_codec import decode_raw
 from .checkpoint_fs import StoreId
 from .cleanup import delete_planned, plan_retention
 from .commit import Committer, Sealed
 from .lineage import VersionLineage, check_uid
-from .local_db import DEFAULT_LOCAL_ROOT, LocalWorkspace
+from .local_db import LocalWorkspace
 from .maintenance import MaintenancePool, default_pool
 from .manifest_index import ManifestIndex
 from .memory import MemoryBudget, MemoryUsage, shared_memory
@@ -77,7 +77,7 @@ class RocksDBStateStore:
         # state files above this store's version that are not another writer's: on file at the last load (a
         # dead lineage) or written by this store (a failed attempt); ``cleanup`` refuses any other
         self._known_files: set[str] = set()
-        root = Path(local_root) if local_root is not None else DEFAULT_LOCAL_ROOT
+        root = Path(local_root) if local_root is not None else None   # None: a private temporary directory
         self._workspace = LocalWorkspace(self.store, root, self._memory)
         self.local_dir = self._workspace.directory  # disposable: never needed for recovery
         self._lineage = VersionLineage(str(self.store))
