@@ -12,8 +12,7 @@ FLINK_ROWS = (("flink_ckpt_ratio", "no-changelog over changelog, commit p50 (Fli
               ("flink_recovery", "recovery, changelog against no-changelog"),
               ("cl_faster", "changelog commit faster than one without changelog (the RocksDB post)"))
 VALUES = ("cl_state_keys", "cl_keys", "cl_cmp_deltas", "cl_cmp_commit_changelog", "cl_cmp_commit_snapshot",
-          "cl_cmp_commit_ratio", "cl_cmp_storage", "cl_cmp_written", "cl_cmp_recovery", "cl_cmp_recovery_pct",
-          "cl_cmp_storage_pct")
+          "cl_cmp_commit_ratio", "cl_cmp_storage", "cl_cmp_written", "cl_cmp_recovery")
 
 
 def write(w: Writeup) -> None:
@@ -49,8 +48,6 @@ def write(w: Writeup) -> None:
         w.v.of(run, "cl_cmp_storage", c + ["storage_overhead"], "change")
         w.v.of(run, "cl_cmp_written", c + ["bytes_written_ratio"], "change")
         w.v.of(run, "cl_cmp_recovery", c + ["recovery_slowdown"], "change")
-        w.v.of(run, "cl_cmp_recovery_pct", c + ["recovery_slowdown"], "pct")
-        w.v.of(run, "cl_cmp_storage_pct", c + ["storage_overhead"], "pct")
     w.table("changelog", Table(["Run, provider / min deltas", "Commit p50", "Commit p99", "Snapshots",
                                 "Bytes written", "State kept", "Recovery load"], rows), label="tab-cl", runs=[run],
             caption="Each state store provider and snapshot interval on the simulator: a commit's median and tail "

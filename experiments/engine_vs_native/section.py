@@ -38,7 +38,7 @@ def write(w: Writeup) -> None:
                          "n/a" if within is None else "within" if within else "outside: " + differs,
                          keep])
     w.table("engine_vs_native", Table(["Configuration", "Engine p50", "Native p50", "Simulator p50",
-                                       "Engine / native", "Within +-20%; else engine minus native", "Keep-up"],
+                                       "Engine / native", "Within 20% either way; else engine minus native", "Keep-up"],
                                       rows, aligns=["left"] + ["right"] * 4 + ["left", "left"]),
             label="tab-evn", runs=[run],
             caption="The offset-management query on the modelled object store, on the engine and on native Spark "

@@ -10,10 +10,10 @@ EXPERIMENT = "state-rebalancing"
 FIGURES = (("state_rebalancing", "100%"),)
 # name -> (row: the smallest or the largest state, policy, metric, format); the row's median over seeds
 VALUES = {"rb_moves": (-1, "rebalance", "moves", "int"),
-          "rb_small_keys": (0, "rebalance", "state_keys_at_move", "int"),
+          "rb_small_keys": (0, "rebalance", "state_keys_at_move", "keys"),
           "rb_small_load": (0, "rebalance", "moved_load_ms_max", "ms"),
           "rb_small_spike": (0, "rebalance", "spike_ms", "ms"),
-          "rb_big_keys": (-1, "rebalance", "state_keys_at_move", "int"),
+          "rb_big_keys": (-1, "rebalance", "state_keys_at_move", "keys"),
           "rb_big_mb": (-1, "rebalance", "state_mb_at_move", "int"),
           "rb_big_load": (-1, "rebalance", "moved_load_ms_max", "ms"),
           "rb_big_spike": (-1, "rebalance", "spike_ms", "ms"),

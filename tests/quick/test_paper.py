@@ -396,3 +396,27 @@ def test_the_number_of_checks_is_the_judges_own():
 def test_the_verdicts_confidence_level_is_the_one_the_prose_names():
     from experiments.verdicts import CONFIDENCE
     assert CONFIDENCE == 0.95 and "95% confidence interval" in PROSE[0].read_text().replace("\n", " ")
+
+
+def test_one_value_reads_the_same_wherever_it_is_printed():
+    """One source per number: every generated value read from the same results file and key, as it is, is shown
+    with the same text (one format, one rounding, one sign convention), wherever the paper prints it."""
+    texts: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for name, entry in _provenance().items():
+        if entry["derivation"] != "value" or len(entry["sources"]) != 1:
+            continue
+        source = entry["sources"][0]
+        texts.setdefault((source["file"], json.dumps(source["key"])), {}).setdefault(entry["text"], []).append(name)
+    differing = {k: v for k, v in texts.items() if len(v) > 1}
+    assert not differing, f"the same value printed two ways: {differing}"
+
+
+def test_a_change_reads_as_a_word_never_a_sign():
+    """One sign convention (issue 40): "p50 falls by 33%" is written "33% lower", never "-33%"; a peak that got
+    longer is "10% higher", never "+10%". No generated text carries a signed percentage."""
+    for name in ("numbers.typ", "tables.typ"):
+        text = (PAPER / "generated" / name).read_text()
+        signed = re.findall(r"(?<![\w%])[\u2212+-]\d[\d,.]*\s?%", text)     # a range "68-75%" is no sign
+        assert not signed, f"{name}: signed percentages {signed[:5]}"
+    from experiments.section_content import fmt
+    assert (fmt("cut", 0.33), fmt("cut", -0.1), fmt("change", -0.2)) == ("33% lower", "10% higher", "20% lower")
