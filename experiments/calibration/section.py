@@ -46,7 +46,7 @@ def write(w: Writeup) -> None:
                          keep_up_text(row.get("keep_up"))])
     w.table("calibration", Table(["Run, workload/config (role)", "Measured p50", "Constant: error",
                                   "Shipped profile: error", "Fitted profile: p50", "Fitted profile: error", "Keep-up"],
-                                 rows, aligns=["left"] + ["right"] * 5 + ["left"]),
+                                 rows, aligns=["left"] + ["right"] * 5 + ["left"], widths=["2.4fr"] + ["auto"] * 6),
             label="tab-cal", runs=[w.run(EXPERIMENT, b) for b in BACKENDS],
             caption=text("Each configuration's measured median latency and how far each predictor is from it "
                          "(higher or lower than measured): the constant predictor (every configuration predicted "
