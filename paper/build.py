@@ -372,7 +372,8 @@ def _figures(w: Writeup) -> tuple[list[str], dict[str, Path], dict[str, Any]]:
         out.append(f"#let figs_{name}(name, only: none, placement: auto) = {{\n  let figs = (\n"
                    + "\n".join(figures) + "\n  )\n  let shown = if only == none { range(figs.len()) } else "
                    "{ only.filter(i => i < figs.len()) }\n"
-                   "  if shown.len() == 0 [_No figure of this experiment is in this build: it was not run._]\n"
+                   f"  if shown.len() == 0 [_No figure of the experiment #raw(\"{name.replace('_', '-')}\") is in this "
+                   "build: it was not run._]\n"
                    "  for (k, i) in shown.enumerate() { if k == 0 [#figs.at(i) #label(name)] else { figs.at(i) } }\n}\n")
     return out, copies, manifest
 
