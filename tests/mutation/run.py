@@ -57,72 +57,85 @@ EQUIVALENT = Path(__file__).resolve().parent / "equivalent.json"
 RESULT = ROOT / "paper" / "results" / "mutation.json"
 PYTEST_ARGS = "-x -q -p no:cacheprovider -m 'not spark' -o addopts='' --benchmark-skip"
 
-INCARNATION_TESTS = ["tests/test_judge_engine.py", "tests/test_purge_rounds.py", "tests/test_judge_each_oracle.py",
-                     "tests/test_reference_spark_suites.py", "tests/test_judge_executor_loss.py",
-                     "tests/test_reference_open_batches.py", "tests/test_reference_any_order.py",
-                     "tests/test_reference_redelivering.py", "tests/test_reference_rebalancing.py",
-                     "tests/test_reference_parallel_commit.py"]
+INCARNATION_TESTS = ["tests/quick/test_judge_engine.py", "tests/quick/test_purge_rounds.py",
+                     "tests/quick/test_judge_each_oracle.py", "tests/quick/test_reference_spark_suites.py",
+                     "tests/quick/test_judge_executor_loss.py", "tests/quick/test_reference_open_batches.py",
+                     "tests/quick/test_reference_any_order.py", "tests/quick/test_reference_redelivering.py",
+                     "tests/slow/test_reference_redelivering_explored.py",
+                     "tests/quick/test_reference_rebalancing.py", "tests/slow/test_reference_rebalancing_explored.py",
+                     "tests/quick/test_reference_parallel_commit.py",
+                     "tests/slow/test_reference_parallel_commit_explored.py"]
 
 # Module under test -> the tests that judge it (fast, non-Spark). The order is the order they run in.
 MODULES: dict[str, list[str]] = {
-    "oracles": ["tests/test_judge_each_oracle.py", "tests/test_judge_oracle_details.py",
-                "tests/test_judge_outcome_ties.py", "tests/test_reference_check_cli.py",
-                "tests/test_reference_rebalancing.py", "tests/test_judge_recoveries.py",
-                "tests/test_judge_checkpoint_read_back.py", "tests/test_judge_both_ways.py",
-                "tests/test_judge_bounds.py"],
-    "checkpoint_rules": ["tests/test_judge_checkpoint_rules.py", "tests/test_judge_each_oracle.py",
-                         "tests/test_judge_outcome_ties.py", "tests/test_judge_both_ways.py",
-                         "tests/test_judge_bounds.py"],
+    "oracles": ["tests/quick/test_judge_each_oracle.py", "tests/quick/test_judge_oracle_details.py",
+                "tests/quick/test_judge_outcome_ties.py", "tests/quick/test_reference_check_cli.py",
+                "tests/quick/test_reference_rebalancing.py", "tests/slow/test_reference_rebalancing_explored.py",
+                "tests/quick/test_judge_recoveries.py", "tests/quick/test_judge_checkpoint_read_back.py",
+                "tests/quick/test_judge_both_ways.py", "tests/quick/test_judge_bounds.py"],
+    "checkpoint_rules": ["tests/quick/test_judge_checkpoint_rules.py", "tests/quick/test_judge_each_oracle.py",
+                         "tests/quick/test_judge_outcome_ties.py", "tests/quick/test_judge_both_ways.py",
+                         "tests/quick/test_judge_bounds.py"],
     # the numbers the judge enforces, read off the step graph, and whether the explorer reaches them (issue 30)
-    "bounds": ["tests/test_judge_bounds.py", "tests/test_judge_both_ways.py", "tests/test_judge_oracle_details.py",
-               "tests/test_judge_each_oracle.py", "tests/test_judge_checkpoint_rules.py"],
-    "tightness": ["tests/test_judge_tightness.py"],
-    "logs": ["tests/test_judge_logs.py", "tests/test_judge_purge_one_threshold.py", "tests/test_purge_rounds.py",
-             "tests/test_reference_spark_suites.py"],
+    "bounds": ["tests/quick/test_judge_bounds.py", "tests/quick/test_judge_both_ways.py",
+               "tests/quick/test_judge_oracle_details.py", "tests/quick/test_judge_each_oracle.py",
+               "tests/quick/test_judge_checkpoint_rules.py"],
+    "tightness": ["tests/slow/test_judge_tightness.py"],
+    "logs": ["tests/quick/test_judge_logs.py", "tests/quick/test_judge_purge_one_threshold.py",
+             "tests/quick/test_purge_rounds.py", "tests/quick/test_reference_spark_suites.py"],
     # what a checkpoint, an outcome and the command line's inputs are read with (issue 32)
-    "storage": ["tests/test_judge_local_storage.py", "tests/test_judge_checkpoint_rules.py",
-                "tests/test_judge_state_store.py"],
-    "layout": ["tests/test_judge_layout_and_faults.py", "tests/test_judge_checkpoint_rules.py"],
-    "sink_files": ["tests/test_judge_layout_and_faults.py", "tests/test_judge_checkpoint_rules.py",
-                   "tests/test_judge_checkpoint_read_back.py"],
-    "json_input": ["tests/test_judge_bounded_input.py"],
-    "size": ["tests/test_judge_bounded_input.py", "tests/test_judge_layout_and_faults.py",
-             "tests/test_judge_local_storage.py"],
-    "fault_reach": ["tests/test_judge_layout_and_faults.py"],
-    "fault_effects": ["tests/test_judge_recoveries.py"],
-    "state_store": ["tests/test_judge_state_store.py", "tests/test_lineage_memo.py",
-                    "tests/test_reference_spark_suites.py", "tests/test_judge_outcome_ties.py"],
-    "lineage_memo": ["tests/test_lineage_memo.py", "tests/test_judge_state_store.py"],
-    "changelog": ["tests/test_judge_changelog.py", "tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
-                  "tests/test_reference_spark_suites.py"],
-    "retained": ["tests/test_judge_retained.py", "tests/test_judge_state_store.py", "tests/test_judge_outcome_ties.py",
-                 "tests/test_reference_spark_suites.py"],
-    "recovery": ["tests/test_judge_recovery.py", "tests/test_reference_spark_suites.py",
-                 "tests/test_judge_executor_loss.py", "tests/test_reference_open_batches.py"],
-    "operators": ["tests/test_judge_operators.py", "tests/test_operator_boundaries.py",
-                  "tests/test_reference_sources.py"],
-    "explorer": ["tests/test_judge_explorer.py", "tests/test_judge_tightness.py",
-                 "tests/test_cli_hostile.py::test_explore_interrupted_stops_every_worker_and_says_where_it_got_to",
-                 "tests/test_reference_redelivering.py"],
+    "storage": ["tests/quick/test_judge_local_storage.py", "tests/quick/test_judge_checkpoint_rules.py",
+                "tests/quick/test_judge_state_store.py"],
+    "layout": ["tests/quick/test_judge_layout_and_faults.py", "tests/quick/test_judge_checkpoint_rules.py"],
+    "sink_files": ["tests/quick/test_judge_layout_and_faults.py", "tests/quick/test_judge_checkpoint_rules.py",
+                   "tests/quick/test_judge_checkpoint_read_back.py"],
+    "json_input": ["tests/quick/test_judge_bounded_input.py"],
+    "size": ["tests/quick/test_judge_bounded_input.py", "tests/quick/test_judge_layout_and_faults.py",
+             "tests/quick/test_judge_local_storage.py"],
+    "fault_reach": ["tests/quick/test_judge_layout_and_faults.py"],
+    "fault_effects": ["tests/quick/test_judge_recoveries.py"],
+    "state_store": ["tests/quick/test_judge_state_store.py", "tests/quick/test_lineage_memo.py",
+                    "tests/quick/test_reference_spark_suites.py", "tests/quick/test_judge_outcome_ties.py"],
+    "lineage_memo": ["tests/quick/test_lineage_memo.py", "tests/quick/test_judge_state_store.py"],
+    "changelog": ["tests/quick/test_judge_changelog.py", "tests/quick/test_judge_state_store.py",
+                  "tests/quick/test_judge_outcome_ties.py", "tests/quick/test_reference_spark_suites.py"],
+    "retained": ["tests/quick/test_judge_retained.py", "tests/quick/test_judge_state_store.py",
+                 "tests/quick/test_judge_outcome_ties.py", "tests/quick/test_reference_spark_suites.py"],
+    "recovery": ["tests/quick/test_judge_recovery.py", "tests/quick/test_reference_spark_suites.py",
+                 "tests/quick/test_judge_executor_loss.py", "tests/quick/test_reference_open_batches.py"],
+    "operators": ["tests/quick/test_judge_operators.py", "tests/quick/test_operator_boundaries.py",
+                  "tests/quick/test_reference_sources.py"],
+    "explorer": ["tests/slow/test_judge_explorer.py", "tests/slow/test_judge_tightness.py",
+                 ("tests/quick/test_cli_hostile.py::"
+                  "test_explore_interrupted_stops_every_worker_and_says_where_it_got_to"),
+                 "tests/quick/test_reference_redelivering.py", "tests/slow/test_reference_redelivering_explored.py"],
     # the incarnation's parts (once reference/engine.py) share one subset: every one runs in every scenario
     **{part: INCARNATION_TESTS for part in ("incarnation", "incarnation_state", "clock", "task_effects",
                                             "driver_steps", "task_retry")},
-    "seams": ["tests/test_seams.py"],
-    "real_time": ["tests/test_real_time.py"],
-    "real_time_rules": ["tests/test_real_time.py"],
+    "seams": ["tests/quick/test_seams.py"],
+    "real_time": ["tests/quick/test_real_time.py", "tests/slow/test_real_time_explored.py"],
+    "real_time_rules": ["tests/quick/test_real_time.py", "tests/slow/test_real_time_explored.py"],
     # the simulator (a key with a folder names its module path): small modules with clear semantics
-    "placement": ["tests/test_placement.py", "tests/test_reference_rebalancing.py"],
-    "rebalancing": ["tests/test_reference_rebalancing.py", "tests/test_placement.py"],
-    "redelivery": ["tests/test_reference_redelivering.py"],
-    "trigger": ["tests/test_trigger.py"],
-    "sim/latency": ["tests/test_sim_latency.py"],
-    "sim/faults": ["tests/test_sim_faults.py"],
+    "placement": ["tests/quick/test_placement.py", "tests/quick/test_reference_rebalancing.py",
+                  "tests/slow/test_reference_rebalancing_explored.py"],
+    "rebalancing": ["tests/quick/test_reference_rebalancing.py", "tests/slow/test_reference_rebalancing_explored.py",
+                    "tests/quick/test_placement.py"],
+    "redelivery": ["tests/quick/test_reference_redelivering.py", "tests/slow/test_reference_redelivering_explored.py"],
+    "trigger": ["tests/quick/test_trigger.py"],
+    "sim/latency": ["tests/quick/test_sim_latency.py"],
+    "sim/faults": ["tests/quick/test_sim_faults.py"],
 }
 
 
 def module_path(module: str) -> str:
-    """``oracles`` -> ``reference/oracles.py``; ``sim/latency`` -> ``sim/latency.py``."""
-    return f"{module}.py" if "/" in module else f"reference/{module}.py"
+    """``oracles`` -> ``reference/judge/oracles.py`` (the layer of ``reference/`` that holds it); ``sim/latency`` ->
+    ``sim/latency.py``."""
+    if "/" in module:
+        return f"{module}.py"
+    found = sorted(path.relative_to(ROOT).as_posix() for path in ROOT.glob(f"reference/*/{module}.py"))
+    if len(found) != 1:
+        raise SystemExit(f"no single module {module!r} in reference/: {found or 'none'}")
+    return found[0]
 
 
 def session_path(module: str) -> Path:
