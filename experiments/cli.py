@@ -59,7 +59,7 @@ from reference.judge.explorer import ExplorationInterrupted
 from reference.judge.oracles import check_outcome, failures
 from reference.protocol.outcome import OutcomeError
 from reference.language.scenario import Scenario, ScenarioError
-from reference.language.size import MATERIALISED, refusal
+from reference.language.size import MATERIALISED, explore_refusal, refusal
 from reference.protocol.storage import CheckpointFormatError
 from reference.protocol.storage_profiles import STORAGE_PROFILES, StorageProfileError
 
@@ -168,7 +168,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"note: {note}", file=sys.stderr)
     verdicts = check_outcome(scenario, outcome, storage)
     print(shown(f"{args.outcome}: {tally(verdicts)}"))
-    print("\n".join(shown(line, 10 * MESSAGE_CHARS) for line in verdict_lines(verdicts)))
+    print("\n".join(shown(part) for line in verdict_lines(verdicts) for part in line.split("\n")))
     for line in unfired_lines(scenario, outcome):
         print(shown(line), file=sys.stderr)
     return exit_codes.CHECK_FAILED if failures(verdicts) else exit_codes.OK
@@ -181,6 +181,9 @@ def workers_ceiling() -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     check_master(args.master)
     scenario = load_scenario(args.scenario)
+    large = explore_refusal(scenario)
+    if large is not None:
+        raise ExperimentError(f"{args.scenario}: cannot be explored: {large}")
     if args.workers is not None and args.workers < 1:
         raise ExperimentError(f"--workers {args.workers}: expected at least 1")
     if args.workers is not None and not args.master and args.workers > workers_ceiling():

@@ -129,6 +129,12 @@ def _listed_batches(storage: Storage, folder: str) -> list[int]:
     return sorted(out)
 
 
+def query_id(seed: int) -> str:
+    """The id a query's ``metadata`` names: fixed by the scenario's seed, so every backend writes the same one
+    and the checkpoint rules recompute it."""
+    return f"query-{seed}"
+
+
 def write_metadata(storage: Storage, query_id: str, digest: str, name: str | None = None,
                    snapshot_format: str | None = None) -> None:
     """``metadata``: the query id, the scenario digest, and the format of the snapshots a backend writes
