@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 from streamtest import RunOptions, check, crash, fault
+from test_spark_native import assert_oracles_hold, generated, native_dict, native_sink, run
 
 from reference.judge.compare import first_difference
+from reference.language.catalogue import scenario_dict
 from reference.protocol.run import run_scenario
 from reference.language.scenario import Scenario
 from sim.backend import SimBackend
-from tests.spark.test_spark_native import assert_oracles_hold, generated, native_dict, native_sink, run
 
 pytestmark = pytest.mark.spark
 
@@ -65,9 +66,11 @@ def test_native_dedup_gives_the_reference_s_rows_state_and_watermarks(spark, tmp
 
 @pytest.mark.slow
 def test_native_dedup_restarts_from_its_checkpoint_without_emitting_a_key_again(spark, tmp_path):
-    """StreamRealTimeModeSuite's "dedup recovers from a task failure via checkpoint restart", in micro-batch
-    mode: a task fails in batch 1 (Spark retries it), the driver crashes after ``offsets/2`` and between
-    batches 2 and 3; every restart loads the dedup state, so no key of a committed batch is emitted twice."""
+    """Micro-batch mode's counterpart of StreamRealTimeModeSuite's "dedup recovers from a task failure via
+    checkpoint restart" (there one failed task fails the query, since real-time mode does not retry tasks, and
+    the restart keeps batch 0's keys): here Spark retries the task that fails in batch 1, and the driver
+    crashes after ``offsets/2`` and between batches 2 and 3; each restart loads the dedup state from the
+    checkpoint, so no key is emitted twice (the sink is exactly-once)."""
     scenario = native_dedup({"kind": "dedup"}, faults=[
         fault("task_failure", "task_apply", 1, partition=0),
         crash("offset_log_write", 2),
@@ -91,7 +94,6 @@ def test_native_dedup_restarts_from_its_checkpoint_without_emitting_a_key_again(
 ], ids=["plain-pipelining", "plain-async_state", "watermarked-sync", "watermarked-delta"])
 def test_the_engine_runs_dedup_and_agrees_with_the_reference_and_the_simulator(spark, tmp_path: Path, operator,
                                                                                  mode, faults):
-    from reference.language.catalogue import scenario_dict
     d = scenario_dict("dedup", mode, faults=faults, batches=4)
     d["query"]["operator"] = operator
     scenario = Scenario.from_dict(d)
