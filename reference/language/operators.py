@@ -43,8 +43,10 @@ has no null values (None is a delete), so it keeps ``True``. The two forms:
   duplicates only when both key and event time are equal; for "same key
   within the delay" Spark has ``dropDuplicatesWithinWatermark``
   (``dedup_within_watermark``). Spark's third form, a watermark on the stream
-  but only the record key as the dedup key, drops late rows and never evicts
-  (StreamingDeduplicationSuite, SPARK-21546); the reference does not model it.
+  but only the record key as the dedup key (StreamingDeduplicationSuite,
+  SPARK-21546), drops late rows (the late-row filter reads the child's
+  event-time column) and never evicts (the eviction predicate reads the
+  keys); the reference does not model it.
 """
 
 from __future__ import annotations
