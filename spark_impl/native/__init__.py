@@ -28,7 +28,8 @@ How a scenario becomes a Spark query
   in the outcome are read back from Spark's own ``offsets/<b>`` and file-source
   log, not assumed.
 - Operators: see ``plan.py`` for the table (groupBy/agg, window + withWatermark,
-  dropDuplicatesWithinWatermark, stream-stream join, applyInPandasWithState).
+  dropDuplicates, dropDuplicatesWithinWatermark, stream-stream join,
+  applyInPandasWithState).
   ``chain`` is refused (``support.UNSUPPORTED_OPERATORS`` says why).
 - Configuration: the session's RocksDB provider with changelog checkpointing
   (``provider = changelog``; ``snapshot`` turns changelog checkpointing off,

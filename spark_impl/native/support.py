@@ -17,7 +17,7 @@ from reference.language.scenario import Fault, Scenario
 BACKEND = "spark-native"
 
 # Operators the adapter maps to Spark's own operators.
-SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "join",
+SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "dedup", "join",
                        "stateful_function")
 SUPPORTED_FAULTS = ("driver_crash", "task_failure", "corrupt_file", "delete_file")
 
@@ -103,7 +103,7 @@ def uses_stat_sink(scenario: Scenario, realtime: bool) -> bool:
 
 # operators whose state depends on the order of a batch's rows (dedup keeps the first duplicate; a session's
 # function sees the rows in order): their rows must reach each state partition in (source partition, offset) order
-ORDER_SENSITIVE = ("dedup_within_watermark", "stateful_function")
+ORDER_SENSITIVE = ("dedup_within_watermark", "dedup", "stateful_function")
 
 
 def needs_file_order(scenario: Scenario, realtime: bool) -> bool:

@@ -100,7 +100,8 @@ def native_sink(outcome: Outcome) -> dict[int, list[Any]]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("operator", ["map", "aggregate", "window_aggregate", "dedup_within_watermark", "join"])
+@pytest.mark.parametrize("operator", ["map", "aggregate", "window_aggregate", "dedup_within_watermark", "dedup",
+                                      "join"])
 def test_operator_on_spark_passes_the_oracles(spark, tmp_path, operator):
     scenario = make(operator)
     outcome = run(scenario, tmp_path)
