@@ -60,6 +60,7 @@ def add_cluster_parser(subparsers: Any, formatter: type[argparse.HelpFormatter])
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     from spark_impl.cluster import ClusterDown, ClusterError, Cluster, start_cluster, stop_cluster
+    from spark_impl.master_probe import memory_mb
     from spark_impl.session import SparkUnavailable
     folder = Path(args.dir).expanduser().absolute()
     try:
@@ -70,6 +71,11 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                     print(f"error: --{name.replace('_', '-')} {value}: expected "
                           + ("a port, 0 to 65535" if name.endswith("port") else f"at least {least}"), file=sys.stderr)
                     return exit_codes.BAD_INPUT
+            try:
+                memory_mb(args.memory)
+            except ValueError as exc:
+                print(f"error: --memory {exc}", file=sys.stderr)
+                return exit_codes.BAD_INPUT
             print(f"starting a master and {args.workers} worker(s) in {folder} ...", file=sys.stderr, flush=True)
             cluster = start_cluster(folder, args.workers, args.cores, args.memory, host=args.host, port=args.port,
                                     ui_port=args.webui_port, environ=os.environ)

@@ -80,12 +80,20 @@ def _free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-def _start_ticks(pid: int) -> int | None:
-    """The process's start time (clock ticks since boot), or None when there is no such process."""
+def _stat(pid: int | str) -> tuple[str, int, int] | None:
+    """A process's state letter, process group and start time (clock ticks since boot) from ``/proc``; None when
+    there is no such process."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[2]), int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The start time of a process that runs (not a zombie), or None."""
+    stat = _stat(pid)
+    return stat[2] if stat is not None and stat[0] != "Z" else None
 
 
 @dataclass
@@ -101,14 +109,13 @@ class Daemon:
         return _start_ticks(self.pid) == self.started
 
     def group_alive(self) -> bool:
-        """Whether any process of the daemon's process group (itself and the executors it launched) is left."""
-        try:
-            os.killpg(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:   # pragma: no cover - a group of another user's: not ours
-            return False
-        return True
+        """Whether a process of the daemon's process group (itself and the executors it launched) still runs."""
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                stat = _stat(entry.name)
+                if stat is not None and stat[1] == self.pid and stat[0] != "Z":
+                    return True
+        return False
 
 
 @dataclass
@@ -190,13 +197,10 @@ class Cluster:
             lines.append("applications: none")
         return all_up, lines
 
-    def stop(self, grace_s: float = STOP_GRACE_S, reap: Any = None) -> list[str]:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> list[str]:
         """End every daemon: workers first (each with its executors), then the master. SIGTERM to each process
         group, up to ``grace_s`` for it to exit, then SIGKILL. Lines saying what happened."""
-        lines = []
-        for d in sorted(self.daemons, key=lambda d: d.role == "master"):
-            lines.append(terminate(d, grace_s, reap))
-        return lines
+        return [terminate(d, grace_s) for d in sorted(self.daemons, key=lambda d: d.role == "master")]
 
     def remove(self) -> list[str]:
         """Remove what start made in the folder, and the folder if nothing else is left in it."""
@@ -206,9 +210,9 @@ class Cluster:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
-        for d in self.daemons:
-            if d.role.startswith("worker-"):
-                shutil.rmtree(self.dir / d.role, ignore_errors=True)
+        for path in self.dir.glob("worker-*"):
+            if path.is_dir() and path.name[len("worker-"):].isdigit():   # every worker's, started or added
+                shutil.rmtree(path, ignore_errors=True)
         left = sorted(p.name for p in self.dir.iterdir()) if self.dir.exists() else []
         if not left:
             if self.dir.exists():
@@ -217,15 +221,13 @@ class Cluster:
         return [f"removed what start made in {self.dir}; left what it did not make: {', '.join(left[:10])}"]
 
 
-def terminate(daemon: Daemon, grace_s: float, reap: Any = None) -> str:
+def terminate(daemon: Daemon, grace_s: float) -> str:
     """SIGTERM ``daemon``'s process group, wait up to ``grace_s`` for it to go, then SIGKILL it; what happened."""
     if not daemon.alive():
         return f"{daemon.role}: was not running"
     os.killpg(daemon.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if reap is not None:
-            reap(daemon.pid)
         if not daemon.group_alive():
             return f"{daemon.role}: stopped (SIGTERM)"
         time.sleep(POLL_S)
@@ -233,8 +235,6 @@ def terminate(daemon: Daemon, grace_s: float, reap: Any = None) -> str:
         os.killpg(daemon.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    if reap is not None:
-        reap(daemon.pid)
     return f"{daemon.role}: still running {grace_s:.0f} s after SIGTERM, killed (SIGKILL)"
 
 
@@ -325,7 +325,8 @@ class LocalCluster:
     def stop_worker(self, index: int) -> None:
         """Stop worker ``index`` and the executors it launched (a worker leaving the cluster)."""
         daemon = next(d for d in self.state.daemons if d.role == f"worker-{index}")
-        terminate(daemon, STOP_GRACE_S, self._reap)
+        terminate(daemon, STOP_GRACE_S)
+        self._collect(daemon.pid)
         self.state.daemons.remove(daemon)
         self.state.save()
 
@@ -336,7 +337,7 @@ class LocalCluster:
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:
-            dead = [d for d in self.state.daemons if not d.alive() or self._reap(d.pid)]
+            dead = [d for d in self.state.daemons if not d.alive()]
             if dead:
                 raise ClusterDown(f"{dead[0].role} exited while waiting for {what}: {_tail(Path(dead[0].log))}")
             try:
@@ -348,10 +349,11 @@ class LocalCluster:
         log = daemon.log if daemon is not None else self.dir / "logs"
         raise ClusterDown(f"timed out after {timeout_s:.0f} s waiting for {what} ({last or 'not yet'}); see {log}")
 
-    def _reap(self, pid: int) -> bool:
-        """Collect a daemon this object started once it has exited (so it is no zombie); whether it has."""
-        proc = self.procs.get(pid)
-        return proc is not None and proc.poll() is not None
+    def _collect(self, pid: int) -> None:
+        """Collect a daemon this object started, once it has exited (so it stays no zombie)."""
+        proc = self.procs.pop(pid, None)
+        if proc is not None:
+            proc.wait()
 
     def executor_pids(self) -> list[int]:
         """Process ids of the executor JVMs the workers launched."""
@@ -375,10 +377,9 @@ class LocalCluster:
 
     def stop(self) -> list[str]:
         """Stop every daemon (``Cluster.stop``); a temporary folder this object made goes with them."""
-        lines = self.state.stop(reap=self._reap)
-        for proc in self.procs.values():
-            proc.wait()
-        self.procs.clear()
+        lines = self.state.stop()
+        for pid in list(self.procs):
+            self._collect(pid)
         if self.owned:
             shutil.rmtree(self.dir, ignore_errors=True)
         return lines
@@ -474,6 +475,7 @@ def run_suite(scenario_paths: list[str], workers: int = 2) -> dict[str, Any]:
                     "cache_hits": spark_details["cache_hits"], "executors": spark_details.get("executors"),
                     "moves": [m.to_dict() for m in outcome.moves],
                     "moved_partition_tasks": spark_details.get("moved_partition_tasks"),
+                    "bound_executors": spark_details.get("bound_executors"),
                     "recoveries": [r.to_dict() for r in outcome.recoveries]})
             report["executors_after"] = cluster.executor_pids()
         finally:
@@ -487,7 +489,8 @@ def _follow_membership(cluster: LocalCluster, scenario: Any, checkpoint: Path) -
     """Make the cluster follow the scenario's executor events while it runs: a worker joins once the batch
     before its event has committed (the engine waits for its executor before planning the batch), and the
     worker of an executor that leaves stops once the batch before the leave has committed (the placement
-    has moved its partitions back by then). An executor joining is taken to get the next executor id."""
+    has moved its partitions back by then). The engine binds a joining executor's name to the executor the new
+    worker starts (``engine/locality.py``), so the worker of a name that leaves is the one started for it."""
     from reference import layout
 
     def follow() -> None:

@@ -175,6 +175,8 @@ def run_details(scenario: Scenario, engine: EngineContext, wall_s: float) -> dic
                               round((t["finished"] - engine.t0) * 1000.0, 3)] for t in tasks),
         # partition -> the executors its tasks ran on, one entry per move (a lost executor moves it)
         "executors": {str(p): list(ex) for p, ex in sorted(engine.placement.executors.items())},
+        # the scenario's executor name -> the Spark executors it was bound to, in order (``locality.py``)
+        "bound_executors": {name: list(ids) for name, ids in sorted(engine.placement.bound.items())},
     }
 
 
