@@ -35,7 +35,7 @@ from .master_probe import MasterUnusable, check_reachable, master_addresses, mem
 
 DEFAULT_MASTER = "local[2]"
 DRIVER_LOG = "driver.log"
-DRIVER_LOG_PREFIX = "lightspeed-spark-driver"   # its scratch folder, and the name of a log kept after a failure
+DRIVER_LOG_PREFIX = "lightspeed-driver"   # its scratch folder, and the name of a log kept after a failure
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 FIRST_EXECUTOR_TIMEOUT_S = 60.0   # a cluster's first executor: a JVM start on a worker (10-20 s when loaded)
 EXECUTOR_POLL_S = 0.25
