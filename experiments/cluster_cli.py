@@ -1,6 +1,7 @@
 """``lightspeed cluster``: a Spark standalone cluster on this machine that stays up between commands.
 
     lightspeed cluster start [--workers N] [--cores C] [--memory M] [--dir DIR] [--host HOST] [--port P]
+                             [--join spark://HOST:PORT]
     lightspeed cluster status [--dir DIR]
     lightspeed cluster stop [--dir DIR]
 
@@ -50,6 +51,9 @@ def add_cluster_parser(subparsers: Any, formatter: type[argparse.HelpFormatter])
                             "their workers join (README, Several machines)")
     start.add_argument("--port", type=int, default=0, help="the master's port (0: a free one)")
     start.add_argument("--webui-port", type=int, default=0, help="the master's web UI port (0: a free one)")
+    start.add_argument("--join", default="", metavar="URL",
+                       help="start no master: only workers, for the master at spark://HOST:PORT (on another machine; "
+                            "give --host this machine's address)")
     for action in (start, sub.add_parser("status", help="say what runs", formatter_class=formatter),
                    sub.add_parser("stop", help="stop the daemons and remove the cluster's folder",
                                   formatter_class=formatter)):
@@ -76,11 +80,14 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 print(f"error: --memory {exc}", file=sys.stderr)
                 return exit_codes.BAD_INPUT
-            print(f"starting a master and {args.workers} worker(s) in {folder} ...", file=sys.stderr, flush=True)
+            what = f"{args.workers} worker(s) for {args.join}" if args.join else \
+                f"a master and {args.workers} worker(s)"
+            print(f"starting {what} in {folder} ...", file=sys.stderr, flush=True)
             cluster = start_cluster(folder, args.workers, args.cores, args.memory, host=args.host, port=args.port,
-                                    ui_port=args.webui_port, environ=os.environ)
+                                    ui_port=args.webui_port, environ=os.environ, join=args.join)
             print(cluster.url)
-            print(f"master web UI: {cluster.ui_url}", file=sys.stderr)
+            if not args.join:
+                print(f"master web UI: {cluster.ui_url}", file=sys.stderr)
             print(f"logs: {folder / 'logs'} (executors': {folder}/worker-N/)", file=sys.stderr)
             print(f"use it with --master {cluster.url}; stop it with: lightspeed cluster stop"
                   + ("" if args.dir == _default() else f" --dir {folder}"), file=sys.stderr)

@@ -51,6 +51,7 @@ STATE_FILE = "cluster.json"
 MADE_BY = "lightspeed cluster start"
 MADE = (STATE_FILE, "logs", "local")   # what start makes in the folder, besides worker-N/
 LOG_TAIL_LINES = 5
+REGISTERED = "Successfully registered with master"   # what a worker logs once its master has it (Worker.scala)
 
 
 class ClusterError(RuntimeError):
@@ -129,10 +130,11 @@ class Cluster:
     cores: int
     memory: str
     daemons: list[Daemon] = field(default_factory=list)
+    joined: str = ""   # workers only, joined to this master elsewhere (``start --join``); else the master is here
 
     @property
     def url(self) -> str:
-        return f"spark://{self.host}:{self.port}"
+        return self.joined or f"spark://{self.host}:{self.port}"
 
     @property
     def ui_url(self) -> str:
@@ -140,7 +142,8 @@ class Cluster:
 
     def save(self) -> None:
         record = {"made_by": MADE_BY, "host": self.host, "port": self.port, "ui_port": self.ui_port,
-                  "cores": self.cores, "memory": self.memory, "daemons": [asdict(d) for d in self.daemons]}
+                  "cores": self.cores, "memory": self.memory, "daemons": [asdict(d) for d in self.daemons],
+                  "joined": self.joined}
         tmp = self.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(record, indent=1))
         tmp.replace(self.dir / STATE_FILE)
@@ -157,7 +160,7 @@ class Cluster:
             record = json.loads(path.read_text())
             assert record.get("made_by") == MADE_BY
             return cls(folder, str(record["host"]), int(record["port"]), int(record["ui_port"]), int(record["cores"]),
-                       str(record["memory"]), [Daemon(**d) for d in record["daemons"]])
+                       str(record["memory"]), [Daemon(**d) for d in record["daemons"]], str(record.get("joined", "")))
         except (ValueError, KeyError, TypeError, AssertionError):
             raise ClusterError(f"{path} is not a state file `lightspeed cluster start` wrote; nothing done") from None
 
@@ -170,6 +173,12 @@ class Cluster:
         """Whether the master and every worker run, and lines saying what runs."""
         master = next((d for d in self.daemons if d.role == "master"), None)
         lines = []
+        if self.joined:   # the master runs elsewhere: this folder's workers are all there is to say
+            lines.append(f"master   {self.url}  elsewhere (these workers joined it; its own `cluster status` "
+                         "lists every worker)")
+            for d in self.daemons:
+                lines.append(f"{d.role:<8} " + (f"up (pid {d.pid})" if d.alive() else "NOT RUNNING") + f"  log {d.log}")
+            return all(d.alive() for d in self.daemons), lines
         up = master is not None and master.alive()
         state: dict[str, Any] = {}
         if up:
@@ -246,7 +255,7 @@ class LocalCluster:
 
     def __init__(self, workers: int = 2, cores_per_worker: int = 1, memory: str = "1g",
                  workdir: str | os.PathLike[str] | None = None, host: str = "127.0.0.1", port: int = 0,
-                 ui_port: int = 0, environ: Mapping[str, str] | None = None):
+                 ui_port: int = 0, environ: Mapping[str, str] | None = None, join: str = ""):
         from spark_impl.session import check_java
         check_java()
         if workers < 0 or cores_per_worker < 1:
@@ -256,8 +265,8 @@ class LocalCluster:
         self.owned = workdir is None
         folder = Path(tempfile.mkdtemp(prefix="lightspeed-cluster-")) if workdir is None else Path(workdir)
         self.environ = dict(os.environ if environ is None else environ)
-        self.state = Cluster(folder, host, port or _free_port(host), ui_port or _free_port(host), cores_per_worker,
-                             memory)
+        self.state = Cluster(folder, host, 0 if join else port or _free_port(host),
+                             0 if join else ui_port or _free_port(host), cores_per_worker, memory, joined=join)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}   # pid -> the daemons this object started
 
     @property
@@ -293,6 +302,8 @@ class LocalCluster:
 
     def start(self) -> "LocalCluster":
         self.dir.mkdir(parents=True, exist_ok=True)
+        if self.state.joined:
+            return self._start_joined()
         try:
             s = self.state
             master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", s.host, "--port",
@@ -302,6 +313,25 @@ class LocalCluster:
                 self._spawn_worker(i)
             self._wait(lambda st: sum(w.get("state") == "ALIVE" for w in st.get("workers", [])) >= self.workers,
                        f"{self.workers} workers to register", None)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_joined(self) -> "LocalCluster":
+        """Workers only, registered with the master elsewhere (each says so in its log)."""
+        try:
+            workers = [self._spawn_worker(i) for i in range(self.workers)]
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not all(REGISTERED in Path(w.log).read_text(errors="replace") for w in workers):
+                dead = [w for w in workers if not w.alive()]
+                if dead:
+                    raise ClusterDown(f"{dead[0].role} exited before it registered with {self.url}: "
+                                      f"{_tail(Path(dead[0].log))}")
+                if time.monotonic() > deadline:
+                    raise ClusterDown(f"timed out after {START_TIMEOUT_S:.0f} s waiting for the workers to register "
+                                      f"with {self.url}; see {self.dir / 'logs'}")
+                time.sleep(POLL_S * 2)
         except BaseException:
             self.stop()
             raise
@@ -400,14 +430,24 @@ def _tail(log: Path) -> str:
 
 
 def start_cluster(folder: Path, workers: int, cores: int, memory: str, host: str = "127.0.0.1", port: int = 0,
-                  ui_port: int = 0, environ: Mapping[str, str] | None = None) -> Cluster:
+                  ui_port: int = 0, environ: Mapping[str, str] | None = None, join: str = "") -> Cluster:
     """Start a cluster that stays up after this process ends, its state in ``folder``; refused when ``folder`` holds
-    anything (a running cluster, a stopped one's files, or files of something else)."""
-    from spark_impl.master_probe import memory_mb
+    anything (a running cluster, a stopped one's files, or files of something else). ``join``: start only workers,
+    for the master at that URL (on another machine, say)."""
+    from spark_impl.master_probe import MasterUnusable, check_reachable, master_addresses, memory_mb
     try:
         memory_mb(memory)
     except ValueError as exc:
         raise ClusterError(f"--memory {exc}") from None
+    if join:
+        try:
+            master_addresses(join)
+        except ValueError as exc:
+            raise ClusterError(f"--join {exc}") from None
+        try:
+            check_reachable(join)
+        except MasterUnusable as exc:
+            raise ClusterDown(str(exc)) from None
     if folder.exists() and not folder.is_dir():
         raise ClusterError(f"{folder} is not a folder; give --dir a folder for the cluster's state")
     if folder.is_dir() and any(folder.iterdir()):
@@ -421,7 +461,7 @@ def start_cluster(folder: Path, workers: int, cores: int, memory: str, host: str
                                "ends it")
         raise ClusterError(f"{folder} holds a stopped cluster's files; `lightspeed cluster stop` removes them")
     cluster = LocalCluster(workers, cores, memory, workdir=folder, host=host, port=port, ui_port=ui_port,
-                           environ=environ)
+                           environ=environ, join=join)
     try:
         cluster.start()
     except ClusterDown as exc:

@@ -104,13 +104,15 @@ def test_start_prints_the_url_the_logs_and_how_to_stop(cluster: Any, env: dict[s
 
 
 def _one_sentence(result: subprocess.CompletedProcess[str]) -> str:
-    """The error line of a command that failed on its master: exit 3, and no Java on the screen."""
+    """The error line of a command that failed on its master: exit 3, one error line after what the command
+    announced (``run``: the scenario; ``explore``: its plan), and no Java on the screen."""
     assert result.returncode == exit_codes.UNAVAILABLE, result.stdout + result.stderr
     shown = result.stdout + result.stderr
     assert "Traceback" not in shown and "\tat " not in shown and "Exception" not in shown, shown
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and len(result.stderr.strip().splitlines()) <= 2, result.stderr
-    return errors[0]
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and len(lines) <= 3, result.stderr
+    assert not any(line.startswith("error: ") for line in lines[:-1]), result.stderr
+    return lines[-1]
 
 
 def _kept_log(line: str, tmp: Path) -> Path:
@@ -153,18 +155,27 @@ def _cli_json(folder: Path) -> str:
         return resp.read().decode()
 
 
-def test_a_master_without_workers_is_named_before_explore_waits_on_it(env: dict[str, str], work: Path,
-                                                                      tmp_path: Path) -> None:
-    folder = tmp_path / "idle"
+def test_a_master_without_workers_is_named_and_workers_from_elsewhere_join_it(env: dict[str, str], work: Path,
+                                                                             tmp_path: Path) -> None:
+    """A master alone: ``explore`` names it at once; then a worker started as the README's "Several machines"
+    says (``cluster start --join``, here from another folder of this machine) registers with it."""
+    folder, joined = tmp_path / "idle", tmp_path / "joined"
     started = _cli(env, "cluster", "start", "--workers", "0", "--dir", str(folder))
     assert started.returncode == exit_codes.OK, started.stderr
     try:
         url = started.stdout.strip()
         line = _one_sentence(_cli(env, "explore", str(work / "explored.json"), "--master", url, "--quiet"))
         assert f"the master at {url} has no workers" in line, line
+        join = _cli(env, "cluster", "start", "--join", url, "--workers", "1", "--dir", str(joined))
+        assert join.returncode == exit_codes.OK and join.stdout.strip() == url, join.stderr
+        status = _cli(env, "cluster", "status", "--dir", str(folder))
+        assert status.returncode == exit_codes.OK and "ALIVE: 1 cores" in status.stdout, status.stdout
+        status = _cli(env, "cluster", "status", "--dir", str(joined))
+        assert status.returncode == exit_codes.OK and f"master   {url}  elsewhere" in status.stdout, status.stdout
     finally:
-        stopped = _cli(env, "cluster", "stop", "--dir", str(folder))
-    assert stopped.returncode == exit_codes.OK and not folder.exists(), stopped.stdout + stopped.stderr
+        stopped = [_cli(env, "cluster", "stop", "--dir", str(f)) for f in (joined, folder)]
+    assert [s.stdout.splitlines()[0] for s in stopped] == ["worker-0: stopped (SIGTERM)", "master: stopped (SIGTERM)"]
+    assert not folder.exists() and not joined.exists()
 
 
 def test_explore_on_the_cluster_reports_what_a_local_run_does(cluster: Any, env: dict[str, str],
