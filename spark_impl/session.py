@@ -154,7 +154,8 @@ def _options(master: str, extra_conf: dict[str, str] | None) -> dict[str, str]:
         # local[N] gives up on the first task failure unless told otherwise; Spark's own default
         # for a cluster is 4 attempts, and the protocol's task retry relies on it
         options["spark.master"] = f"local[{_threads(master)},4]"
-    if master.startswith("local") or all(a.host in LOOPBACK for a in master_addresses(master)):
+    if master.startswith("local") or \
+            (master.startswith("spark://") and all(a.host in LOOPBACK for a in master_addresses(master))):
         # one machine: the driver listens on loopback only; a cluster on other machines must reach the
         # driver at an address of this one (Spark's default, or SPARK_LOCAL_IP)
         options["spark.driver.host"] = options["spark.driver.bindAddress"] = "127.0.0.1"

@@ -75,7 +75,8 @@ def _page(workers: list[tuple[str, int, int, int]], apps: list[tuple[str, int]])
 
 def test_an_idle_master_is_named_with_what_holds_its_cores() -> None:
     url = "spark://m:7077"
-    assert "has no workers" in master_state(url, _page([], [])).problem()
+    alone = master_state(url, _page([], [])).problem()
+    assert alone is not None and "has no workers" in alone
     dead = master_state(url, _page([("DEAD", 1, 0, 1024)], [])).problem()
     assert dead is not None and "1 registered, none alive" in dead
     taken = master_state(url, _page([("ALIVE", 1, 1, 0), ("ALIVE", 1, 1, 0)], [("lightspeed", 2)])).problem()

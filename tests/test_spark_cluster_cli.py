@@ -5,7 +5,8 @@ on localhost with the documented command; name a bad master URL (a closed
 port, the master's web UI port, a worker's port) and a master with no workers
 in one sentence each, before anything waits on them; explore a scenario and
 run one on the engine there (judged by ``check``); interrupt a run with
-Ctrl-C; run the engine's quick fault matrix there; stop the cluster. Every
+Ctrl-C; run the engine's quick fault matrix there (``make soak``; ``make test``
+runs the cells that used to stall); stop the cluster. Every
 command runs with its own temporary directory (``TMPDIR``), so at the end the
 test can see that no temporary folder (``lightspeed-*``, Spark's own) and no
 process that any of them started is left.
@@ -25,6 +26,8 @@ from typing import Any
 import pytest
 
 from experiments import exit_codes
+from reference.catalogue import spark_allows
+from tests.soak import soak_or_short
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -217,16 +220,52 @@ def test_ctrl_c_during_a_run_leaves_no_temporary_folder(cluster: Any, env: dict[
     assert _until(lambda: list(tmp.iterdir())) == [], "every temporary folder of the run is gone"
 
 
+# The matrix's cells on the cluster, run as ``lightspeed experiment fault-matrix --quick --backend spark --master``
+# runs them (``experiments.execution.execute``: one after another in one driver, on its SparkContext). Executor-loss
+# cells kill executor JVMs first, so the rebalancing cells after them find executors with new Spark ids.
+DRIVER = """
+import json, sys
+from experiments.execution import execute
+from experiments.experiment import RunContext
+from experiments.registry import get_experiment
+master, out, wanted = sys.argv[1], sys.argv[2], set(json.loads(sys.argv[3]))
+ctx = RunContext(backend="spark", quick=True, master=master, backend_master=master, quiet=True,
+                 point_timeout_s=get_experiment("fault-matrix").point_timeout_s)
+points = [p for p in get_experiment("fault-matrix").points(ctx) if p.backend == "spark" and p.id in wanted]
+with open(out, "w") as f:
+    json.dump(execute(points, ctx), f)
+"""
+
+
+def _cells(columns: tuple[str, ...], modes: tuple[str, ...], faults: tuple[str, ...]) -> list[str]:
+    return [f"cell/spark/fault={fault},mode={mode},operator={column}/seed=1" if
+            spark_allows(column.partition("@")[0], mode) else
+            f"unsupported/spark/fault={fault},mode={mode},operator={column}/seed=1"
+            for column in columns for mode in modes for fault in faults]
+
+
 def test_the_quick_fault_matrix_finishes_on_the_cluster(cluster: Any, env: dict[str, str], work: Path) -> None:
-    out = work / "fault-matrix"
-    result = _cli(env, "experiment", "fault-matrix", "--quick", "--backend", "spark", "--master", cluster["url"],
-                  "--out", str(out), "--no-figures", "--quiet", timeout=7200)
-    records = json.loads((out / "results.json").read_text())["points"]
-    spark = [r for r in records if r["point"]["backend"] == "spark"]
-    assert spark and all(r["error"] is None for r in spark), [r["error"] for r in spark if r["error"]][:3]
-    statuses = {r["id"]: r["metrics"]["status"] for r in spark}
+    """Under ``make soak`` every cell of the quick matrix; else the executor-loss cells of two columns and the
+    rebalancing column's cells that come after them. Every cell runs and none fails, and no rebalancing cell
+    waits out the engine's join timeout, as each did while the scenario's executor names were Spark's ids."""
+    from experiments.fault_matrix.definition import FAULT_KINDS, QUICK_MODES, REBALANCING, columns
+    from spark_impl.engine.incarnation import JOIN_TIMEOUT_S
+    whole = _cells(columns(True), QUICK_MODES, FAULT_KINDS)
+    short = _cells(("map", "aggregate"), QUICK_MODES, ("executor_loss",)) + \
+        _cells((REBALANCING,), ("sync", "pipelining"), ("driver_crash", "task_failure", "executor_loss"))
+    cells = soak_or_short(whole, short)
+    out = work / "cells.json"
+    ran = subprocess.run([sys.executable, "-c", DRIVER, cluster["url"], str(out), json.dumps(cells)], env=env,
+                         capture_output=True, text=True, timeout=7200)
+    assert ran.returncode == 0 and out.exists(), ran.stderr[-3000:]
+    records = json.loads(out.read_text())
+    assert sorted(r["id"] for r in records) == sorted(cells)
+    assert all(r["error"] is None for r in records), [(r["id"], r["error"]) for r in records if r["error"]][:3]
+    statuses = {r["id"]: r["metrics"]["status"] for r in records}
     assert "fail" not in statuses.values(), {k: v for k, v in statuses.items() if v == "fail"}
-    assert result.returncode == exit_codes.OK, result.stderr[-2000:]
+    rebalancing = [r for r in records if REBALANCING in r["id"] and r["metrics"]["status"] != "unsupported"]
+    assert rebalancing and all(r["wall_s"] < JOIN_TIMEOUT_S for r in rebalancing), \
+        [(r["id"], r["wall_s"]) for r in rebalancing]
 
 
 def test_stop_leaves_no_process_and_no_temporary_folder(cluster: Any, env: dict[str, str], tmp: Path) -> None:
