@@ -31,7 +31,7 @@ from experiments.backends import on_spark
 from experiments.experiment import EXECUTORS, ExperimentError, Point, RunContext, json_ready
 from experiments.progress import PointsBar
 from experiments.registry import get_experiment
-from reference.backend import BackendUnavailable
+from reference.protocol.backend import BackendUnavailable
 
 Record = dict[str, Any]
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from experiments.backends import get_backend, run_backend
 from experiments.experiment import Point
-from reference.backend import RunOptions, RunResult
-from reference.scenario import Scenario
+from reference.protocol.backend import RunOptions, RunResult
+from reference.language.scenario import Scenario
 
 if TYPE_CHECKING:
     from sim import Simulation

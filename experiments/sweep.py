@@ -25,8 +25,8 @@ from experiments.figures import draw_figures
 from experiments.provenance import environment
 from experiments.registry import get_experiment
 from experiments.results import default_out_dir, write_results
-from reference.backend import BackendUnavailable
-from reference.storage_profiles import StorageProfileError, storage_profile
+from reference.protocol.backend import BackendUnavailable
+from reference.protocol.storage_profiles import StorageProfileError, storage_profile
 
 
 @dataclass

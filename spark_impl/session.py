@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reference.backend import BackendUnavailable
+from reference.protocol.backend import BackendUnavailable
 
 from . import scratch
 from .master_probe import MasterUnusable, check_reachable, master_addresses, memory_mb, probe

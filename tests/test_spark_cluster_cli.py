@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from experiments import exit_codes
-from reference.catalogue import spark_allows
+from reference.language.catalogue import spark_allows
 from tests.soak import soak_or_short
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -76,7 +76,7 @@ def env(tmp: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from reference.catalogue import make
+    from reference.language.catalogue import make
     folder = tmp_path_factory.mktemp("work")
     (folder / "explored.json").write_text(make("aggregate", "async_state", batches=3).to_json())
     (folder / "run.json").write_text(make("window_aggregate", "sync", batches=4).to_json())
@@ -183,8 +183,8 @@ def test_a_master_without_workers_is_named_and_workers_from_elsewhere_join_it(en
 
 def test_explore_on_the_cluster_reports_what_a_local_run_does(cluster: Any, env: dict[str, str],
                                                               work: Path) -> None:
-    from reference.explorer import explore
-    from reference.scenario import load_scenario
+    from reference.judge.explorer import explore
+    from reference.language.scenario import load_scenario
     report = work / "report.json"
     result = _cli(env, "explore", str(work / "explored.json"), "--master", cluster["url"], "--out", str(report),
                   "--quiet")

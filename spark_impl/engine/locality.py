@@ -13,7 +13,7 @@ location names an executor (``executor_<host>_<id>``, Spark's
 ``ExecutorCacheTaskLocation``), so the task is process-local only there.
 
 A scenario that names its executors (``executors``, ``events``: state
-rebalancing, ``reference/rebalancing.py``) asks instead for the executor the
+rebalancing, ``reference/protocol/rebalancing.py``) asks instead for the executor the
 placement names. The scenario's names are not Spark's executor ids: Spark
 numbers executors as they register and never reuses an id (an executor lost
 and relaunched by its worker comes back under a new one), so the names are

@@ -121,8 +121,14 @@ MODULES: dict[str, list[str]] = {
 
 
 def module_path(module: str) -> str:
-    """``oracles`` -> ``reference/oracles.py``; ``sim/latency`` -> ``sim/latency.py``."""
-    return f"{module}.py" if "/" in module else f"reference/{module}.py"
+    """``oracles`` -> ``reference/judge/oracles.py`` (the layer of ``reference/`` that holds it); ``sim/latency`` ->
+    ``sim/latency.py``."""
+    if "/" in module:
+        return f"{module}.py"
+    found = sorted(path.relative_to(ROOT).as_posix() for path in ROOT.glob(f"reference/*/{module}.py"))
+    if len(found) != 1:
+        raise SystemExit(f"no single module {module!r} in reference/: {found or 'none'}")
+    return found[0]
 
 
 def session_path(module: str) -> Path:
