@@ -109,6 +109,9 @@ class Daemon:
     def alive(self) -> bool:
         return _start_ticks(self.pid) == self.started
 
+    def describe(self) -> str:
+        return f"{self.role:<8} " + (f"up (pid {self.pid})" if self.alive() else "NOT RUNNING") + f"  log {self.log}"
+
     def group_alive(self) -> bool:
         """Whether a process of the daemon's process group (itself and the executors it launched) still runs."""
         for entry in Path("/proc").iterdir():
@@ -158,10 +161,11 @@ class Cluster:
                               + ("" if folder.exists() else " (the folder does not exist)"))
         try:
             record = json.loads(path.read_text())
-            assert record.get("made_by") == MADE_BY
+            if record.get("made_by") != MADE_BY:
+                raise ValueError(f"made_by is {record.get('made_by')!r}")
             return cls(folder, str(record["host"]), int(record["port"]), int(record["ui_port"]), int(record["cores"]),
                        str(record["memory"]), [Daemon(**d) for d in record["daemons"]], str(record.get("joined", "")))
-        except (ValueError, KeyError, TypeError, AssertionError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise ClusterError(f"{path} is not a state file `lightspeed cluster start` wrote; nothing done") from None
 
     def master_json(self) -> dict[str, Any]:
@@ -176,8 +180,7 @@ class Cluster:
         if self.joined:   # the master runs elsewhere: this folder's workers are all there is to say
             lines.append(f"master   {self.url}  elsewhere (these workers joined it; its own `cluster status` "
                          "lists every worker)")
-            for d in self.daemons:
-                lines.append(f"{d.role:<8} " + (f"up (pid {d.pid})" if d.alive() else "NOT RUNNING") + f"  log {d.log}")
+            lines += [d.describe() for d in self.daemons]
             return all(d.alive() for d in self.daemons), lines
         up = master is not None and master.alive()
         state: dict[str, Any] = {}
@@ -188,12 +191,9 @@ class Cluster:
                 lines.append(f"the master process runs but its web UI does not answer: {exc}")
         lines.insert(0, f"master   {self.url}  " + (f"up (pid {master.pid}, web UI {self.ui_url})" if up and master
                                                     else "NOT RUNNING") + f"  log {self.dir / 'logs' / 'master.log'}")
-        all_up = up
-        for d in self.daemons:
-            if d.role != "master":
-                alive = d.alive()
-                all_up = all_up and alive
-                lines.append(f"{d.role:<8} " + (f"up (pid {d.pid})" if alive else "NOT RUNNING") + f"  log {d.log}")
+        workers = [d for d in self.daemons if d.role != "master"]
+        lines += [d.describe() for d in workers]
+        all_up = up and all(d.alive() for d in workers)
         for w in state.get("workers", []):
             lines.append(f"  registered worker {w.get('host')}:{w.get('port')} {w.get('state')}: "
                          f"{w.get('cores')} cores ({w.get('coresused')} used), {w.get('memory')} MB "

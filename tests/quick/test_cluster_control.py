@@ -7,7 +7,7 @@
   made, and refuses a folder that holds something else; ``cluster status``/``start`` name what is wrong;
 - a process's temporary folders go when it ends: normally, after an error, after Ctrl-C.
 
-The same on a real cluster, with the JVMs: ``test_spark_cluster_cli.py``.
+The same on a real cluster, with the JVMs: ``tests/slow/test_spark_cluster_cli.py``.
 """
 
 from __future__ import annotations
