@@ -9,6 +9,7 @@
     lightspeed demo [--out DIR]
     lightspeed experiment NAME ...
     lightspeed zoo [--only JIRA] [--out FILE] [--paper-out FILE | --no-paper] [--seed N]
+    lightspeed cluster start|status|stop [--dir DIR]
 
 Every subcommand does its work through library functions that raise typed
 errors; ``main`` alone turns them into a one-line message and an exit code
@@ -41,6 +42,7 @@ from experiments.backends import (
     parse_backend_list,
     run_backend,
 )
+from experiments.cluster_cli import add_cluster_parser
 from experiments.checkpoint_dir import Claim, CheckpointDirError, check_target, claimed, open_checkpoint
 from experiments.demo import cmd_demo
 from experiments.diff import claim_outputs, compare_backends, comparison_lines, options_per_backend
@@ -435,6 +437,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     p.add_argument("--quiet", action="store_true", help="do not announce each bug on stderr")
 
     subs["experiment"] = add_experiment_parser(sub)
+    subs["cluster"] = add_cluster_parser(sub, _Formatter)
     return parser, subs
 
 

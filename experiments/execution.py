@@ -20,7 +20,6 @@ import concurrent.futures
 import functools
 import os
 import platform
-import tempfile
 import threading
 import time
 import traceback
@@ -178,7 +177,8 @@ def _package_zip() -> Path:
     """A zip of the packages a point imports, for the workers of a cluster (they need numpy and simpy installed).
     One per process: a SparkContext refuses a second file of the same name from another path."""
     root = Path(__file__).resolve().parent.parent
-    path = Path(tempfile.mkdtemp(prefix="lightspeed-points-")) / "lightspeed_points.zip"
+    from spark_impl.scratch import scratch_dir
+    path = scratch_dir("lightspeed-points-") / "lightspeed_points.zip"   # removed when the process ends
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in ("reference", "sim", "experiments"):
             for file in sorted((root / package).rglob("*")):
