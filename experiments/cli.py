@@ -8,7 +8,7 @@
     lightspeed diff SCENARIO.json --backends reference,sim [--out DIR]
     lightspeed demo [--out DIR]
     lightspeed experiment NAME ...
-    lightspeed zoo [--only JIRA] [--out FILE] [--paper-out FILE | --no-paper] [--seed N]
+    lightspeed zoo [--only JIRA] [--out FILE] [--paper-out FILE] [--seed N]
 
 Every subcommand does its work through library functions that raise typed
 errors; ``main`` alone turns them into a one-line message and an exit code
@@ -52,7 +52,6 @@ from experiments.judging import load_outcome, tally, unfired_lines, verdict_line
 from experiments.output_paths import OutputPathError, output_dir, output_file, write_text
 from experiments.zoo import DEFAULT_OUT as ZOO_OUT
 from experiments.zoo import JIRAS as ZOO_JIRAS
-from experiments.zoo import PAPER_OUT as ZOO_PAPER_OUT
 from experiments.zoo import ZooError, all_held, resolve, run_zoo, table_lines, write_rows
 from reference.protocol.backend import BackendError, BackendUnavailable, RunOptions
 from reference.judge.explorer import ExplorationInterrupted
@@ -231,11 +230,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
-    if args.no_paper and "paper_out" in getattr(args, "_options_given", ()):
-        raise ZooError(f"--no-paper and --paper-out {args.paper_out} disagree: give one of them")
     jiras = resolve(args.only)
     output_file(args.out, "the zoo's rows (--out)")
-    if not args.no_paper:
+    if args.paper_out is not None:
         output_file(args.paper_out, "the zoo's rows for the paper (--paper-out)")
     if args.seed is not None:
         print(f"seed {args.seed}: the bugs run in a shuffled order", file=sys.stderr)
@@ -248,7 +245,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_rows(rows, out)
     print(f"results written to {out}")
-    if not args.no_paper:
+    if args.paper_out is not None:
         if len(rows) == len(ZOO_JIRAS):
             write_rows(rows, Path(args.paper_out))
             print(f"and to {args.paper_out}")
@@ -423,9 +420,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="run only this bug (SPARK-43404, 43404; repeat the option or separate ids with commas); "
                         f"one of {', '.join(ZOO_JIRAS)}")
     p.add_argument("--out", default=str(ZOO_OUT), metavar="FILE", help="write the rows as JSON here")
-    p.add_argument("--paper-out", default=str(ZOO_PAPER_OUT), metavar="FILE",
-                   help="also write the rows here when the whole zoo ran (the file the paper reads)")
-    p.add_argument("--no-paper", action="store_true", help="do not write --paper-out")
+    p.add_argument("--paper-out", default=None, metavar="FILE",
+                   help="also write the rows here when the whole zoo ran (paper/collect_results.py gives the file "
+                        "the paper reads; nothing is written into the source tree unless named)")
     p.add_argument("--seed", type=int, default=None,
                    help="run the bugs in an order shuffled by this seed (no entry may depend on another); the "
                         "sequences themselves are fixed")

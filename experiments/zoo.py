@@ -39,7 +39,6 @@ from .store_bug_sequences import SEQUENCES, StoreBench, Trace
 from .zoo_checks import Finding, judge
 
 DEFAULT_OUT = Path("results") / "zoo" / "zoo.json"
-PAPER_OUT = Path("paper") / "results" / "zoo.json"
 JIRAS: tuple[str, ...] = tuple(SEQUENCES)
 assert set(JIRAS) == set(PLANTED), "every bug of the zoo has a sequence and a planted store"
 
