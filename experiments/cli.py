@@ -312,12 +312,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     subs: dict[str, argparse.ArgumentParser] = {}
 
     p = subs["validate"] = _sub(sub, "validate", "check a scenario file and explain what is wrong",
-                                "Read a scenario JSON file (SPEC section 1) and validate it; an invalid one is named "
+                                "Read a scenario JSON file (spec section 1) and validate it; an invalid one is named "
                                 "by file and field,\nwith what was expected.", cmd_validate)
     p.add_argument("scenario", help="the scenario JSON file")
 
     p = subs["run"] = _sub(sub, "run", "run a scenario on one backend and write its outcome JSON",
-                           "Run a scenario on one backend and write its outcome (SPEC section 4); exit 1 when the "
+                           "Run a scenario on one backend and write its outcome (spec section 4); exit 1 when the "
                            "run stopped with an error.", cmd_run)
     p.add_argument("scenario", help="the scenario JSON file")
     p.add_argument("--backend", choices=BACKEND_NAMES, default="reference", help="where the scenario runs")
@@ -345,7 +345,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     _storage_profile_option(p)
 
     p = subs["check"] = _sub(sub, "check", "judge an outcome from any backend with every oracle (exit 0 iff all hold)",
-                             "Judge an outcome file from any backend with every oracle of SPEC section 5 (and the "
+                             "Judge an outcome file from any backend with every oracle of spec section 5 (and the "
                              "checks\nthe README adds). Exit 0 when every oracle holds, 1 when one fails, 2 when "
                              "the outcome,\nthe scenario or the checkpoint directory cannot be read.", cmd_check)
     p.add_argument("outcome", help="the outcome JSON file")
@@ -405,9 +405,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help=f"backends for the failure-replay differential, of {', '.join(BACKEND_NAMES)}")
     _spark_options(p)
 
-    p = subs["zoo"] = _sub(sub, "zoo", "plant each real Spark state-store bug (SPEC section 6) and show which "
+    p = subs["zoo"] = _sub(sub, "zoo", "plant each real Spark state-store bug (spec section 6) and show which "
                                        "check catches it",
-                           "The bug zoo. For each of the 11 real Spark state-store bugs of SPEC section 6, run the "
+                           "The bug zoo. For each of the 11 real Spark state-store bugs of spec section 6, run the "
                            "failing\nsequence of its bug report on a copy of the RocksDB store with that one mistake "
                            "planted, and on\nthe real store, and judge both with the same checks (steps_complete, "
                            "state_equivalence,\nreconstruction, lineage, checkpoint, maintenance). Each run is judged as every step "

@@ -1,4 +1,4 @@
-"""The bug zoo (``lightspeed zoo``): each real state-store bug of SPEC section 6, planted and caught.
+"""The bug zoo (``lightspeed zoo``): each real state-store bug of spec section 6, planted and caught.
 
 For every bug, the failing sequence of its report (``store_bug_sequences.py``)
 runs twice: on a copy of the RocksDB store with the mistake planted

@@ -76,7 +76,7 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
               group: int = 1, storage_latency: StorageLatency | None = None) -> RunResult:
     """Run ``scenario`` on Spark in this process. Never raises for a fault the scenario plants.
 
-    ``workdir`` holds ``checkpoint/`` (the SPEC layout), ``coord/`` and
+    ``workdir`` holds ``checkpoint/`` (the layout of spec section 3), ``coord/`` and
     ``local/``; by default a fresh temporary directory. An existing
     checkpoint there is resumed, and refused if it belongs to another query.
     ``pace`` plans a batch only once its input has arrived on the wall clock
