@@ -1,4 +1,4 @@
-"""Checkpoint directories on disk (SPEC section 3): claiming one for a run, writing a run's files, opening one.
+"""Checkpoint directories on disk (spec section 3): claiming one for a run, writing a run's files, opening one.
 
 The tool deletes only what it wrote. ``claimed`` looks at a directory before
 anything runs, without a full walk and without writing to it:
@@ -70,7 +70,7 @@ def open_checkpoint(path: str | os.PathLike[str]) -> tuple[LocalStorage, str | N
     if not os.path.lexists(root):
         raise CheckpointDirError(f"{path}: no such checkpoint directory")
     if not root.is_dir():
-        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (SPEC section 3)")
+        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (spec section 3)")
     unreadable = _unreadable_folder(root)
     if unreadable is not None:
         raise CheckpointDirError(f"{path}: cannot read the checkpoint: {unreadable}")
@@ -292,7 +292,7 @@ def check_target(path: str | os.PathLike[str], scenario: Scenario, *, overwrite:
         raise CheckpointDirError(f"{path}: is a symbolic link; --overwrite never follows a link to delete "
                                  "what it points to; give the directory itself")
     if not root.is_dir():
-        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (SPEC section 3)")
+        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (spec section 3)")
     if not os.access(root, os.R_OK | os.X_OK) or not writable(root):
         raise CheckpointDirError(f"{path}: is not writable")
     try:

@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"   {outcome['status']} in {outcome['seconds']:.0f} s")
         log.append({"run": "explorer", **outcome})
     if with_zoo:
-        _say("[zoo] every planted state-store bug of SPEC section 6, and the check that catches it")
+        _say("[zoo] every planted state-store bug of spec section 6, and the check that catches it")
         outcome = run_zoo(args.dry_run)
         _say(f"   {outcome['status']} in {outcome['seconds']:.0f} s")
         log.append({"run": "zoo", **outcome})

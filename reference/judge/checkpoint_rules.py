@@ -1,4 +1,4 @@
-"""Rules every checkpoint obeys at every instant (SPEC sections 2 and 3), whatever crashed when.
+"""Rules every checkpoint obeys at every instant (spec sections 2 and 3), whatever crashed when.
 
 They are checked on every crash checkpoint the explorer reaches (before
 recovery reads it) and on every backend's final checkpoint. Every file the
@@ -74,7 +74,7 @@ from ..protocol.storage import CheckpointFormatError, Storage, excerpt, inventor
 RULES = ("layout", "metadata", "fields", "log_entries", "commit_order", "commit_has_offsets", "offsets_committed", "log_retention",
          "watermark_monotone", "lineage_reachable", "state_files", "sink_files", "fetch_state")
 # Each numeric or ordered condition of the rules, listed once with every way it can fail;
-# tests/test_judge_both_ways.py crafts, for every way, a checkpoint that only that rule rejects.
+# tests/quick/test_judge_both_ways.py crafts, for every way, a checkpoint that only that rule rejects.
 RULE_WAYS: dict[str, dict[str, tuple[str, ...]]] = {
     "log_entries": {"where an offset entry starts": ("a gap after the entry before", "an overlap with it"),
                     "the first batch's start": ("not at the beginning",),
@@ -242,7 +242,7 @@ def _fields(storage: Storage) -> list[tuple[str, str]]:
 def _stray_file(path: str, scenario: Scenario, foreign: bool) -> str | None:
     entry = layout.classify(path)
     if entry is None:
-        return "a stray file: no file of the checkpoint layout (SPEC section 3) has this name"
+        return "a stray file: no file of the checkpoint layout (spec section 3) has this name"
     kind = entry.written if entry.kind == "temp" else entry.kind
     if kind == "manifest" and scenario.sink_mode != "exactly_once":
         return "a sink manifest, but this query's sink is at-least-once"
@@ -260,7 +260,7 @@ def _stray_file(path: str, scenario: Scenario, foreign: bool) -> str | None:
 def _stray_folder(path: str, scenario: Scenario, foreign: bool) -> str | None:
     entry = layout.classify_folder(path)
     if entry is None:
-        return "a stray folder: the checkpoint layout (SPEC section 3) has no folder of this name"
+        return "a stray folder: the checkpoint layout (spec section 3) has no folder of this name"
     if entry.kind == "source":
         return _stray_source(entry.partition, scenario)
     if entry.kind == "snapshot_data" and not foreign:

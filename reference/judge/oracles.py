@@ -1,4 +1,4 @@
-"""The oracles of SPEC section 5: the judge of every backend's outcome.
+"""The oracles of spec section 5: the judge of every backend's outcome.
 
 Each oracle is a named function of a ``Context``: the scenario, the outcome,
 and, given the scenario's input and the outcome's committed batch boundaries,
@@ -8,7 +8,7 @@ every batch's output and every batch's watermark must be
 where (operator store, partition, version, batch), what was expected against
 what was found, and the first key that differs.
 
-Beyond SPEC section 5's checks: ``identity`` (the outcome is of this scenario:
+Beyond spec section 5's checks: ``identity`` (the outcome is of this scenario:
 name, seed, stores, partitions), ``watermarks`` (every committed batch carries
 the watermark the failure-free run gives it) and ``checkpoint`` (the
 checkpoint is this outcome's: its metadata names this query, it holds every
@@ -266,7 +266,7 @@ def _rerun_batches(outcome: Outcome) -> set[int]:
 
 
 def replay_bound(ctx: Context) -> Verdict:
-    """A restart re-runs at most what the step graph lets be in flight (SPEC section 5, ``bounds.py``)."""
+    """A restart re-runs at most what the step graph lets be in flight (spec section 5, ``bounds.py``)."""
     e = ctx.scenario.engine
     if e.real_time:
         return _real_time_bound(ctx)
@@ -688,7 +688,7 @@ ORACLES: dict[str, Callable[[Context], Verdict]] = {
 
 
 # Each failure condition of each oracle, listed once, with every way it can fail (a gap and an overlap, too
-# few and too many, below a floor and above a ceiling). tests/test_judge_both_ways.py crafts, for every way,
+# few and too many, below a floor and above a ceiling). tests/quick/test_judge_both_ways.py crafts, for every way,
 # an outcome that only that oracle rejects, and fails when a way has none. Too few re-runs is a way of
 # ``recoveries`` (a crash that left its batch un-re-run), too many of ``replay_bound``.
 FAILURE_WAYS: dict[str, dict[str, tuple[str, ...]]] = {

@@ -1,8 +1,8 @@
 """The scenario catalogue: every operator, every engine mode, and a scenario builder over them.
 
-One table of operators (each with Spark's semantics, SPEC section 1) and one
+One table of operators (each with Spark's semantics, spec section 1) and one
 of engine modes (each one Lightspeed feature over the synchronous baseline,
-SPEC section 2). The tests, the fault matrix and the native Spark tests all
+spec section 2). The tests, the fault matrix and the native Spark tests all
 build their scenarios here, so a test reads like the scenario it checks and
 no two places disagree on what "window_aggregate under pipelining" means.
 """

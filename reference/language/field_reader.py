@@ -1,4 +1,4 @@
-"""Reading a scenario's JSON field by field (SPEC section 1): every error names the field and what was expected.
+"""Reading a scenario's JSON field by field (spec section 1): every error names the field and what was expected.
 
 ``FieldReader`` gives typed access to one JSON object and names the dotted
 path of each field it reads (``engine.progress.mode``); ``done`` refuses a
@@ -91,7 +91,7 @@ class FieldReader:
     def done(self) -> None:
         extra = sorted(set(self.raw) - self.used)
         if extra:
-            raise ScenarioError(self.at(extra[0]), "unknown field (check the spelling against SPEC.md)")
+            raise ScenarioError(self.at(extra[0]), "unknown field (check the spelling against docs/spec.md)")
 
 
 def drop_none(d: dict[str, Any]) -> dict[str, Any]:

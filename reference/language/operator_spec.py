@@ -1,4 +1,4 @@
-"""A scenario's query (SPEC section 1, ``query.operator.kind``): the operators, each with Spark's semantics.
+"""A scenario's query (spec section 1, ``query.operator.kind``): the operators, each with Spark's semantics.
 
 The semantics themselves are in ``operators.py``; this module is the
 operator's specification as the scenario gives it: its kind and parameters,

@@ -1,4 +1,4 @@
-"""Stateful operators with Spark's semantics, as pure functions (SPEC section 1).
+"""Stateful operators with Spark's semantics, as pure functions (spec section 1).
 
 ``apply_operator(spec, states, rows, watermark)`` takes one state partition's
 state (a dict per state store of the operator), the batch's rows routed to

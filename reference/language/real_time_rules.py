@@ -1,4 +1,4 @@
-"""What Spark's real-time mode accepts of a scenario's query, sources and sink (SPEC section 1, ``engine.real_time``).
+"""What Spark's real-time mode accepts of a scenario's query, sources and sink (spec section 1, ``engine.real_time``).
 
 The engine section's own rules (the 5 s minimum batch, no pipelining, the
 logs and the state provider) are in ``engine_config.check_real_time_engine``;

@@ -1,4 +1,4 @@
-"""Scenario types: the JSON of SPEC section 1, as frozen dataclasses.
+"""Scenario types: the JSON of spec section 1, as frozen dataclasses.
 
 ``Scenario.from_dict`` validates everything and raises ``ScenarioError`` naming
 the offending field (as a dotted path, e.g. ``engine.progress.mode``) and what
@@ -13,7 +13,7 @@ whole: the rules across parts (what Spark refuses, faults that could never
 fire, executor events that cannot happen) and the file reader. Every name the
 parts define stays importable from here.
 
-Additions to the SPEC (documented in docs/spec-additions.md):
+Beyond the contract the project started from (all in docs/spec.md):
 - operator ``map``: a stateless pass-through, so asynchronous progress tracking
   can be used the way Spark allows it (stateless queries only);
 - state store provider ``snapshot``: RocksDB with changelog checkpointing off
@@ -183,7 +183,7 @@ class Scenario:
                                       "Set \"explore_unsupported\": true to run it anyway.")
 
     def check_faults(self) -> None:
-        """Refuse a fault that could never fire, or would fire where it means nothing (SPEC section 2)."""
+        """Refuse a fault that could never fire, or would fire where it means nothing (spec section 2)."""
         seen: dict[str, int] = {}
         restarting = sum(may_end_incarnation(f) for f in self.faults)
         for i, fault in enumerate(self.faults):

@@ -1,4 +1,4 @@
-"""One incarnation of a query: the protocol of SPEC section 2, composed from its parts.
+"""One incarnation of a query: the protocol of spec section 2, composed from its parts.
 
 An incarnation is one life of the driver process, from start (or restart) to
 the end of input or a crash. Its step graph (``graph.py``) says which step

@@ -1,4 +1,4 @@
-"""Names of every file in the checkpoint layout (SPEC section 3).
+"""Names of every file in the checkpoint layout (spec section 3).
 
 ::
 
@@ -149,7 +149,7 @@ _TEMP = re.compile(r"^\.(?P<name>.+?)(\.[0-9]+\.[0-9]+\.[0-9a-f]{8})?\.tmp$")
 
 
 def classify(path: str) -> Entry | None:
-    """The layout entry the file ``path`` is (SPEC section 3), or None when it is none."""
+    """The layout entry the file ``path`` is (spec section 3), or None when it is none."""
     folder, _, name = path.rpartition("/")
     temp = _TEMP.match(name)
     if temp is not None:

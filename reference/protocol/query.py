@@ -4,7 +4,7 @@ This is the semantic core every backend shares. A task for state partition
 ``p`` of batch ``b`` calls ``run_partition`` with the states it loaded, and the
 driver folds the tasks' event-time maxima into the watermark trackers with
 ``advance_trackers``. ``run_sequential`` does the same failure-free and in
-order: it is what the oracles compare against (SPEC section 5).
+order: it is what the oracles compare against (spec section 5).
 """
 
 from __future__ import annotations

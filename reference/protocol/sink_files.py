@@ -1,4 +1,4 @@
-"""The sink's files in a checkpoint (SPEC section 3), decoded: what each batch's output is, read from its files.
+"""The sink's files in a checkpoint (spec section 3), decoded: what each batch's output is, read from its files.
 
 The exactly-once sink writes ``sink/<b>/part-<p>-<uid>.json`` (a JSON list of
 rows) per task attempt and commits batch b by writing ``sink/_manifest/<b>``:

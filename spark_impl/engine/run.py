@@ -77,7 +77,7 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
               group: int = 1, storage_latency: StorageLatency | None = None) -> RunResult:
     """Run ``scenario`` on Spark in this process. Never raises for a fault the scenario plants.
 
-    ``workdir`` holds ``checkpoint/`` (the SPEC layout), ``coord/`` and
+    ``workdir`` holds ``checkpoint/`` (the layout of spec section 3), ``coord/`` and
     ``local/``; by default a fresh temporary directory, removed when the process ends (``scratch.py``: the
     caller reads the checkpoint after the run, and executors keep stores open in it). An existing
     checkpoint there is resumed, and refused if it belongs to another query.

@@ -40,7 +40,7 @@ UNSUPPORTED_OPERATORS = {
              "from that operator's own delay as the reference's chain does",
 }
 
-# Where a fault at a protocol step lands in Spark's micro-batch (SPEC section 2 step -> adapter point).
+# Where a fault at a protocol step lands in Spark's micro-batch (spec section 2 step -> adapter point).
 #   before_batch: the query stops after batch b-1 committed, before planning b
 #   pre_state:    inside batch b, after offsets/b is written, before the stateful plan runs
 #   post_state:   after the state of version b+1 is committed, before the sink writes

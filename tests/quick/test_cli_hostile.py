@@ -809,7 +809,7 @@ def test_diff_out_at_a_file_and_zoo_out_under_a_file_are_refused_before_they_run
     code, _, err = lightspeed(capsys, "diff", work / "scenario.json", "--out", work / "outcome.json")
     assert code == exit_codes.BAD_INPUT and "outcome.json: is not a directory" in one_line(err)
     assert "running on" not in err
-    code, _, err = lightspeed(capsys, "zoo", "--out", work / "outcome.json" / "zoo.json", "--no-paper")
+    code, _, err = lightspeed(capsys, "zoo", "--out", work / "outcome.json" / "zoo.json")
     assert code == exit_codes.BAD_INPUT and "outcome.json is not a directory" in one_line(err)
     assert "planting" not in err
 

@@ -2,7 +2,7 @@
 
 Found by mutation testing the judge. The checkpoint is a running count over
 5 batches, retaining 3: commit entries 1..4 remain, state versions are written
-by attempt ``r0b<batch>p<partition>a0`` (SPEC additions: a file's uid is the
+by attempt ``r0b<batch>p<partition>a0`` (docs/spec.md: a file's uid is the
 writing attempt's lineage id).
 """
 

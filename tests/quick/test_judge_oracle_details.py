@@ -1,4 +1,4 @@
-"""What the oracles' verdicts say, beyond pass or fail (reference/judge/oracles.py, SPEC section 5).
+"""What the oracles' verdicts say, beyond pass or fail (reference/judge/oracles.py, spec section 5).
 
 Found by mutation testing the judge: which batch, partition and rows a
 failing verdict names, how many versions a passing one counted, when a check

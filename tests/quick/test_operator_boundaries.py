@@ -11,7 +11,7 @@ timeout timestamp is ``< eviction``; a timeout is never set before the
 current watermark.
 
 The ``SCENARIOS`` at the end run whole queries over explicit records through
-the watermark's progression; ``tests/test_spark_native.py`` runs the same ones
+the watermark's progression; ``tests/spark/test_spark_native.py`` runs the same ones
 on Spark's own Structured Streaming.
 """
 
