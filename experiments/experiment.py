@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "local[*]"               # where points run as Spark tasks unless --master names another
 EXECUTORS = ("spark", "processes", "inline")
+# how a run's verdicts were reached (``Experiment.basis``; ``experiments.verdicts`` labels them): kept here, not
+# with the verdicts, so that the code a measurement reaches (``experiments.staleness``) holds no judgement
+MEASURED, FIRST_PRINCIPLES, FITTED, FITTED_ELSEWHERE = (
+    "measured", "first principles", "fitted to the claim", "fitted to other runs")
 
 
 class ExperimentError(ValueError):
@@ -199,7 +203,6 @@ class Experiment:
     def basis(self, ctx: RunContext) -> str:
         """How this run's verdicts were reached (``experiments.verdicts``): measured on an engine, or on the
         simulator's first-principles costs."""
-        from experiments.verdicts import FIRST_PRINCIPLES, MEASURED
         return FIRST_PRINCIPLES if ctx.backend == "sim" else MEASURED
 
     def storage(self, ctx: RunContext) -> str | None:

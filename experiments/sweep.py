@@ -98,6 +98,18 @@ def with_storage_profile(points: list[Point], name: str | None, *, default: str 
             for p in points]
 
 
+def planned_points(experiment: Experiment, ctx: RunContext) -> list[Point]:
+    """The points a run of ``experiment`` plans (its units): the definition's, with their checkpoint storage
+    named; ``ExperimentError`` when two share an id."""
+    points = with_storage_profile(experiment.points(ctx), ctx.storage_profile,
+                                  default=experiment.storage_default.get(ctx.backend))
+    ids = [p.id for p in points]
+    if len(set(ids)) != len(ids):
+        duplicate = next(i for i in ids if ids.count(i) > 1)
+        raise ExperimentError(f"experiment {experiment.name} defines point {duplicate} more than once")
+    return points
+
+
 def summarize_run(experiment: Experiment, records: list[dict[str, Any]], ctx: RunContext,
                   stored: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[Check]]:
     """The summary of a run's successful point records and its sanity checks: the experiment's own summary,
@@ -128,12 +140,7 @@ def run_experiment(name: str, ctx: RunContext) -> ExperimentResult:
     unavailable = None
     try:
         require_available(ctx.backend)
-        points = with_storage_profile(experiment.points(ctx), ctx.storage_profile,
-                                      default=experiment.storage_default.get(ctx.backend))
-        ids = [p.id for p in points]
-        if len(set(ids)) != len(ids):
-            duplicate = next(i for i in ids if ids.count(i) > 1)
-            raise ExperimentError(f"experiment {name} defines point {duplicate} more than once")
+        points = planned_points(experiment, ctx)
         records = execute(points, ctx, label=f"{name} ({ctx.backend}, {ctx.mode})")
     except BackendUnavailable as exc:
         unavailable, records = str(exc), []

@@ -33,13 +33,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from experiments.claims import Claim, claim as claim_named
+from experiments.experiment import FIRST_PRINCIPLES, FITTED, FITTED_ELSEWHERE, MEASURED  # noqa: F401 - the bases
 
 REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED, NOT_MEASURED = (
     "reproduced", "direction only", "not reproduced", "not measured")
 PARTLY = "partly reproduced"
 VERDICTS = (REPRODUCED, PARTLY, DIRECTION_ONLY, NOT_REPRODUCED, NOT_MEASURED)
-MEASURED, FIRST_PRINCIPLES, FITTED, FITTED_ELSEWHERE = (
-    "measured", "first principles", "fitted to the claim", "fitted to other runs")
 
 
 @dataclass(frozen=True)
