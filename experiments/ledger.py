@@ -502,6 +502,19 @@ class Ledger:
                  if isinstance(u, Unit) and u.version == self.experiment.version]
         return sum(walls) / len(walls) if walls else None
 
+    def summary(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """What ``results.json`` says of the units it was assembled from: how many, how many were reused from
+        earlier runs, the commits they were measured at (oldest first), and how many were dirty or noisy."""
+        stored = read_units(self.results_dir)
+        units = [u for r in records for u in [stored.get(str(r["id"]))] if isinstance(u, Unit)]
+        commits: list[str] = []
+        for unit in sorted(units, key=lambda u: u.provenance.finished_at):
+            if unit.provenance.commit and unit.provenance.commit not in commits:
+                commits.append(unit.provenance.commit)
+        return {"units": len(units), "reused": len(self.reused), "commits": commits,
+                "dirty": sum(u.provenance.dirty for u in units), "noisy": sum(u.provenance.noisy for u in units),
+                "code_key": self.code.key}
+
     def write(self, record: dict[str, Any], started_at: str, load: "Load | None") -> Path:
         """The unit of a finished point, written atomically with its provenance."""
         from experiments.provenance import git_revision
