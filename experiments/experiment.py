@@ -1,6 +1,6 @@
 """What an experiment is: its points, the sanity checks on its summary, and how a run of it was asked for.
 
-An experiment (one module in ``experiments/defs``) says which points to run
+An experiment (one folder ``experiments/<name>``, its ``definition`` module) says which points to run
 (a scenario, a seed, a backend, a cost profile and what to measure), how to
 summarise the measurements, which sanity checks the summary must pass, and
 what figures to draw. ``experiments.sweep.run_experiment`` runs it.
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "local[*]"               # where points run as Spark tasks unless --master names another
 EXECUTORS = ("spark", "processes", "inline")
-# how a run's verdicts were reached (``Experiment.basis``; ``experiments.verdicts`` labels them): kept here, not
-# with the verdicts, so that the code a measurement reaches (``experiments.staleness``) holds no judgement
+# how a run's verdicts were reached (``experiments.verdicts``): on an engine, on the simulator's first-principles
+# costs, on costs fitted to the very figures judged, or on costs fitted to other runs (kept here, not with the
+# verdicts, so that the code a measurement reaches, ``experiments.staleness``, holds no judgement)
 MEASURED, FIRST_PRINCIPLES, FITTED, FITTED_ELSEWHERE = (
     "measured", "first principles", "fitted to the claim", "fitted to other runs")
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from experiments.backends import get_backend, run_backend
 from experiments.experiment import Experiment, Point
-from experiments.stopping import WARMUP_BATCHES, Round, run_in_rounds
+from experiments.outcome_metrics import WARMUP_BATCHES
+from experiments.stopping import Round, run_in_rounds
 from reference.backend import RunOptions, RunResult
 from reference.outcome import Outcome
 from reference.scenario import Scenario

@@ -7,7 +7,7 @@ measures each of those points in rounds, the same way on every timed backend:
 1. Round 1 runs the point exactly as defined.
 2. After a round, the point's p50 is the median of its batch durations
    (Spark's ``durationMs.triggerExecution`` of every micro-batch after the
-   first ``WARMUP_BATCHES``, which every timed backend reports: simulated ms on
+   first ``outcome_metrics.WARMUP_BATCHES``, which every timed backend reports: simulated ms on
    the simulator, wall ms on the engine and native Spark). Its 95% confidence
    interval comes from a bootstrap over the batches (``RESAMPLES`` resamples
    of the batches with replacement, the generator seeded by the point's seed,
@@ -41,11 +41,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from experiments.outcome_metrics import WARMUP_BATCHES
+
 HALF_WIDTH = 0.05           # precise: the 95% interval of the p50 within +-5% of it
 LEVEL = 0.95
 RESAMPLES = 1000
 MIN_BATCHES = 10            # fewer batches (after the warm-up) give no interval
-WARMUP_BATCHES = 2          # the first batches of a run pay for start-up (as experiments.defs skips them)
 GROWTH = 2                  # each round runs the scenario this many times as long as the last
 BUDGET_FACTOR = 8.0         # a point may spend this many times its first round's cost, counting every round
 PRECISE, BUDGET, FIXED = "precise", "budget", "fixed"
