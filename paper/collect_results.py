@@ -473,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.budget is not None and not args.budget > 0:
         parser.error(f"--budget: a positive number of minutes, not {args.budget:g}")
     backends = {b.strip() for b in args.backends.split(",") if b.strip()}
-    known = {r.backend for r in RUNS}
+    from experiments.backends import BACKEND_NAMES
+    known = set(BACKEND_NAMES)
     if backends - known:
         parser.error(f"--backends: unknown {', '.join(sorted(backends - known))}; known: {', '.join(sorted(known))}")
     runs = [r for r in RUNS if r.backend in backends and (not args.only or r.experiment in args.only)]
