@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from experiments.backends import get_backend, run_backend
 from experiments.experiment import Experiment, Point
 from experiments.outcome_metrics import WARMUP_BATCHES
-from experiments.stopping import Round, run_in_rounds
+from experiments.stopping import TIMEOUT_SHARE, Round, run_in_rounds
 from reference.backend import RunOptions, RunResult
 from reference.outcome import Outcome
 from reference.scenario import Scenario
@@ -90,7 +90,8 @@ def measure_point(experiment: Experiment, point: Point) -> tuple[dict[str, Any],
         durations = batch_durations(runs.own()) if runs.own is not None else []
         return metrics, Round(durations, runs.simulated_s if clock == SIMULATED else wall)
 
-    return run_in_rounds(point.scenario, point.seed, stopping, one_round, clock)
+    cap = experiment.point_timeout_s * TIMEOUT_SHARE if clock == WALL else None
+    return run_in_rounds(point.scenario, point.seed, stopping, one_round, clock, cap)
 
 
 def point_options(point: Point, **options: Any) -> RunOptions:

@@ -21,8 +21,10 @@ measures each of those points in rounds, the same way on every timed backend:
    metrics always come from one run of its scenario. A round is started only
    if the time spent so far plus its expected cost (the first round's cost
    times its length) stays within the point's **budget**: ``budget_factor``
-   (8) times the first round's cost. Otherwise it stops at the **budget**,
-   with the last round's metrics and interval.
+   (8) times the first round's cost, and for a wall-clock point at most
+   ``TIMEOUT_SHARE`` of the experiment's point timeout (a point that runs
+   longer is taken for stuck). Otherwise it stops at the **budget**, with the
+   last round's metrics and interval.
 
 Time is counted on the point's own clock: simulated seconds on the simulator
 (the simulated end time of every run the round made), wall seconds on the
@@ -49,6 +51,7 @@ RESAMPLES = 1000
 MIN_BATCHES = 10            # fewer batches (after the warm-up) give no interval
 GROWTH = 2                  # each round runs the scenario this many times as long as the last
 BUDGET_FACTOR = 8.0         # a point may spend this many times its first round's cost, counting every round
+TIMEOUT_SHARE = 0.8         # and a wall-clock point at most this share of its experiment's point timeout
 PRECISE, BUDGET, FIXED = "precise", "budget", "fixed"
 
 
@@ -124,13 +127,16 @@ class Round:
 
 def run_in_rounds(scenario: dict[str, Any], seed: int, stopping: Stopping,
                   measure_round: Callable[[dict[str, Any]], tuple[dict[str, Any], Round]],
-                  clock: str) -> tuple[dict[str, Any], dict[str, Any]]:
+                  clock: str, cap_s: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Measure a point of ``scenario`` round by round (``measure_round`` runs one on the scenario it is given and
     returns its metrics and what it ran) until it is precise or its budget ends; the last round's metrics and the
-    ``stopping`` report. ``seed`` (the point's) seeds the bootstrap."""
+    ``stopping`` report. ``seed`` (the point's) seeds the bootstrap; ``cap_s`` caps the budget (a wall-clock
+    point must end well within its timeout)."""
     metrics, first = measure_round(scenario)
     rounds = [_report(1, first, seed)]
     budget = first.cost_s * stopping.budget_factor
+    if cap_s is not None:
+        budget = max(first.cost_s, min(budget, cap_s))
     spent, length, last = first.cost_s, 1, first
     while True:
         interval = _interval(last, seed)
