@@ -47,15 +47,14 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 import platform
-import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from experiments.experiment import Experiment, ExperimentError, Point, RunContext, json_ready
+from experiments.output_paths import write_text
 from experiments.staleness import CodeKey, GitCommit, SourceTree, StalenessError, WorkTree, measured_code
 
 if TYPE_CHECKING:
@@ -199,30 +198,14 @@ def unit_file(results_dir: Path, point_id: str) -> Path:
     return results_dir / UNITS / f"{name}.json"
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """``text`` to ``path`` so that a reader sees the old file or the new one, never a part: a temporary file
-    beside it, flushed to disk, then renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_unit(results_dir: Path, unit: Unit, code: CodeKey) -> Path:
-    """Write a unit (and, once, the parts of its code key) atomically; the unit file's path."""
+    """Write a unit (and, once, the parts of its code key) whole or not at all (``output_paths.write_text``); the
+    unit file's path."""
     code_file = results_dir / UNITS / CODE / f"{code.key}.json"
     if not code_file.exists():
-        write_atomically(code_file, json.dumps(code.to_dict(), indent=0, sort_keys=True) + "\n")
-    path = unit_file(results_dir, unit.point_id)
-    write_atomically(path, json.dumps(json_ready(unit.to_dict()), indent=1, sort_keys=True) + "\n")
-    return path
+        write_text(code_file, json.dumps(code.to_dict(), indent=0, sort_keys=True) + "\n", "a code key's parts")
+    return write_text(unit_file(results_dir, unit.point_id),
+                      json.dumps(json_ready(unit.to_dict()), indent=1, sort_keys=True) + "\n", "a measured unit")
 
 
 @dataclass(frozen=True)

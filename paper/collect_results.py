@@ -145,7 +145,7 @@ def run_experiment(run: Run, quick: bool, seeds: int | None, dry_run: bool,
     within ``budget_minutes``; ``results.json`` is assembled once every unit is there."""
     target = run.out_dir(quick)
     cmd = [sys.executable, "-m", "experiments.cli", "experiment", run.experiment, "--backend", run.backend,
-           "--no-spark", "--out", str(target)]
+           "--no-spark", "--out", str(target), "--overwrite"]
     cmd += list(run.options)
     if quick:
         cmd.append("--quick")
@@ -388,8 +388,8 @@ def print_status(runs: list[Run], quick: bool, seeds: int | None, readme: bool) 
     for line in status_lines(statuses):
         _say(line)
     if readme:
-        from experiments.ledger import write_atomically
-        write_atomically(RESULTS / "README.md", readme_text(statuses))
+        from experiments.output_paths import write_text
+        write_text(RESULTS / "README.md", readme_text(statuses), "the status of the paper's results")
         _say(f"written: {(RESULTS / 'README.md').relative_to(ROOT)}")
     return 0 if all(st.complete for st in statuses) else 1
 
