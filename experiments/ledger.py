@@ -49,7 +49,7 @@ import hashlib
 import json
 import platform
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -116,8 +116,32 @@ class RunPlan:
     def points(self) -> list[Point]:
         """The planned points (every unit of the run), as the runner plans them."""
         from experiments.registry import get_experiment
-        from experiments.sweep import planned_points
         return planned_points(get_experiment(self.experiment), self.context())
+
+
+def with_storage_profile(points: list[Point], name: str | None, *, default: str | None = None) -> list[Point]:
+    """Every point with its checkpoint storage named (``extra["storage_profile"]``, which ``point_options``
+    hands to the backend), so that a results file alone reproduces it: ``name`` (``--storage-profile``) for
+    every point; else ``default`` (the experiment's, for the claim's conditions) for every point that does not
+    choose its own (a point that sets ``storage_profile`` to None keeps the backend's local disk)."""
+    if name is not None:
+        return [replace(p, extra={**p.extra, "storage_profile": name}) for p in points]
+    if default is None:
+        return points
+    return [p if "storage_profile" in p.extra else replace(p, extra={**p.extra, "storage_profile": default})
+            for p in points]
+
+
+def planned_points(experiment: Experiment, ctx: RunContext) -> list[Point]:
+    """The points a run of ``experiment`` plans (its units): the definition's, with their checkpoint storage
+    named; ``ExperimentError`` when two share an id."""
+    points = with_storage_profile(experiment.points(ctx), ctx.storage_profile,
+                                  default=experiment.storage_default.get(ctx.backend))
+    ids = [p.id for p in points]
+    if len(set(ids)) != len(ids):
+        duplicate = next(i for i in ids if ids.count(i) > 1)
+        raise ExperimentError(f"experiment {experiment.name} defines point {duplicate} more than once")
+    return points
 
 
 # ------------------------------------------------------------------ unit files

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,9 @@ from experiments.backends import BACKEND_NAMES, get_backend, on_spark, require_a
 from experiments.execution import Budget, execute
 from experiments.conditions import unmet
 from experiments.verdicts import findings
-from experiments.experiment import EXECUTORS, Check, Experiment, ExperimentError, Point, RunContext, json_ready
+from experiments.experiment import EXECUTORS, Check, Experiment, ExperimentError, RunContext, json_ready
 from experiments.figures import draw_figures
-from experiments.ledger import Ledger
+from experiments.ledger import Ledger, planned_points, with_storage_profile  # noqa: F401 - named here too
 from experiments.provenance import environment
 from experiments.registry import get_experiment
 from experiments.results import default_out_dir, write_results
@@ -89,31 +89,6 @@ def validate_context(experiment: Experiment, ctx: RunContext) -> None:
         if not takes:
             raise ExperimentError(f"--storage-profile: backend {ctx.backend} has no checkpoint storage latency to "
                                   "set (the spark engine sleeps the profile, the sim charges it)")
-
-
-def with_storage_profile(points: list[Point], name: str | None, *, default: str | None = None) -> list[Point]:
-    """Every point with its checkpoint storage named (``extra["storage_profile"]``, which ``point_options``
-    hands to the backend), so that a results file alone reproduces it: ``name`` (``--storage-profile``) for
-    every point; else ``default`` (the experiment's, for the claim's conditions) for every point that does not
-    choose its own (a point that sets ``storage_profile`` to None keeps the backend's local disk)."""
-    if name is not None:
-        return [replace(p, extra={**p.extra, "storage_profile": name}) for p in points]
-    if default is None:
-        return points
-    return [p if "storage_profile" in p.extra else replace(p, extra={**p.extra, "storage_profile": default})
-            for p in points]
-
-
-def planned_points(experiment: Experiment, ctx: RunContext) -> list[Point]:
-    """The points a run of ``experiment`` plans (its units): the definition's, with their checkpoint storage
-    named; ``ExperimentError`` when two share an id."""
-    points = with_storage_profile(experiment.points(ctx), ctx.storage_profile,
-                                  default=experiment.storage_default.get(ctx.backend))
-    ids = [p.id for p in points]
-    if len(set(ids)) != len(ids):
-        duplicate = next(i for i in ids if ids.count(i) > 1)
-        raise ExperimentError(f"experiment {experiment.name} defines point {duplicate} more than once")
-    return points
 
 
 def summarize_run(experiment: Experiment, records: list[dict[str, Any]], ctx: RunContext,
