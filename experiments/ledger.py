@@ -38,7 +38,8 @@ with fewer seeds is *exploratory* (``RunStatus``).
 
 **Resuming.** A run reuses every unit whose code key equals the working
 tree's, whose point and experiment version are the planned ones, and which
-neither failed nor was noisy; it runs only the others. An interrupted run
+neither failed nor was noisy (nor was measured from a dirty tree, when this
+one is clean); it runs only the others. An interrupted run
 therefore resumes at the next missing unit, and no finished unit runs twice.
 """
 
@@ -487,13 +488,16 @@ class Ledger:
 
     def reusable(self, points: Iterable[Point]) -> dict[str, dict[str, Any]]:
         """Point id -> the stored record of every planned point whose unit may be reused: the same point, the
-        same experiment version and the same code as this run, neither failed nor noisy."""
+        same experiment version and the same code as this run, neither failed nor noisy, and not measured from a
+        dirty tree when this one is clean."""
         stored = read_units(self.results_dir)
         out: dict[str, dict[str, Any]] = {}
         for point in points:
             unit = stored.get(point.id)
             if not isinstance(unit, Unit) or unit.failed or unit.provenance.noisy:
                 continue
+            if unit.provenance.dirty and not self.tree_dirty:
+                continue        # measured from uncommitted changes: a clean tree measures it again
             if unit.version != self.experiment.version or unit.provenance.code_key != self.code.key:
                 continue
             if comparable(unit.record["point"]) != comparable(point.to_dict()):
@@ -501,6 +505,12 @@ class Ledger:
             out[point.id] = unit.record
         self.reused = list(out)
         return out
+
+    @property
+    def tree_dirty(self) -> bool:
+        """Whether this run's tree has uncommitted changes (or is no git checkout, so that nothing says it is
+        clean)."""
+        return self.revision is None or bool(self.revision.get("dirty"))
 
     def expected_unit_s(self) -> float | None:
         """The mean wall time of the run's units measured so far (None before the first): what the next unit is

@@ -308,3 +308,35 @@ def test_status_says_what_is_not_fresh_writes_the_readme_and_exits_1_until_all_i
     assert collect.main(["--status", "--quick"]) == 0           # type: ignore[attr-defined]
     assert f"{len(points)}/{len(points)}" in capsys.readouterr().out
     assert textwrap.dedent("exploratory (1 seed, fewer than 3)") in (tmp_path / "README.md").read_text()
+
+
+def test_a_run_reuses_only_units_that_still_hold(tmp_path: Path) -> None:
+    """The same point, version and code, neither failed nor noisy, and from a clean tree when this one is clean;
+    every other unit is measured again."""
+    from experiments.ledger import Ledger
+    plan = RunPlan("state-rebalancing", "sim", "quick")
+    experiment = get_experiment(plan.experiment)
+    points = plan.points()[:6]
+    code = CodeKeys(WorkTree()).key(plan.experiment, plan.backend)
+    clean = Ledger(tmp_path, experiment, plan.context(), code, {"commit": "abc", "dirty": False})
+    provenance = Provenance("abc", False, "t0", "t1", "test", code.key)
+    kinds = {"good": {}, "noisy": {"load": {"noisy": True}}, "dirty": {"dirty": True},
+             "other code": {"code_key": "0" * 64}}
+    for point, (kind, change) in zip(points, kinds.items()):
+        record = {"id": point.id, "point": point.to_dict(), "metrics": {"kind": kind}, "error": None, "wall_s": 1.0}
+        fields = {**vars(provenance), **change}
+        write_unit(tmp_path, Unit(plan.experiment, experiment.version, plan.backend, plan.mode, record,
+                                  Provenance(**fields)), code)
+    failed = points[4]
+    write_unit(tmp_path, Unit(plan.experiment, experiment.version, plan.backend, plan.mode,
+                              {"id": failed.id, "point": failed.to_dict(), "metrics": None, "error": "boom",
+                               "wall_s": 1.0}, provenance), code)
+    moved = points[5]
+    changed_point = {**moved.to_dict(), "params": {**moved.params, "extra": 1}}
+    write_unit(tmp_path, Unit(plan.experiment, experiment.version, plan.backend, plan.mode,
+                              {"id": moved.id, "point": changed_point, "metrics": {}, "error": None, "wall_s": 1.0},
+                              provenance), code)
+    assert list(clean.reusable(points)) == [points[0].id]
+    dirty = Ledger(tmp_path, experiment, plan.context(), code, {"commit": "abc", "dirty": True})
+    assert list(dirty.reusable(points)) == [points[0].id, points[2].id], "a dirty tree reuses its own kind"
+    assert clean.expected_unit_s() == 1.0
