@@ -417,6 +417,7 @@ def collect(runs: list[Run], quick: bool, seeds: int | None, budget_minutes: flo
     for i, (run, st) in enumerate(todo, 1):
         remaining = left()
         if remaining is not None and remaining <= 0:
+            _say(f"the budget has ended; not started: {', '.join(s.plan.label for _r, s in todo[i - 1:])}")
             break
         wanted = sum(u.status in RERUN for u in st.units.values())
         estimate = wanted * (run.quick_minutes if quick else run.full_minutes) / max(1, len(st.units))
@@ -440,10 +441,12 @@ def collect(runs: list[Run], quick: bool, seeds: int | None, budget_minutes: flo
     for entry in log:
         _say(f"   {entry['run']:<48} {entry['status']:<40} {entry['seconds']:>7.0f} s")
     if not dry_run:
-        after = run_statuses(runs, quick, seeds)
+        after = [st for st in run_statuses(runs, quick, seeds) if not st.complete]
         left_units = sum(sum(u.status != FRESH for u in st.units.values()) for st in after)
         _say(f"{left_units} units are not fresh yet" + (": run the same command again to measure them"
                                                          if left_units else ""))
+        for st in after:
+            _say(f"   {st.plan.label}: {_counts_text(st)}")
     _say("now run `make paper` to rebuild the paper from paper/results/")
     bad = [e for e in log if not (e["status"].startswith(("ok", "checks", "stopped")) or e["status"] == "dry-run")]
     return 1 if bad else 0
