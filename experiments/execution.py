@@ -212,19 +212,28 @@ def _execute_pool(raws: list[dict[str, Any]], slots: int,
     results: list[Record | None] = [None] * len(raws)
     waiting = list(range(len(raws)))
     running: dict["concurrent.futures.Future[Record]", tuple[int, tuple[str, Mark | None]]] = {}
-    while waiting or running:
-        while waiting and len(running) < slots and tracker.budget.allows():
-            i = waiting.pop(0)
-            begun = tracker.begin()
-            running[submit(raws[i])] = (i, begun)
-        if not running:
-            break       # the budget allows no more
-        done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
-        for future in done:
-            i, begun = running.pop(future)
-            record = future.result()
-            results[i] = record
-            tracker.end(record, begun)
+    try:
+        while waiting or running:
+            while waiting and len(running) < slots and tracker.budget.allows():
+                i = waiting.pop(0)
+                begun = tracker.begin()
+                running[submit(raws[i])] = (i, begun)
+            if not running:
+                break       # the budget allows no more
+            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                i, begun = running.pop(future)
+                record = future.result()
+                results[i] = record
+                tracker.end(record, begun)
+    except BaseException:
+        # interrupted (Ctrl-C): a point that has ended by now is still kept; the others are given up
+        for future, (i, begun) in running.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                tracker.end(future.result(), begun)
+            else:
+                future.cancel()
+        raise
     return results
 
 
