@@ -283,7 +283,7 @@ class CodeKeys:
 
     def __init__(self, tree: SourceTree):
         self.tree = tree
-        self._keys: dict[tuple[str, str], CodeKey] = {}
+        self._keys: dict[tuple[str, tuple[str, ...]], CodeKey] = {}
 
     @staticmethod
     def at_head() -> "CodeKeys":
@@ -293,16 +293,27 @@ class CodeKeys:
         except StalenessError:
             return CodeKeys(WorkTree())
 
-    def key(self, experiment: str, backend: str) -> CodeKey:
-        if (experiment, backend) not in self._keys:
-            from experiments.backends import BACKENDS
+    def key(self, experiment: str, backends: Iterable[str]) -> CodeKey:
+        """The key of a run of ``experiment`` whose points run on ``backends``."""
+        wanted = tuple(sorted(set(backends)))
+        if (experiment, wanted) not in self._keys:
             from experiments.registry import DEFINITIONS
             if experiment not in DEFINITIONS:
                 raise ExperimentError(f"unknown experiment {experiment!r}")
-            modules = {name: entry.module for name, entry in BACKENDS.items()}
-            self._keys[(experiment, backend)] = measured_code(DEFINITIONS[experiment], modules[backend], modules,
-                                                              self.tree)
-        return self._keys[(experiment, backend)]
+            self._keys[(experiment, wanted)] = measured_code(DEFINITIONS[experiment], wanted, backend_modules(),
+                                                             self.tree)
+        return self._keys[(experiment, wanted)]
+
+
+def backend_modules() -> dict[str, str]:
+    """Backend name -> the module that holds it (``experiments.backends.BACKENDS``)."""
+    from experiments.backends import BACKENDS
+    return {name: entry.module for name, entry in BACKENDS.items()}
+
+
+def run_backends(backend: str, points: Iterable[Point]) -> tuple[str, ...]:
+    """The backends a run's points run on: its own, and any other a point names (engine-vs-native)."""
+    return tuple(sorted({backend, *(p.backend for p in points)}))
 
 
 # ------------------------------------------------------------------ status
@@ -427,11 +438,12 @@ def run_status(results_dir: Path, plan: RunPlan | None = None, head: CodeKeys | 
     plan = plan or plan_of_folder(results_dir)
     head = head or CodeKeys.at_head()
     experiment = get_experiment(plan.experiment)
-    key = head.key(plan.experiment, plan.backend)
+    points = plan.points()
+    key = head.key(plan.experiment, run_backends(plan.backend, points))
     stored = read_units(results_dir)
     legacy = _legacy_reason(results_dir)
     out: dict[str, UnitStatus] = {}
-    for point in plan.points():
+    for point in points:
         unit_id = f"{plan.experiment}/{results_dir.name}/{point.id}"
         if legacy is not None:
             out[unit_id] = UnitStatus(unit_id, point.id, point.seed, STALE, legacy)
@@ -478,12 +490,11 @@ class Ledger:
     reused: list[str] = field(default_factory=list)
 
     @staticmethod
-    def open(results_dir: Path, experiment: Experiment, ctx: RunContext, tree: SourceTree | None = None) -> "Ledger":
-        from experiments.backends import BACKENDS
+    def open(results_dir: Path, experiment: Experiment, ctx: RunContext, points: Iterable[Point],
+             tree: SourceTree | None = None) -> "Ledger":
+        """The ledger of a run about to measure ``points``, with the key of the working tree's code for them."""
         from experiments.provenance import git_revision
-        from experiments.registry import DEFINITIONS
-        modules = {name: entry.module for name, entry in BACKENDS.items()}
-        code = measured_code(DEFINITIONS[experiment.name], modules[ctx.backend], modules, tree or WorkTree())
+        code = CodeKeys(tree or WorkTree()).key(experiment.name, run_backends(ctx.backend, points))
         return Ledger(results_dir, experiment, ctx, code, git_revision(exclude=OUTPUTS))
 
     def reusable(self, points: Iterable[Point]) -> dict[str, dict[str, Any]]:

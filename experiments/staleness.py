@@ -6,7 +6,8 @@ hand:
 
 1. **In the experiment's definition module**, the parts its measurement
    reaches: the methods ``points`` and ``measure`` of the experiment's class
-   (with ``storage_default`` and ``stopping``, which the runner reads), and
+   (with the attributes the runner reads: ``storage_default``, ``stopping``,
+   ``point_timeout_s`` and the seeds), and
    everything they name in turn, followed through the module's functions,
    constants and the class's own methods and attributes. A change to the
    definition's summary, checks, report or figures leaves its units fresh.
@@ -16,7 +17,8 @@ hand:
    in turn (``import`` and ``from ... import`` anywhere in a module, inside
    functions too, but not under ``if TYPE_CHECKING:``; importing ``a.b.c``
    runs ``a/__init__.py`` and ``a/b/__init__.py`` as well), whole.
-3. **The backend's module** (``experiments.backends.BACKENDS``), the runner's
+3. **The modules of the backends its run's points run on**
+   (``experiments.backends.BACKENDS``; engine-vs-native runs two), the runner's
    measurement (``experiments.measure``), and the module of every other
    backend the reached definition code runs by name (a literal first argument
    of ``run_backend``, ``get_backend`` or ``require_available``: the simulator
@@ -49,7 +51,8 @@ from typing import Iterable, Protocol
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGES = ("reference", "sim", "spark_impl", "experiments")
 # where the walk of a definition module starts: what the runner calls or reads on the experiment
-DEFINITION_ROOTS = ("points", "measure", "storage_default", "stopping")
+DEFINITION_ROOTS = ("points", "measure", "storage_default", "stopping", "point_timeout_s", "seeds_quick",
+                    "seeds_full", "base_seed")
 RUNNER_MODULES = ("experiments.measure",)
 NOT_DATA = (".py", ".md", ".pyc")
 # the calls of experiments.backends whose first argument, a literal, names a backend a measurement runs
@@ -433,18 +436,18 @@ class CodeKey:
         return CodeKey(str(raw["key"]), {str(k): str(v) for k, v in parts.items()})
 
 
-def measured_code(definition: str, backend_module: str, backend_modules: dict[str, str],
+def measured_code(definition: str, backends: Iterable[str], backend_modules: dict[str, str],
                   tree: SourceTree) -> CodeKey:
-    """The key of what a unit of the experiment defined in module ``definition`` reaches on the backend
-    whose module is ``backend_module``; ``backend_modules`` (backend name -> module) says which other backends a
-    literal in the definition's reached code names."""
+    """The key of what a unit of the experiment defined in module ``definition`` reaches when its points run on
+    ``backends`` (their modules from ``backend_modules``, backend name -> module, which also says which other
+    backends a literal in the definition's reached code names)."""
     path = module_path(definition, tree)
     if path is None:
         raise StalenessError(f"the definition module {definition} is not in {tree.label}")
     walk = walk_definition(copy.deepcopy(_parse(tree, path)), path)
-    named = [module for name, module in backend_modules.items() if name in walk.backends]
+    named = [module for name, module in backend_modules.items() if name in walk.backends or name in backends]
     # the definition's packages run when it is imported; the definition itself counts by its reached parts
-    entries = set(_with_parents(definition)[:-1]) | {backend_module, *named, *RUNNER_MODULES}
+    entries = set(_with_parents(definition)[:-1]) | {*named, *RUNNER_MODULES}
     files = reached_files(sorted(entries | {m for m in walk.modules if m != definition}), tree)
     assert path not in files or definition in walk.modules or any(
         m.startswith(definition + ".") for m in walk.modules), "only an import of itself reaches the definition"

@@ -131,7 +131,7 @@ def run_experiment(name: str, ctx: RunContext) -> ExperimentResult:
     try:
         require_available(ctx.backend)
         points = planned_points(experiment, ctx)
-        ledger = Ledger.open(out_dir, experiment, ctx)
+        ledger = Ledger.open(out_dir, experiment, ctx, points)
         reused = {} if ctx.fresh else ledger.reusable(points)
         todo = [p for p in points if p.id not in reused]
         budget = Budget(ctx.deadline, ledger.expected_unit_s() or _estimated_point_s(experiment, ctx, len(points)))

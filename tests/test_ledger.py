@@ -27,7 +27,7 @@ import pytest
 from experiments import exit_codes
 from experiments.experiment import RunContext
 from experiments.ledger import (DIRTY, FRESH, MISSING, NOISY, STALE, UNITS, CodeKeys, Provenance, RunPlan, Unit,
-                                read_units, run_status, unit_file, write_unit)
+                                read_units, run_backends, run_status, unit_file, write_unit)
 from experiments.registry import get_experiment
 from experiments.staleness import GitCommit, WorkTree, measured_code
 
@@ -217,9 +217,9 @@ def test_a_unit_goes_stale_after_a_change_to_code_it_imports_and_stays_fresh_aft
     _git(repo, "init", "-q")
     _commit(repo, "measured here")
     plan = RunPlan("offset-management", "sim", "full")
-    key = CodeKeys(WorkTree(repo)).key(plan.experiment, plan.backend)
+    key = CodeKeys(WorkTree(repo)).key(plan.experiment, [plan.backend])
     head = GitCommit("HEAD", root=repo)
-    assert CodeKeys(head).key(plan.experiment, plan.backend) == key, "a clean tree and its commit agree"
+    assert CodeKeys(head).key(plan.experiment, [plan.backend]) == key, "a clean tree and its commit agree"
     results = tmp_path / "results" / plan.experiment / plan.folder
     unit = _fresh_unit(plan, key.key, head.rev)
     write_unit(results, unit, key)
@@ -247,7 +247,7 @@ def test_a_unit_goes_stale_after_a_change_to_code_it_imports_and_stays_fresh_aft
 
 def test_the_definition_counts_by_the_parts_its_measurement_reaches() -> None:
     tree = WorkTree()
-    key = measured_code("experiments.offset_management.definition", "sim.backend", {"sim": "sim.backend"}, tree)
+    key = measured_code("experiments.offset_management.definition", ["sim"], {"sim": "sim.backend"}, tree)
     parts = {name.split("#", 1)[1] for name in key.parts if "#" in name}
     assert {"OffsetManagement.points", "OffsetManagement.measure", "CONFIGS"} <= parts
     assert not {"OffsetManagement.summarize", "OffsetManagement.checks", "OffsetManagement.figures"} & parts
@@ -257,9 +257,13 @@ def test_the_definition_counts_by_the_parts_its_measurement_reaches() -> None:
     # what the simulator's units never run: the Spark backends, the figures, the verdicts
     assert not {f for f in files if f.startswith("spark_impl/")}
     assert not {"experiments/figures.py", "experiments/verdicts.py"} & files
-    native = measured_code("experiments.offset_management.definition", "spark_impl.native.backend",
+    native = measured_code("experiments.offset_management.definition", ["spark-native"],
                            {"spark-native": "spark_impl.native.backend"}, tree)
     assert any(name.startswith("spark_impl/native/java/") and name.endswith(".java") for name in native.parts)
+    # a run whose points run on two backends measures the code of both
+    both = CodeKeys(tree).key("engine-vs-native", run_backends("spark-native", RunPlan(
+        "engine-vs-native", "spark-native", "quick").points()))
+    assert {"spark_impl/engine/backend.py", "spark_impl/native/backend.py"} <= set(both.parts)
 
 
 # ------------------------------------------------------------------ the status the paper reads
@@ -289,7 +293,7 @@ def test_status_says_what_is_not_fresh_writes_the_readme_and_exits_1_until_all_i
     readme = (tmp_path / "README.md").read_text()
     assert "## The rule" in readme and "| state-rebalancing on sim, quick |" in readme
 
-    key = CodeKeys.at_head().key(plan.experiment, plan.backend)
+    key = CodeKeys.at_head().key(plan.experiment, [plan.backend])
     results = tmp_path / plan.experiment / plan.folder
     version = get_experiment(plan.experiment).version
     for i, point in enumerate(points):
@@ -317,7 +321,7 @@ def test_a_run_reuses_only_units_that_still_hold(tmp_path: Path) -> None:
     plan = RunPlan("state-rebalancing", "sim", "quick")
     experiment = get_experiment(plan.experiment)
     points = plan.points()[:6]
-    code = CodeKeys(WorkTree()).key(plan.experiment, plan.backend)
+    code = CodeKeys(WorkTree()).key(plan.experiment, [plan.backend])
     clean = Ledger(tmp_path, experiment, plan.context(), code, {"commit": "abc", "dirty": False})
     provenance = Provenance("abc", False, "t0", "t1", "test", code.key)
     kinds = {"good": {}, "noisy": {"load": {"noisy": True}}, "dirty": {"dirty": True},
