@@ -110,10 +110,6 @@ class RunPlan:
         return RunContext(backend=self.backend, quick=self.mode == "quick", seeds=self.seeds,
                           storage_profile=self.storage_profile, **more)
 
-    @staticmethod
-    def of(experiment: Experiment, ctx: RunContext) -> "RunPlan":
-        return RunPlan(experiment.name, ctx.backend, ctx.mode, ctx.seeds, ctx.storage_profile)
-
     def points(self) -> list[Point]:
         """The planned points (every unit of the run), as the runner plans them."""
         from experiments.registry import get_experiment

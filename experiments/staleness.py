@@ -147,20 +147,6 @@ class GitCommit:
             at = start + int(size) + 1       # the content is followed by a newline
 
 
-class MemoryTree:
-    """A tree held in memory (path -> text): for tests of the rule."""
-
-    def __init__(self, files: dict[str, str], label: str = "memory"):
-        self.files = dict(files)
-        self.label = label
-
-    def paths(self) -> frozenset[str]:
-        return frozenset(self.files)
-
-    def read(self, path: str) -> bytes:
-        return self.files[path].encode()
-
-
 # ------------------------------------------------------------------ modules and their imports
 
 
