@@ -1,4 +1,4 @@
-"""The one registry of backends: a name to a ``reference.backend.Backend``.
+"""The one registry of backends: a name to a ``reference.protocol.backend.Backend``.
 
 The command line, the experiments and the tests reach every backend through
 ``get_backend`` / ``run_backend``; nothing else imports a backend's entry
@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from reference.backend import Backend, BackendUnavailable, RunOptions, RunResult
-from reference.logs import read_metadata
-from reference.scenario import Scenario
-from reference.storage import SnapshotReader, Storage
+from reference.protocol.backend import Backend, BackendUnavailable, RunOptions, RunResult
+from reference.protocol.logs import read_metadata
+from reference.language.scenario import Scenario
+from reference.protocol.storage import SnapshotReader, Storage
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Entry:
 
 # backend name -> where it lives; the order is the order help texts list them in
 BACKENDS: dict[str, Entry] = {
-    "reference": Entry("reference.backend", "ReferenceBackend"),
+    "reference": Entry("reference.protocol.backend", "ReferenceBackend"),
     "sim": Entry("sim.backend", "SimBackend"),
     "spark": Entry("spark_impl.engine.backend", "SparkEngineBackend", on_spark=True),
     "spark-native": Entry("spark_impl.native.backend", "NativeBackend", on_spark=True),

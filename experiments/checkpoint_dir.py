@@ -6,7 +6,7 @@ anything runs, without a full walk and without writing to it:
 - the filesystem root, the home directory, the working directory and their
   ancestors are refused up front, by name;
 - a directory holding anything that is not a file or folder of a checkpoint
-  (``reference.layout.classify``) is refused, naming the first such entry: a
+  (``reference.protocol.layout.classify``) is refused, naming the first such entry: a
   user's own file, a link, a FIFO; the survey stops there, so a large foreign
   tree is never walked;
 - a checkpoint is recognised by its marker, a ``metadata`` file naming a query
@@ -42,10 +42,10 @@ from experiments.backends import snapshot_readers_for
 from experiments.checkpoint_swap import SIBLING_MARK, deferred_signals, exchange, remove_tree, sibling, swap_problem, \
     write_files
 from experiments.output_paths import OutputPathError, path_length, writable
-from reference import layout
-from reference.logs import read_metadata
-from reference.scenario import Scenario
-from reference.storage import CheckpointFormatError, LocalStorage, Storage, entry_kind
+from reference.protocol import layout
+from reference.protocol.logs import read_metadata
+from reference.language.scenario import Scenario
+from reference.protocol.storage import CheckpointFormatError, LocalStorage, Storage, entry_kind
 
 LOCK = layout.RUN_LOCK
 

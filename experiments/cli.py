@@ -54,14 +54,14 @@ from experiments.zoo import DEFAULT_OUT as ZOO_OUT
 from experiments.zoo import JIRAS as ZOO_JIRAS
 from experiments.zoo import PAPER_OUT as ZOO_PAPER_OUT
 from experiments.zoo import ZooError, all_held, resolve, run_zoo, table_lines, write_rows
-from reference.backend import BackendError, BackendUnavailable, RunOptions
-from reference.explorer import ExplorationInterrupted
-from reference.oracles import check_outcome, failures
-from reference.outcome import OutcomeError
-from reference.scenario import Scenario, ScenarioError
-from reference.size import MATERIALISED, refusal
-from reference.storage import CheckpointFormatError
-from reference.storage_profiles import STORAGE_PROFILES, StorageProfileError
+from reference.protocol.backend import BackendError, BackendUnavailable, RunOptions
+from reference.judge.explorer import ExplorationInterrupted
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import OutcomeError
+from reference.language.scenario import Scenario, ScenarioError
+from reference.language.size import MATERIALISED, refusal
+from reference.protocol.storage import CheckpointFormatError
+from reference.protocol.storage_profiles import STORAGE_PROFILES, StorageProfileError
 
 DEFAULT_DIFF_BACKENDS = "reference,sim"
 DEFAULT_DEMO_BACKENDS = "reference,sim,spark"

@@ -40,7 +40,7 @@ from experiments.machine_load import Load, LoadMeter, Mark, judged_by_wall
 from experiments.measure import measure_point
 from experiments.progress import PointsBar
 from experiments.registry import get_experiment
-from reference.backend import BackendUnavailable
+from reference.protocol.backend import BackendUnavailable
 
 Record = dict[str, Any]
 # told of every point that ran, as it ends: its record, when it started (ISO 8601, UTC), and the machine's load

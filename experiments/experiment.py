@@ -112,7 +112,7 @@ class RunContext:
     quiet: bool = False                     # no progress bar
     backend_master: str | None = None       # --master given explicitly: the Spark backends run there too
     point_timeout_s: float | None = None    # a point on a Spark backend taking longer fails (None: the experiment's)
-    storage_profile: str | None = None      # every point's checkpoint storage: a reference.storage_profiles name
+    storage_profile: str | None = None      # every point's checkpoint storage: a reference.protocol.storage_profiles name
     deadline: float | None = None           # no point is started unless expected to end by then (epoch seconds)
     fresh: bool = False                     # measure every point again, reusing no unit of the ledger
 

@@ -100,7 +100,7 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="a point on a spark backend that runs longer fails, and the backend's remaining points "
                         "are not run (default: the experiment's, 180 s to 900 s)")
     p.add_argument("--storage-profile", default=None, metavar="NAME",
-                   help="every point's checkpoint storage latency, a reference.storage_profiles name (local_disk, "
+                   help="every point's checkpoint storage latency, a reference.protocol.storage_profiles name (local_disk, "
                         "hdfs, object_store): the spark engine sleeps it, the sim charges it; results go to "
                         "BACKEND-MODE-NAME")
     p.add_argument("--budget", type=float, default=None, metavar="MINUTES",

@@ -2,9 +2,9 @@
 
 A named file is read only when it is a regular file (a FIFO, a device or a
 socket is refused without being opened, so nothing blocks and ``/dev/zero``
-is never read), no larger than ``reference.size.MAX_INPUT_FILE_BYTES``, and
-UTF-8. JSON is read by ``reference.json_input.loads``: a repeated key, NaN or
-Infinity, or nesting deeper than ``reference.size.MAX_JSON_DEPTH`` is refused.
+is never read), no larger than ``reference.language.size.MAX_INPUT_FILE_BYTES``, and
+UTF-8. JSON is read by ``reference.language.json_input.loads``: a repeated key, NaN or
+Infinity, or nesting deeper than ``reference.language.size.MAX_JSON_DEPTH`` is refused.
 Every refusal is an ``InputFileError`` (or, for a scenario, a ``ScenarioError``)
 naming the file and saying what was expected.
 """
@@ -16,10 +16,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from reference.json_input import JsonInputError, loads
-from reference.scenario import Scenario, ScenarioError
-from reference.size import MAX_INPUT_FILE_BYTES, file_too_large
-from reference.storage import entry_kind
+from reference.language.json_input import JsonInputError, loads
+from reference.language.scenario import Scenario, ScenarioError
+from reference.language.size import MAX_INPUT_FILE_BYTES, file_too_large
+from reference.protocol.storage import entry_kind
 
 
 class InputFileError(ValueError):
@@ -65,7 +65,7 @@ def read_text(path: str | Path, expected: str) -> str:
 
 
 def read_json(path: str | Path, expected: str) -> Any:
-    """The JSON value in ``path`` (``read_text``, then ``reference.json_input.loads``); ``InputFileError``
+    """The JSON value in ``path`` (``read_text``, then ``reference.language.json_input.loads``); ``InputFileError``
     naming the file and what is wrong with its JSON."""
     text = read_text(path, expected)
     try:

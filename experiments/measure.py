@@ -20,9 +20,9 @@ from experiments.backends import get_backend, run_backend
 from experiments.experiment import Experiment, Point
 from experiments.outcome_metrics import WARMUP_BATCHES
 from experiments.stopping import TIMEOUT_SHARE, Round, run_in_rounds
-from reference.backend import RunOptions, RunResult
-from reference.outcome import Outcome
-from reference.scenario import Scenario
+from reference.language.scenario import Scenario
+from reference.protocol.backend import RunOptions, RunResult
+from reference.protocol.outcome import Outcome
 
 if TYPE_CHECKING:
     from sim import Simulation

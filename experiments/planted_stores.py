@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reference.storage import CheckpointFormatError
+from reference.protocol.storage import CheckpointFormatError
 
 from spark_impl.state_store import RocksDBStateStore
 from spark_impl.state_store.checkpoint_fs import list_state_files

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference.storage import LocalStorage, SnapshotReader, Storage
+from reference.protocol.storage import LocalStorage, SnapshotReader, Storage
 from spark_impl.snapshot_reader import read_manifest_snapshot
 from spark_impl.state_store import RocksDBStateStore
 from spark_impl.state_store.sst_files import decode_manifest

@@ -27,8 +27,8 @@ from experiments.ledger import Ledger, planned_points, with_storage_profile  # n
 from experiments.provenance import environment
 from experiments.registry import get_experiment
 from experiments.results import default_out_dir, write_results
-from reference.backend import BackendUnavailable
-from reference.storage_profiles import StorageProfileError, storage_profile
+from reference.protocol.backend import BackendUnavailable
+from reference.protocol.storage_profiles import StorageProfileError, storage_profile
 
 
 @dataclass

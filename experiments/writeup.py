@@ -134,7 +134,7 @@ def lookup(doc: Any, key: Sequence[Any]) -> Any:
 
 def backlogged(record: dict[str, Any]) -> bool | None:
     """Whether a rate-source latency point fell behind its input (the metric ``kept_up`` every timed backend
-    records by ``reference/timing.py``'s one rule); None: no input rate, or a file made before the metric."""
+    records by ``reference/protocol/timing.py``'s one rule); None: no input rate, or a file made before the metric."""
     metrics, point = record.get("metrics") or {}, record.get("point") or {}
     source = (point.get("scenario") or {}).get("source") or {}
     if source.get("rows_per_second") is None:

@@ -191,8 +191,8 @@ def _lightspeed(cmd: list[str], dry_run: bool) -> tuple[int, float] | None:
 def run_explorer(quick: bool, dry_run: bool) -> dict[str, Any]:
     """The explorer on every ``EXPLORER_RUNS`` entry: crash cuts, schedules, distinct checkpoints, time."""
     sys.path.insert(0, str(ROOT))
-    from reference.explorer import explore, first_graph, writing_cuts, Model
-    from reference.scenario import Scenario
+    from reference.judge.explorer import explore, first_graph, writing_cuts, Model
+    from reference.language.scenario import Scenario
     depth = 1 if quick else 2
     entries = []
     started = time.perf_counter()

@@ -3,7 +3,7 @@
 ``simulate(scenario)`` runs a scenario to the end and returns the
 ``Simulation`` (its outcome, trace and checkpoint); ``sim.backend.SimBackend``
 is the simulator behind the backend interface (SPEC section 4). The outcome
-is the reference's (``reference.observer.build_outcome``, from the simulated
+is the reference's (``reference.protocol.observer.build_outcome``, from the simulated
 run's checkpoint and observer) with a timing block (end-to-end latency per
 record, creation to first visibility at the sink, ``latency.py``), timed
 progress events, and ``details["sim"]`` (mode, profile, simulated end time,
@@ -19,15 +19,15 @@ from typing import Any, Generator
 import numpy as np
 import simpy
 
-from reference.backend import BackendError
-from reference.faults import FaultBook
-from reference.observer import Observer, build_outcome
-from reference.outcome import Outcome
-from reference.recovery import RestartPlan
-from reference.scenario import Fault, Scenario
-from reference.sources import SourceData
-from reference.storage import CheckpointFormatError, DurableStorage
-from reference.supervisor import Supervisor
+from reference.protocol.backend import BackendError
+from reference.protocol.faults import FaultBook
+from reference.protocol.observer import Observer, build_outcome
+from reference.protocol.outcome import Outcome
+from reference.protocol.recovery import RestartPlan
+from reference.language.scenario import Fault, Scenario
+from reference.protocol.sources import SourceData
+from reference.protocol.storage import CheckpointFormatError, DurableStorage
+from reference.protocol.supervisor import Supervisor
 
 from .cost_model import Profile, resolve_profile
 from .data_mode import DataIncarnation

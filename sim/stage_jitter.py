@@ -1,4 +1,4 @@
-"""A stage's storage jitter, drawn for all its partitions at once: ``reference.storage_profiles.jitter_factor`` in numpy.
+"""A stage's storage jitter, drawn for all its partitions at once: ``reference.protocol.storage_profiles.jitter_factor`` in numpy.
 
 Volume mode draws one jitter factor per partition and task step of a batch
 (``StorageService.jitter_base``: the shared draw function over the keys
@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from reference.storage_profiles import (
+from reference.protocol.storage_profiles import (
     _ACKLAM_A,
     _ACKLAM_B,
     _ACKLAM_C,

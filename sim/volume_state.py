@@ -55,7 +55,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from reference.scenario import OperatorSpec, Scenario, Source
+from reference.language.scenario import OperatorSpec, Scenario, Source
 
 WINDOW_BUCKETS = 64   # at most this many window groups are summed per batch (windows are grouped beyond it)
 
@@ -117,7 +117,7 @@ class VolumeSource:
         return self.scenario.sources[side], p
 
     def arrival_ms(self, sp: int, offset: int) -> float:
-        """When record ``offset`` of source partition ``sp`` is created (as ``reference.sources``)."""
+        """When record ``offset`` of source partition ``sp`` is created (as ``reference.protocol.sources``)."""
         src, p = self._source(sp)
         if src.kind == "rate":
             return float(int(offset * (1000.0 * src.partitions / src.rows_per_second)))

@@ -156,10 +156,10 @@ class LocalCluster:
 
 def run_suite(scenario_paths: list[str], workers: int = 2) -> dict[str, Any]:
     """Run scenarios on the engine on a fresh standalone cluster; judge each and compare with the reference."""
-    from reference.compare import first_difference
-    from reference.oracles import check_outcome, failures
-    from reference.run import run_scenario
-    from reference.scenario import load_scenario
+    from reference.judge.compare import first_difference
+    from reference.judge.oracles import check_outcome, failures
+    from reference.protocol.run import run_scenario
+    from reference.language.scenario import load_scenario
     from spark_impl.engine import run_spark
     from spark_impl.session import session, stop
 
@@ -202,7 +202,7 @@ def _follow_membership(cluster: LocalCluster, scenario: Any, checkpoint: Path) -
     before its event has committed (the engine waits for its executor before planning the batch), and the
     worker of an executor that leaves stops once the batch before the leave has committed (the placement
     has moved its partitions back by then). An executor joining is taken to get the next executor id."""
-    from reference import layout
+    from reference.protocol import layout
 
     def follow() -> None:
         joined: dict[str, int] = {}

@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import Any
 
-from reference.backend import BackendUnavailable
+from reference.protocol.backend import BackendUnavailable
 
 DEFAULT_MASTER = "local[2]"
 _lock = threading.Lock()

@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reference import layout
-from reference.changelog import StateFileHeader
-from reference.storage import CheckpointFormatError, LocalStorage, Storage
+from reference.protocol import layout
+from reference.protocol.changelog import StateFileHeader
+from reference.protocol.storage import CheckpointFormatError, LocalStorage, Storage
 
 SNAPSHOT_FORMAT = "rocksdb-sst-manifest"
 

@@ -15,8 +15,8 @@ import pytest
 from streamtest import RunOptions, check, crash, make
 
 from experiments.backends import BACKENDS
-from reference.outcome import Outcome
-from reference.timing import LatencySummary
+from reference.protocol.outcome import Outcome
+from reference.protocol.timing import LatencySummary
 
 pytestmark = pytest.mark.spark
 

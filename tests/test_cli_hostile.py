@@ -26,8 +26,8 @@ import pytest
 
 from experiments import exit_codes
 from experiments.checkpoint_dir import LOCK, write_checkpoint
-from reference.changelog import decode_state_file, encode_state_file
-from reference.logs import OffsetEntry
+from reference.protocol.changelog import decode_state_file, encode_state_file
+from reference.protocol.logs import OffsetEntry
 from hostile_cli import failed_lines, lightspeed, write_crashed_count
 from streamtest import check, crash, fault, make, scenario_dict
 
@@ -966,8 +966,8 @@ def test_an_empty_changelog_is_reported_against_its_own_version(capsys: pytest.C
 def test_explore_prints_its_plan_and_says_when_it_stopped_incomplete(capsys: pytest.CaptureFixture[str],
                                                                      tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import reference.explorer
-    monkeypatch.setattr(reference.explorer, "MAX_CUTS", 5)   # the cap, reached at once
+    import reference.judge.explorer
+    monkeypatch.setattr(reference.judge.explorer, "MAX_CUTS", 5)   # the cap, reached at once
     path = scenario_file(tmp_path, scenario_dict("aggregate", batches=2))
     code, out, err = lightspeed(capsys, "explore", path, "--workers", "1")
     assert code == exit_codes.CHECK_FAILED

@@ -168,7 +168,7 @@ def test_restores_go_to_a_private_temporary_folder_removed_afterwards(work: Path
 
 
 def test_a_store_works_in_a_private_folder_of_its_own(sandbox: Path) -> None:
-    from reference.storage import LocalStorage
+    from reference.protocol.storage import LocalStorage
     from spark_impl.state_store import RocksDBStateStore
     stores = [RocksDBStateStore(LocalStorage(sandbox / "cp"), "0", 0, local_root=sandbox / "local") for _ in range(2)]
     try:

@@ -16,8 +16,8 @@ import pytest
 from experiments import backends, exit_codes
 from experiments.cli import build_parser, main
 from experiments.demo import SCENARIO
-from reference.backend import ReferenceBackend, RunOptions, RunResult, ScenarioRefused
-from reference.scenario import Scenario
+from reference.protocol.backend import ReferenceBackend, RunOptions, RunResult, ScenarioRefused
+from reference.language.scenario import Scenario
 
 
 def lightspeed(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, str]:

@@ -3,7 +3,7 @@
 - conditions: the report's header says which published conditions a run meets; the engine's
   offset-management run uses the object store by default, and a backend that cannot meet a condition says so
   in the header and in every verdict;
-- keep-up: the simulator's latency points get the one keep-up verdict (``reference.timing``), and a report
+- keep-up: the simulator's latency points get the one keep-up verdict (``reference.protocol.timing``), and a report
   row is "kept up" or "BACKLOGGED (x of y rows/s)", with no latency when backlogged;
 - sanity checks know the noise: an inversion inside the spread over seeds, or seen with one seed, is within
   noise and fails nothing; one beyond the spread fails;
@@ -25,7 +25,7 @@ from experiments.experiment import Check, RunContext
 from experiments.registry import experiment_names, get_experiment
 from experiments.sanity import no_worse, spread_of
 from experiments.stats import keep_up, keep_up_text, latency_over_seeds
-from reference.timing import summarize_throughput, summarize_throughput_groups
+from reference.protocol.timing import summarize_throughput, summarize_throughput_groups
 from streamtest import run
 
 
@@ -85,7 +85,7 @@ def test_the_simulator_judges_whether_a_rate_run_kept_up_by_the_one_rule() -> No
                                "keys": 100},
                     "query": {"operator": {"kind": "map"}, "state_partitions": 2}, "sink": {"mode": "at_least_once"},
                     "engine": {}, "faults": []}
-        from reference.backend import RunOptions
+        from reference.protocol.backend import RunOptions
         return run(scenario, on="sim", options=RunOptions(profile=profile, sim_mode="volume")).outcome
     from experiments.profiles import sim_profile
     fast = rate_run(1_000, sim_profile("local_spark"))

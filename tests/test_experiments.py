@@ -24,7 +24,7 @@ from experiments.measure import run_point_scenario
 from experiments.registry import experiment_names, get_experiment
 from experiments.results import reproduce
 from experiments.sweep import ExperimentResult, run_experiment
-from reference.backend import BackendUnavailable, OptionRefused
+from reference.protocol.backend import BackendUnavailable, OptionRefused
 from streamtest import judged, make, run
 
 NAMES = ("offset-management", "pipelining", "async-state-checkpoint", "changelog-checkpointing",
@@ -349,7 +349,7 @@ def test_the_fault_matrix_builds_its_cells_from_the_catalogue() -> None:
     """The cells are the catalogue's operators under the catalogue's modes, with the matrix's own engine
     parameters; a mode Spark forbids for an operator is no cell."""
     from experiments.fault_matrix.definition import RETAIN, STATE_STORE, cell_scenario
-    from reference.catalogue import MODES, OPERATORS, spark_allows
+    from reference.language.catalogue import MODES, OPERATORS, spark_allows
     for operator in OPERATORS:
         for mode in MODES:
             cell = cell_scenario(operator, mode, "task_failure", 0)
@@ -397,7 +397,7 @@ def test_a_cell_the_backend_refuses_by_name_is_unsupported(monkeypatch: Any) -> 
     """Native Spark has no state rebalancing: it refuses the scenario naming the field, and the cell says so
     instead of failing."""
     import experiments.fault_matrix.definition as fault_matrix
-    from reference.backend import ScenarioRefused
+    from reference.protocol.backend import ScenarioRefused
 
     def refuse(p: Point) -> Any:
         raise ScenarioRefused("spark-native", "events", "open-source Spark has no state rebalancing")
@@ -675,7 +675,7 @@ def test_calibration_measures_the_cuts_its_prediction_makes() -> None:
     cuts the engine's latency carries the wait for the cut (half a cut interval) and the fit books it to the
     driver (an earlier quick fit scaled the driver's costs by 19 to do so)."""
     from experiments.calibration import definition as calibration
-    from reference.scenario import Scenario
+    from reference.language.scenario import Scenario
     points = calibration.EXPERIMENT.points(RunContext(backend="spark", quick=False, executor="inline", quiet=True))
     assert {p.task for p in points} == {"warmup", "measure"}
     assert {Scenario.from_dict(p.scenario).engine.batch_cuts for p in points} == {"trigger"}

@@ -9,10 +9,10 @@ import json
 from experiments.outcome_metrics import latency_metrics
 from experiments.offset_management.definition import EXPERIMENT as OFFSET_MANAGEMENT
 from experiments.experiment import RunContext
-from reference.outcome import Timing
-from reference.run import run_scenario
-from reference.scenario import Scenario
-from reference.timing import LatencySummary, Throughput, describe_reported, reported_latency
+from reference.protocol.outcome import Timing
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
+from reference.protocol.timing import LatencySummary, Throughput, describe_reported, reported_latency
 from spark_impl.engine.speed import CONFIGS, p50_ratio, running_count
 from spark_impl.native.plan import InputFiles, batch_file, stream_settings
 from spark_impl.native.spark_checkpoint import SparkCheckpoint

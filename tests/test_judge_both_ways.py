@@ -19,14 +19,14 @@ from streamtest import crash
 from test_judge_checkpoint_rules import edit_commit
 from test_judge_recoveries import with_batch, with_sink
 
-from reference import layout
-from reference.catalogue import make
-from reference.checkpoint_rules import RULE_WAYS, violations
-from reference.logs import CommitEntry
-from reference.oracles import FAILURE_WAYS, Context, check_outcome, failures
-from reference.outcome import Outcome, Recovery, StateMove, digest_rows
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.protocol import layout
+from reference.language.catalogue import make
+from reference.judge.checkpoint_rules import RULE_WAYS, violations
+from reference.protocol.logs import CommitEntry
+from reference.judge.oracles import FAILURE_WAYS, Context, check_outcome, failures
+from reference.protocol.outcome import Outcome, Recovery, StateMove, digest_rows
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 
 
 class Runs:
@@ -353,8 +353,8 @@ def _rename_uid(storage: Any, batch: int, uid: str) -> None:
 
 
 def reconstruction_craft() -> Craft:
-    from reference.changelog import decode_state_file, encode_state_file
-    from reference.state_store import store_files
+    from reference.protocol.changelog import decode_state_file, encode_state_file
+    from reference.protocol.state_store import store_files
     scenario, outcome, storage = RUNS.get("kept", lambda: make("aggregate", batches=5, retain=10))
     edited = storage.copy()
     files = store_files(edited, "0", 1)
@@ -483,7 +483,7 @@ def test_crashes_from_outside_are_none_unless_the_caller_says():
     scenario, outcome, _ = RUNS.count()
     restarted = dataclasses.replace(outcome, recoveries=(Recovery(1, 5, ()),))
     assert "recoveries" in {v.check for v in failures(check_outcome(scenario, restarted))}
-    from reference.oracles import recoveries
+    from reference.judge.oracles import recoveries
     assert recoveries(Context(scenario, outcome)).status == "pass"
     assert recoveries(Context(scenario, restarted)).status == "fail"
 

@@ -1,4 +1,4 @@
-"""What is read from outside is bounded and refused by name: ``reference/json_input.py`` and ``reference/size.py``.
+"""What is read from outside is bounded and refused by name: ``reference/language/json_input.py`` and ``reference/language/size.py``.
 
 JSON: a repeated key, NaN or Infinity (with where it is), nesting past ``MAX_JSON_DEPTH`` (even past the
 interpreter's own limit) are refused. Sizes: a scenario larger than a backend holds is refused with the size
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from reference.json_input import JsonInputError, loads, nesting
-from reference.scenario import Scenario
-from reference.size import (
+from reference.language.json_input import JsonInputError, loads, nesting
+from reference.language.scenario import Scenario
+from reference.language.size import (
     MATERIALISED,
     MAX_JSON_DEPTH,
     VOLUME,
@@ -128,7 +128,7 @@ def test_the_refusal_names_the_volume_mode_only_where_it_would_run_the_scenario(
 
 def test_the_limits_are_the_documented_ones():
     """README, the command line: input files up to 256 MiB, checkpoint files up to 1 GiB, JSON 64 deep."""
-    from reference.size import MAX_CHECKPOINT_FILE_BYTES, MAX_INPUT_FILE_BYTES
+    from reference.language.size import MAX_CHECKPOINT_FILE_BYTES, MAX_INPUT_FILE_BYTES
     assert (MAX_INPUT_FILE_BYTES, MAX_CHECKPOINT_FILE_BYTES, MAX_JSON_DEPTH) == (268_435_456, 1_073_741_824, 64)
 
 
@@ -165,7 +165,7 @@ def test_batches_of_every_source_kind():
     raw["source"].update(messages=7, interval_ms=10, reorder_ms=5, batch_ms=10)
     redelivering = Scenario.from_dict(raw)
     assert source_batches(redelivering.sources["main"]) == 7
-    from reference.sources import SourceData
+    from reference.protocol.sources import SourceData
     assert SourceData.of(redelivering).planned_batches() <= 7
     import dataclasses
     explicit = scenario(kind="explicit", partitions=1, batch_ms=1, records=[[0, "k", 1, 0, 3]])

@@ -1,7 +1,7 @@
-"""Every number the judge enforces comes from the step graph (``reference/bounds.py``), never from a table of modes.
+"""Every number the judge enforces comes from the step graph (``reference/judge/bounds.py``), never from a table of modes.
 
 The expected numbers here are derived by hand from the protocol (SPEC section 2
-and ``reference/graph.py``'s edges), each with its derivation, not read from
+and ``reference/protocol/graph.py``'s edges), each with its derivation, not read from
 the code under test.
 """
 
@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from reference import bounds as bounds_module
-from reference.bounds import Bounds, UnboundedGraph, bounds_of, most_not_waiting
-from reference.catalogue import make
-from reference.checkpoint_rules import violations
-from reference.graph import Node, shape_of
-from reference.oracles import Context, check_outcome, failures, recoveries
-from reference.outcome import Outcome, Recovery
-from reference.run import run_scenario
-from reference.scenario import Scenario
-from reference.steps import NodeId
+from reference.judge import bounds as bounds_module
+from reference.judge.bounds import Bounds, UnboundedGraph, bounds_of, most_not_waiting
+from reference.language.catalogue import make
+from reference.judge.checkpoint_rules import violations
+from reference.protocol.graph import Node, shape_of
+from reference.judge.oracles import Context, check_outcome, failures, recoveries
+from reference.protocol.outcome import Outcome, Recovery
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
+from reference.language.steps import NodeId
 
 
 def re_run(outcome: Outcome, *batches: int) -> Outcome:

@@ -1,4 +1,4 @@
-"""The binary state file byte by byte (reference/changelog.py, SPEC section 3).
+"""The binary state file byte by byte (reference/protocol/changelog.py, SPEC section 3).
 
 Found by mutation testing the judge: the format was pinned only by round
 trips, so a changed format version, unsorted JSON values or a wrong byte
@@ -14,8 +14,8 @@ import zlib
 
 import pytest
 
-from reference.changelog import StateFileHeader, decode_state_file, encode_state_file
-from reference.storage import CheckpointFormatError
+from reference.protocol.changelog import StateFileHeader, decode_state_file, encode_state_file
+from reference.protocol.storage import CheckpointFormatError
 
 HEADER = StateFileHeader("changelog", 3, "u3", "u2")
 HEAD = b"LSCL" + b"\x02" + b"\x00" * 7 + b"\x03" + b"\x00\x02u3" + b"\x00\x02u2"   # 21 bytes

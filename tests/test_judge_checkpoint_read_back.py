@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from reference.catalogue import make
-from reference.logs import CommitEntry, OffsetEntry, encode_entry
-from reference.oracles import check_outcome, failures
-from reference.outcome import Outcome
-from reference.run import run_scenario
-from reference.storage import DurableStorage
+from reference.language.catalogue import make
+from reference.protocol.logs import CommitEntry, OffsetEntry, encode_entry
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import Outcome
+from reference.protocol.run import run_scenario
+from reference.protocol.storage import DurableStorage
 
 
 @pytest.fixture(scope="module")

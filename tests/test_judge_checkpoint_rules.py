@@ -1,4 +1,4 @@
-"""Each rule of reference/checkpoint_rules.py, broken by hand on a correct checkpoint, with its message.
+"""Each rule of reference/judge/checkpoint_rules.py, broken by hand on a correct checkpoint, with its message.
 
 Found by mutation testing the judge. The checkpoint is a running count over
 5 batches, retaining 3: commit entries 1..4 remain, state versions are written
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from reference import layout
-from reference.catalogue import make
-from reference.changelog import decode_state_file
-from reference.checkpoint_rules import LINE_RULES, RULES, in_flight_limit, violations
-from reference.logs import CommitEntry, encode_entry
-from reference.run import run_scenario
-from reference.storage import DurableStorage, LocalStorage
+from reference.protocol import layout
+from reference.language.catalogue import make
+from reference.protocol.changelog import decode_state_file
+from reference.judge.checkpoint_rules import LINE_RULES, RULES, in_flight_limit, violations
+from reference.protocol.logs import CommitEntry, encode_entry
+from reference.protocol.run import run_scenario
+from reference.protocol.storage import DurableStorage, LocalStorage
 
 
 @pytest.fixture(scope="module")

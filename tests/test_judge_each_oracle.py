@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from reference import layout
-from reference.catalogue import make
-from reference.changelog import decode_state_file, encode_state_file
-from reference.logs import CommitEntry, encode_entry
-from reference.oracles import ORACLES, Verdict, check_outcome, determinism, failures
-from reference.outcome import Outcome, Recovery
-from reference.run import run_scenario
-from reference.state_store import store_files
+from reference.protocol import layout
+from reference.language.catalogue import make
+from reference.protocol.changelog import decode_state_file, encode_state_file
+from reference.protocol.logs import CommitEntry, encode_entry
+from reference.judge.oracles import ORACLES, Verdict, check_outcome, determinism, failures
+from reference.protocol.outcome import Outcome, Recovery
+from reference.protocol.run import run_scenario
+from reference.protocol.state_store import store_files
 
 
 @pytest.fixture(scope="module")

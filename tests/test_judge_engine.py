@@ -13,16 +13,18 @@ from typing import Any
 
 import pytest
 
-from reference.catalogue import make, scenario_dict, supported_pairs
-from reference.engine import MAX_PLANNED_BATCHES, Incarnation, QueryFailure
-from reference.logs import CommitEntry, OffsetEntry
-from reference.observer import Observer
-from reference.oracles import check_outcome, failures
-from reference.recovery import fresh_plan, plan_restart
-from reference.run import run_scenario
-from reference.scenario import Scenario
-from reference.sources import SourceData
-from reference.storage import DurableStorage
+from reference.language.catalogue import make, scenario_dict, supported_pairs
+from reference.protocol.clock import MAX_PLANNED_BATCHES
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.failures import QueryFailure
+from reference.protocol.logs import CommitEntry, OffsetEntry
+from reference.protocol.observer import Observer
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.recovery import fresh_plan, plan_restart
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
+from reference.protocol.sources import SourceData
+from reference.protocol.storage import DurableStorage
 
 
 def fault(kind: str, step: str, batch: int, when: str = "before", partition: int | None = None) -> dict[str, Any]:
@@ -387,8 +389,8 @@ def test_the_planner_takes_every_batch_the_size_check_lets_through():
     """The planner's cap is the size limit itself: input needing 20,001 batches (past an older cap of 10,000)
     plans to its end; input needing one batch more than the limit is refused before anything runs, by
     the size check, with the numbers."""
-    from reference.backend import ReferenceBackend, ScenarioRefused
-    from reference.size import MATERIALISED
+    from reference.protocol.backend import ReferenceBackend, ScenarioRefused
+    from reference.language.size import MATERIALISED
     assert MAX_PLANNED_BATCHES == MATERIALISED.batches == 100_000
     scenario = _long(20_000)
     inc = Incarnation(scenario, SourceData.of(scenario), DurableStorage(), fresh_plan(1), 0, Observer())

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from reference.engine import Incarnation, QueryFailure
-from reference.explorer import Model, first_graph
-from reference.logs import CommitEntry
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.failures import QueryFailure
+from reference.judge.explorer import Model, first_graph
+from reference.protocol.logs import CommitEntry
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 
 
 def sums(faults: list[dict], state_checkpoint: str = "sync") -> Scenario:
@@ -66,8 +67,8 @@ def test_under_sync_state_a_task_stranded_on_the_lost_executor_is_retried_not_th
 def test_every_fault_at_one_point_fires_and_one_that_follows_a_crash_waits_for_its_next_match():
     """Two damage faults at the same step both fire there; a fault listed after a crash at the same point
     does not vanish: it fires when the point comes again (the re-run after the restart)."""
-    from reference.faults import FaultBook
-    from reference.steps import NodeId
+    from reference.protocol.faults import FaultBook
+    from reference.language.steps import NodeId
     corrupt = [{"at": {"step": "plan", "batch": 1}, "kind": "corrupt_file", "path": f"offsets/{b}"} for b in (0, 1)]
     book = FaultBook(sums(corrupt).faults)
     assert [f.path for f in book.take(NodeId.of("plan", 1), "before", 0, 0)] == ["offsets/0", "offsets/1"]

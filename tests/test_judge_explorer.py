@@ -1,6 +1,6 @@
 """The explorer's enumeration and bookkeeping, on posets and scenarios small enough to count by hand.
 
-Found by mutation testing the judge (reference/explorer.py): the slow
+Found by mutation testing the judge (reference/judge/explorer.py): the slow
 exhaustive tests check that nothing is wrong and that planted mistakes are
 caught, but not how many down-sets a poset has, what the plan counts, that
 the report is the same for any number of workers, or what it says.
@@ -17,18 +17,18 @@ import time
 
 import pytest
 
-from reference import explorer
-from reference.catalogue import make
-from reference.engine import Incarnation
-from reference.explorer import (MAX_CUTS, WRITING, ExplorationInterrupted, ExplorePlan, ExploreProgress, Model,
+from reference.judge import explorer
+from reference.language.catalogue import make
+from reference.protocol.incarnation import Incarnation
+from reference.judge.explorer import (MAX_CUTS, WRITING, ExplorationInterrupted, ExplorePlan, ExploreProgress, Model,
                                 Report, Violation, _die_with_parent, _down_sets, _explore_share, _lazy_order,
                                 _on_sigint, count_writing_cuts, explore, first_graph, plan_exploration,
                                 single_faults, writing_cuts)
-from reference.oracles import Verdict
-from reference.run import Run, Schedule
-from reference.state_store import StateStore
-from reference.scenario import Fault, FaultAt
-from reference.steps import DRIVER_STEPS
+from reference.judge.oracles import Verdict
+from reference.protocol.run import Run, Schedule
+from reference.protocol.state_store import StateStore
+from reference.language.scenario import Fault, FaultAt
+from reference.language.steps import DRIVER_STEPS
 
 
 def down_sets(preds: list[list[int]]) -> list[list[bool]]:
@@ -400,7 +400,7 @@ class LosesTheMiddleCommit(Incarnation):
 
 
 def test_a_crash_checkpoint_breaking_two_rules_is_reported_by_the_first():
-    """commit_order is checked before commit_has_offsets (reference/checkpoint_rules.py); the label names it."""
+    """commit_order is checked before commit_has_offsets (reference/judge/checkpoint_rules.py); the label names it."""
     scenario = make("map", batches=3, partitions=1)
     share = _explore_share(scenario, 1, Model(LosesTheMiddleCommit), 0, 1, counters(), None)
     reasons = [verdict.message for v in share.violations for verdict in v.verdicts if verdict.check == "checkpoint"]

@@ -1,5 +1,5 @@
-"""The names of the checkpoint layout (``reference/layout.py``), the sink's files (``reference/sink_files.py``)
-and the faults refused because no run can fire them (``reference/fault_reach.py``).
+"""The names of the checkpoint layout (``reference/protocol/layout.py``), the sink's files (``reference/protocol/sink_files.py``)
+and the faults refused because no run can fire them (``reference/language/fault_reach.py``).
 
 ``classify`` knows every file a checkpoint holds and nothing else; ``sink_files`` reads the sink back from its
 files; a fault no backend can reach is refused when the scenario is read, naming it.
@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from reference import layout
-from reference.catalogue import make, scenario_dict
-from reference.fault_reach import MAX_LATENCY_FAULT_MS, last_batch, unreachable
-from reference.layout import Entry, classify, classify_folder, number
-from reference.run import run_scenario
-from reference.scenario import Scenario, ScenarioError
-from reference.sink_files import Manifest, manifest_batches, read_manifest, read_part, visible_output
-from reference.storage import CheckpointFormatError, DurableStorage
+from reference.protocol import layout
+from reference.language.catalogue import make, scenario_dict
+from reference.language.fault_reach import MAX_LATENCY_FAULT_MS, last_batch, unreachable
+from reference.protocol.layout import Entry, classify, classify_folder, number
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario, ScenarioError
+from reference.protocol.sink_files import Manifest, manifest_batches, read_manifest, read_part, visible_output
+from reference.protocol.storage import CheckpointFormatError, DurableStorage
 from streamtest import crash, fault
 
 

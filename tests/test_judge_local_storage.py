@@ -1,4 +1,4 @@
-"""A checkpoint directory read as ``reference.storage.LocalStorage``: nothing outside it is read, nothing blocks.
+"""A checkpoint directory read as ``reference.protocol.storage.LocalStorage``: nothing outside it is read, nothing blocks.
 
 A link (to a file or a folder, outside or inside the checkpoint, or a loop), a FIFO, a device or a socket is
 refused by name before it is opened; a file past ``MAX_CHECKPOINT_FILE_BYTES`` is refused with its size; a
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import reference.size
-from reference.storage import (
+import reference.language.size
+from reference.protocol.storage import (
     CheckpointFormatError,
     DurableStorage,
     LocalStorage,
@@ -96,11 +96,11 @@ def test_a_link_to_a_device_is_refused_as_a_link(ck: LocalStorage):
 
 
 def test_a_file_past_the_limit_is_refused_with_its_size(ck: LocalStorage, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(reference.size, "MAX_CHECKPOINT_FILE_BYTES", 4)
+    monkeypatch.setattr(reference.language.size, "MAX_CHECKPOINT_FILE_BYTES", 4)
     assert refused(ck, "commits/3") == f"{ck.root / 'commits/3'}: 15 bytes, more than the 4 bytes this reads; no " \
                                        "checkpoint file is that large"
     assert ck.read("state/0/1/2_u.changelog") == b"\x00\x01"
-    monkeypatch.setattr(reference.size, "MAX_CHECKPOINT_FILE_BYTES", 15)
+    monkeypatch.setattr(reference.language.size, "MAX_CHECKPOINT_FILE_BYTES", 15)
     assert ck.read("commits/3") == b"v1\n{\"batch\": 3}"
 
 
@@ -175,7 +175,7 @@ def test_an_excerpt_is_short_escaped_and_says_how_much_more_there_was():
 
 
 class Racing:
-    """The ``os`` module as ``reference.storage`` sees it while an entry changes under it: ``stat`` of ``name``
+    """The ``os`` module as ``reference.protocol.storage`` sees it while an entry changes under it: ``stat`` of ``name``
     (relative to a folder's descriptor) reports ``mode``; ``fstat`` may report a smaller size; ``open`` of
     ``denied`` fails with a permission error. Everything else is the real ``os``."""
 
@@ -205,7 +205,7 @@ class Racing:
 
 def test_a_file_swapped_for_a_link_after_it_was_looked_at_is_not_followed(ck, outside, monkeypatch):
     (ck.root / "commits" / "4").symlink_to(outside / "secret")
-    monkeypatch.setattr(reference.storage, "os", Racing("4", stat_module.S_IFREG))
+    monkeypatch.setattr(reference.protocol.storage, "os", Racing("4", stat_module.S_IFREG))
     says = refused(ck, "commits/4")
     assert says.startswith(f"{ck.root / 'commits' / '4'}: cannot be opened safely")
 
@@ -213,7 +213,7 @@ def test_a_file_swapped_for_a_link_after_it_was_looked_at_is_not_followed(ck, ou
 def test_a_file_swapped_for_a_fifo_after_it_was_looked_at_is_not_waited_on(ck, monkeypatch):
     fifo = ck.root / "commits" / "4"
     os.mkfifo(fifo)
-    monkeypatch.setattr(reference.storage, "os", Racing("4", stat_module.S_IFREG))
+    monkeypatch.setattr(reference.protocol.storage, "os", Racing("4", stat_module.S_IFREG))
     result: list[str] = []
     reader = threading.Thread(target=lambda: result.append(refused(ck, "commits/4")), daemon=True)
     reader.start()
@@ -226,20 +226,20 @@ def test_a_file_swapped_for_a_fifo_after_it_was_looked_at_is_not_waited_on(ck, m
 
 def test_a_folder_swapped_for_a_file_after_it_was_looked_at_is_not_opened_as_one(ck, monkeypatch):
     (ck.root / "sink").write_text("not a folder")
-    monkeypatch.setattr(reference.storage, "os", Racing("sink", stat_module.S_IFDIR))
+    monkeypatch.setattr(reference.protocol.storage, "os", Racing("sink", stat_module.S_IFDIR))
     assert refused(ck, "sink/x").startswith(f"{ck.root / 'sink'}: cannot be opened safely")
 
 
 def test_a_file_that_cannot_be_opened_is_named(ck, monkeypatch):
-    monkeypatch.setattr(reference.storage, "os", Racing(denied="3"))
+    monkeypatch.setattr(reference.protocol.storage, "os", Racing(denied="3"))
     assert refused(ck, "commits/3") == f"{ck.root / 'commits/3'}: cannot be read (permission denied)"
 
 
 def test_a_file_that_grows_past_the_limit_while_read_is_refused(ck, monkeypatch):
-    monkeypatch.setattr(reference.size, "MAX_CHECKPOINT_FILE_BYTES", 14)
-    monkeypatch.setattr(reference.storage, "os", Racing(size=14))   # 15 bytes, said to be 14 when looked at
+    monkeypatch.setattr(reference.language.size, "MAX_CHECKPOINT_FILE_BYTES", 14)
+    monkeypatch.setattr(reference.protocol.storage, "os", Racing(size=14))   # 15 bytes, said to be 14 when looked at
     assert refused(ck, "commits/3") == f"{ck.root / 'commits/3'}: grew past 14 bytes while read"
-    monkeypatch.setattr(reference.size, "MAX_CHECKPOINT_FILE_BYTES", 15)
+    monkeypatch.setattr(reference.language.size, "MAX_CHECKPOINT_FILE_BYTES", 15)
     assert ck.read("commits/3") == b"v1\n{\"batch\": 3}"
 
 
@@ -302,7 +302,7 @@ def test_the_in_memory_storage_counts_and_lists(tmp_path):
 
 
 def test_a_temporary_name_is_one_the_layout_knows():
-    from reference.layout import classify
+    from reference.protocol.layout import classify
     entry = classify(f"offsets/{temp_name('3')}")
     assert entry is not None and entry.kind == "temp" and entry.written == "offset"
 

@@ -1,4 +1,4 @@
-"""The offset log, commit log and metadata file byte by byte (reference/logs.py, SPEC sections 2 and 3).
+"""The offset log, commit log and metadata file byte by byte (reference/protocol/logs.py, SPEC sections 2 and 3).
 
 Found by mutation testing the judge: nothing pinned the canonical form of a
 log entry, the errors that name a malformed entry, or what the metadata file
@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
-from reference.logs import (CommitEntry, OffsetEntry, check_metadata, decode_entry, encode_entry, purge_logs,
+from reference.protocol.logs import (CommitEntry, OffsetEntry, check_metadata, decode_entry, encode_entry, purge_logs,
                             read_metadata, write_metadata)
-from reference.storage import CheckpointFormatError, DurableStorage
+from reference.protocol.storage import CheckpointFormatError, DurableStorage
 
 
 def test_an_entry_is_v1_then_compact_json_with_sorted_keys():

@@ -2,7 +2,7 @@
 must find within its default budget (``explorer.MAX_CUTS`` crash cuts, every single-fault placement).
 
 Each bug is one step of the protocol done wrong, planted as model-checking
-suites plant them: a subclass of ``reference.incarnation.Incarnation`` (or a
+suites plant them: a subclass of ``reference.protocol.incarnation.Incarnation`` (or a
 restart planner) overriding one step:
 
 - ``commit_log_before_state_commit``: ``commits/b`` (and the sink) no longer
@@ -27,17 +27,17 @@ from unittest import mock
 import pytest
 from soak import soak_or_short
 
-from reference import driver_steps, layout
-from reference.catalogue import MODES, make
-from reference.explorer import Model, explore
-from reference.graph import Node
-from reference.incarnation import Incarnation
-from reference.bounds import bounds_of
-from reference.logs import PurgeRound, purge_round, run_purge_round, threshold_of
-from reference.recovery import RestartPlan, plan_restart
-from reference.scenario import Scenario
-from reference.steps import NodeId
-from reference.storage import Storage
+from reference.protocol import driver_steps, layout
+from reference.language.catalogue import MODES, make
+from reference.judge.explorer import Model, explore
+from reference.protocol.graph import Node
+from reference.protocol.incarnation import Incarnation
+from reference.judge.bounds import bounds_of
+from reference.protocol.logs import PurgeRound, purge_round, run_purge_round, threshold_of
+from reference.protocol.recovery import RestartPlan, plan_restart
+from reference.language.scenario import Scenario
+from reference.language.steps import NodeId
+from reference.protocol.storage import Storage
 
 STATE_STEPS = ("changelog_write", "state_commit")
 

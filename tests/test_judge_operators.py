@@ -1,4 +1,4 @@
-"""Operator boundaries the mutation run found unpinned (reference/operators.py, SPEC section 1 additions).
+"""Operator boundaries the mutation run found unpinned (reference/language/operators.py, SPEC section 1 additions).
 
 Join condition: ``|left.event_time - right.event_time| <= time_bound_ms``, so two rows exactly the bound
 apart join and one millisecond further do not, from either side.
@@ -10,8 +10,8 @@ import dataclasses
 
 import pytest
 
-from reference.operators import Row, Watermark, apply_operator, watermark_of
-from reference.scenario import OperatorSpec
+from reference.language.operators import Row, Watermark, apply_operator, watermark_of
+from reference.language.scenario import OperatorSpec
 
 JOIN = OperatorSpec("join", time_bound_ms=10, watermark_delay_ms=0)
 

@@ -1,4 +1,4 @@
-"""What the oracles' verdicts say, beyond pass or fail (reference/oracles.py, SPEC section 5).
+"""What the oracles' verdicts say, beyond pass or fail (reference/judge/oracles.py, SPEC section 5).
 
 Found by mutation testing the judge: which batch, partition and rows a
 failing verdict names, how many versions a passing one counted, when a check
@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from reference.catalogue import make, scenario_dict
-from reference.oracles import FAIL, PASS, Verdict, check_outcome, failures
-from reference.logs import CommitEntry, encode_entry
-from reference.outcome import Outcome, Recovery
-from reference.run import run_scenario
-from reference.scenario import Scenario
-from reference.changelog import decode_state_file, encode_state_file
-from reference.state_store import store_files
+from reference.language.catalogue import make, scenario_dict
+from reference.judge.oracles import FAIL, PASS, Verdict, check_outcome, failures
+from reference.protocol.logs import CommitEntry, encode_entry
+from reference.protocol.outcome import Outcome, Recovery
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
+from reference.protocol.changelog import decode_state_file, encode_state_file
+from reference.protocol.state_store import store_files
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_describe_cuts_expected_and_actual_at_300_characters():
 
 
 def test_the_async_progress_limit_rounds_the_interval_up_to_whole_batches():
-    from reference.oracles import async_progress_replay_limit
+    from reference.judge.oracles import async_progress_replay_limit
     # batches are planned every max(trigger, 100) ms; an entry persists once the interval has passed; the
     # restart re-runs from after the previous persisted entry through the newest batch planned, and the latest
     # persisted entry is itself one of the batches planned and not committed (2, or the pipeline depth)

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from reference import layout
-from reference.catalogue import make
-from reference.changelog import decode_state_file, encode_state_file
-from reference.oracles import check_outcome, failures
-from reference.outcome import Outcome
-from reference.run import run_scenario
-from reference.state_store import store_files
-from reference.storage import DurableStorage
+from reference.protocol import layout
+from reference.language.catalogue import make
+from reference.protocol.changelog import decode_state_file, encode_state_file
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import Outcome
+from reference.protocol.run import run_scenario
+from reference.protocol.state_store import store_files
+from reference.protocol.storage import DurableStorage
 
 
 @pytest.fixture(scope="module")

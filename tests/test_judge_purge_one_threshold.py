@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from reference import layout
-from reference.catalogue import scenario_dict
-from reference.explorer import Model, first_graph, writing_cuts
-from reference.logs import CommitEntry, OffsetEntry, log_batches, purge_logs
-from reference.run import Run, Schedule, run_scenario
-from reference.scenario import Scenario
-from reference.storage import DurableStorage
+from reference.protocol import layout
+from reference.language.catalogue import scenario_dict
+from reference.judge.explorer import Model, first_graph, writing_cuts
+from reference.protocol.logs import CommitEntry, OffsetEntry, log_batches, purge_logs
+from reference.protocol.run import Run, Schedule, run_scenario
+from reference.language.scenario import Scenario
+from reference.protocol.storage import DurableStorage
 
 
 # Before the fix, purge_logs computed a separate cut-off for offsets/ and commits/,

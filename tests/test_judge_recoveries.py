@@ -1,4 +1,4 @@
-"""The ``recoveries`` check (``reference/fault_effects.py``): an outcome's restarts, attempts and deliveries must be
+"""The ``recoveries`` check (``reference/judge/fault_effects.py``): an outcome's restarts, attempts and deliveries must be
 what the faults that fired explain.
 
 Each test starts from a correct run with a fault, makes one record wrong by hand (or a fault's place), and
@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from reference.catalogue import make
-from reference.fault_effects import describe, unexplained
-from reference.oracles import check_outcome, failures
-from reference.outcome import Outcome, Recovery, SinkEntry
-from reference.run import run_scenario
+from reference.language.catalogue import make
+from reference.judge.fault_effects import describe, unexplained
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import Outcome, Recovery, SinkEntry
+from reference.protocol.run import run_scenario
 from streamtest import crash, fault
 
 

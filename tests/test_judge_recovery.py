@@ -1,4 +1,4 @@
-"""Where a restarted query resumes, from hand-written logs (reference/recovery.py, SPEC section 2).
+"""Where a restarted query resumes, from hand-written logs (reference/protocol/recovery.py, SPEC section 2).
 
 Found by mutation testing the judge: the restart plan was pinned only through
 whole runs. Here each log layout is written by hand and the plan spelled out:
@@ -12,10 +12,10 @@ import dataclasses
 
 import pytest
 
-from reference import layout
-from reference.logs import CommitEntry, OffsetEntry
-from reference.recovery import RestartPlan, plan_restart
-from reference.storage import CheckpointFormatError, DurableStorage
+from reference.protocol import layout
+from reference.protocol.logs import CommitEntry, OffsetEntry
+from reference.protocol.recovery import RestartPlan, plan_restart
+from reference.protocol.storage import CheckpointFormatError, DurableStorage
 
 LINEAGE = {"0": {"0": "r0b1p0a0", "1": "r0b1p1a0"}}
 TRACKERS = [{"watermark_ms": 40, "max_event_ms": {"left": 55, "right": 70}}]

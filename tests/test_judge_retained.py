@@ -1,4 +1,4 @@
-"""Which versions a checkpoint retains, walked through the committed lineage (reference/retained.py).
+"""Which versions a checkpoint retains, walked through the committed lineage (reference/protocol/retained.py).
 
 Found by mutation testing the judge. The checkpoint is a running count over 5
 batches retaining 3, with a snapshot every second version: partition 1 keeps
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from reference.catalogue import make
-from reference.changelog import StateFileHeader, encode_state_file
-from reference.logs import CommitEntry, encode_entry
-from reference.retained import (ChainLink, committed_chain, latest_lineage, parent_uid, retained_range,
+from reference.language.catalogue import make
+from reference.protocol.changelog import StateFileHeader, encode_state_file
+from reference.protocol.logs import CommitEntry, encode_entry
+from reference.protocol.retained import (ChainLink, committed_chain, latest_lineage, parent_uid, retained_range,
                                 retained_states, unreadable)
-from reference.run import run_scenario
-from reference.storage import DurableStorage
+from reference.protocol.run import run_scenario
+from reference.protocol.storage import DurableStorage
 
 D = "state/0/1"
 

@@ -1,4 +1,4 @@
-"""The reference state store driven by hand (reference/state_store.py, SPEC sections 2 and 3).
+"""The reference state store driven by hand (reference/protocol/state_store.py, SPEC sections 2 and 3).
 
 Found by mutation testing the judge: the store was pinned only through whole
 runs, so which file a commit writes, when a snapshot is due, how a load
@@ -14,10 +14,10 @@ import dataclasses
 
 import pytest
 
-from reference.changelog import StateFileHeader, encode_state_file
-from reference.state_store import (LoadPlan, StateStore, apply_plan, cleanup_store, load_version, parent_uid,
+from reference.protocol.changelog import StateFileHeader, encode_state_file
+from reference.protocol.state_store import (LoadPlan, StateStore, apply_plan, cleanup_store, load_version, parent_uid,
                                    plan_load, read_state_file, readable, resolve_uid, store_files)
-from reference.storage import CheckpointFormatError, DurableStorage
+from reference.protocol.storage import CheckpointFormatError, DurableStorage
 
 D = "state/0/1"
 

@@ -1,4 +1,4 @@
-"""Every bound the judge enforces is reached by some schedule the explorer runs (``reference/tightness.py``).
+"""Every bound the judge enforces is reached by some schedule the explorer runs (``reference/judge/tightness.py``).
 
 A bound no schedule reaches lets a backend that re-runs, keeps or delivers more
 than the protocol can pass. For each scenario the explorer's report names, per
@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 from soak import soak_or_short
 
-from reference.catalogue import make, supported_pairs
-from reference.explorer import Report, explore
-from reference.fault_spec import Fault
-from reference.oracles import Context
-from reference.run import Run, Schedule, run_scenario
-from reference.steps import NodeId
-from reference.outcome import Recovery
-from reference.tightness import DIRECTIONS, Reach, Tally, combined, describe, in_force
+from reference.language.catalogue import make, supported_pairs
+from reference.judge.explorer import Report, explore
+from reference.language.fault_spec import Fault
+from reference.judge.oracles import Context
+from reference.protocol.run import Run, Schedule, run_scenario
+from reference.language.steps import NodeId
+from reference.protocol.outcome import Recovery
+from reference.judge.tightness import DIRECTIONS, Reach, Tally, combined, describe, in_force
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -192,7 +192,7 @@ def test_the_shares_combine_to_the_most_extreme_reach_and_the_earliest_schedule(
 
 
 # bound values by hand (tests/test_judge_bounds.py); None: not in force; "versions_kept" under inline purge is
-# out of the reference's reach by design (reference/bounds.py: the last inline purge runs before the last commit)
+# out of the reference's reach by design (reference/judge/bounds.py: the last inline purge runs before the last commit)
 PINNED = {
     # sync, retain 3: 1 re-run, no pending state commit, 4 offset entries, 3 commit entries, ceiling 5
     ("aggregate", "sync", 5): {"replay": 1, "pending_state_commits": 0, "offset_entries_kept": 4,
@@ -253,7 +253,7 @@ SHORT_PAIRS = [("stateful_function", "snapshot_provider")]
 @pytest.mark.parametrize("operator, mode", soak_or_short(supported_pairs(), SHORT_PAIRS))
 def test_every_operator_and_mode_reaches_its_bounds(operator, mode):
     """Every operator x mode of the catalogue, 6 batches (long enough for each bound): every bound in force is
-    reached, but the versions floor under inline purge (``reference/bounds.py`` says why)."""
+    reached, but the versions floor under inline purge (``reference/judge/bounds.py`` says why)."""
     scenario = make(operator, mode, batches=6)
     report = explore(scenario)
     assert report.violations == [] and not report.truncated

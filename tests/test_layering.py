@@ -1,6 +1,9 @@
 """The architecture, read from the imports: the spec in the middle, backends behind it, experiments on top.
 
 - ``reference/`` imports no project package and no third-party library (standard library only);
+- inside ``reference/``, three layers: ``language`` (the scenario language), ``protocol`` (what a query does)
+  and ``judge`` (what an outcome must be); the judge reads the protocol, the protocol reads the language,
+  never back;
 - ``sim/`` and ``spark_impl/`` import ``reference/`` and their own libraries, never each other or ``experiments/``;
 - no package imports the command-line module ``experiments.cli``;
 - no module imports itself through others: the project's imports have no cycle.
@@ -25,6 +28,11 @@ ALLOWED: dict[str, set[str]] = {
     "sim": {"reference", "simpy", "numpy"},
     "spark_impl": {"reference", "pyspark", "py4j", "rocksdict", "numpy", "pandas", "pyarrow"},
 }
+
+# reference/'s layers, lowest first: a module imports its own layer or one below it
+REFERENCE_LAYERS = ("language", "protocol", "judge")
+# arrows that still run upwards, each to be removed (issue 37 step 2): (importer, imported)
+UPWARD_EXCEPTIONS = {("reference.protocol.real_time", "reference.judge.bounds")}
 
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
@@ -143,6 +151,39 @@ def test_a_package_imports_only_what_its_layer_allows(package):
                 continue
             bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
     assert bad == [], "\n".join(bad)
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    assert parts[0] == "reference" and len(parts) >= 3 and parts[1] in REFERENCE_LAYERS, \
+        f"{module} is in none of reference/'s layers {REFERENCE_LAYERS}"
+    return REFERENCE_LAYERS.index(parts[1])
+
+
+def test_every_module_of_the_reference_is_in_one_layer():
+    loose = [module_of(path) for path in files_of("reference") if module_of(path) != "reference"
+             and module_of(path).split(".")[1] not in REFERENCE_LAYERS]
+    assert loose == [], f"modules outside reference/'s layers {REFERENCE_LAYERS}: {loose}"
+
+
+def test_the_reference_layers_import_downwards():
+    graph = project_imports()
+    upward = sorted((module, target) for module, targets in graph.items() if module.startswith("reference.")
+                    and module.count(".") >= 2 for target in targets if target.startswith("reference.")
+                    and target.count(".") >= 2 and layer_of(target) > layer_of(module))
+    assert [arrow for arrow in upward if arrow not in UPWARD_EXCEPTIONS] == [], "an upward import in reference/"
+    assert set(UPWARD_EXCEPTIONS) <= set(upward), "an exception no longer needed: remove it from UPWARD_EXCEPTIONS"
+
+
+def test_the_layer_reader_sees_an_upward_import():
+    probe = ROOT / "reference" / "language" / "_layering_probe.py"
+    probe.write_text("from ..judge import oracles\n")
+    try:
+        graph = project_imports()
+        assert "reference.judge.oracles" in graph["reference.language._layering_probe"]
+        assert layer_of("reference.judge.oracles") > layer_of("reference.language._layering_probe")
+    finally:
+        probe.unlink()
 
 
 def test_no_package_imports_the_command_line_module():

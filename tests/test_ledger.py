@@ -252,7 +252,7 @@ def test_the_definition_counts_by_the_parts_its_measurement_reaches() -> None:
     assert {"OffsetManagement.points", "OffsetManagement.measure", "CONFIGS"} <= parts
     assert not {"OffsetManagement.summarize", "OffsetManagement.checks", "OffsetManagement.figures"} & parts
     files = {name for name in key.parts if "#" not in name}
-    assert {"experiments/measure.py", "sim/backend.py", "sim/latency.py", "reference/timing.py",
+    assert {"experiments/measure.py", "sim/backend.py", "sim/latency.py", "reference/protocol/timing.py",
             "sim/profiles/lightspeed_cluster.json"} <= files
     # what the simulator's units never run: the Spark backends, the figures, the verdicts
     assert not {f for f in files if f.startswith("spark_impl/")}

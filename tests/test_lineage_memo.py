@@ -1,7 +1,7 @@
-"""Cleanup's remembered lineage walk gives the walk afresh's answer (reference/lineage_memo.py, SPEC section 2).
+"""Cleanup's remembered lineage walk gives the walk afresh's answer (reference/protocol/lineage_memo.py, SPEC section 2).
 
 ``cleanup_store`` over a ``DurableStorage`` remembers its walk between purges
-(``reference.lineage_memo``) so a purge costs what changed since the last one.
+(``reference.protocol.lineage_memo``) so a purge costs what changed since the last one.
 The reference is the judge, so a wrong memo is a wrong spec. A Hypothesis
 state machine runs one store through commits, failed and retried attempts,
 zombie files, maintenance, rollbacks to any version, corrupt, deleted and
@@ -23,12 +23,12 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from reference.changelog import StateFileHeader, encode_state_file
-from reference import state_store
-from reference.lineage_memo import LineageMemo
-from reference.state_store import (StateStore, cleanup_store, lineage_base, load_version, load_versions, readable,
+from reference.protocol.changelog import StateFileHeader, encode_state_file
+from reference.protocol import state_store
+from reference.protocol.lineage_memo import LineageMemo
+from reference.protocol.state_store import (StateStore, cleanup_store, lineage_base, load_version, load_versions, readable,
                                    store_files)
-from reference.storage import CheckpointFormatError, DurableStorage
+from reference.protocol.storage import CheckpointFormatError, DurableStorage
 
 OP, PARTITION = "0", 2
 D = f"state/{OP}/{PARTITION}"

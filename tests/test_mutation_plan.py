@@ -78,7 +78,7 @@ def test_a_module_is_run_again_when_it_or_its_tests_change_and_only_then(tmp_pat
 
 def test_the_plan_carries_an_up_to_date_module_and_runs_a_changed_one(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    module = "reference/trigger.py"
+    module = "reference/protocol/trigger.py"
     tests = run.tests_for(module)
     current = {"total": 1, "killed": 1, "survived": 0, "equivalent": 0, "not_run": 0, "tests": tests,
                "key": run.module_key(module, tests)}

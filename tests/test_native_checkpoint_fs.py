@@ -2,7 +2,7 @@
 
 - The draw: its hash against published FNV-1a and SplitMix64 vectors, its exp/log/normal quantile against the
   standard library, its factor's distribution; and one test vector computed by the Java twin
-  (``LatencyDraws.java``, in its own JVM), by ``reference.storage_profiles.LatencyDraws``, by the Spark
+  (``LatencyDraws.java``, in its own JVM), by ``reference.protocol.storage_profiles.LatencyDraws``, by the Spark
   engine's checkpoint storage and by the simulator's storage service, which must all agree to the bit.
 - The build: javac against pyspark's jars from the sources, loud when javac or a jar is missing.
 - Spark: a query's checkpoint goes through the filesystem (every batch's offsets/<b> is created and renamed
@@ -21,8 +21,8 @@ from statistics import NormalDist
 
 import pytest
 
-from reference.storage import DurableStorage
-from reference.storage_profiles import (
+from reference.protocol.storage import DurableStorage
+from reference.protocol.storage_profiles import (
     STORAGE_PROFILES,
     LatencyDraws,
     StorageProfile,
@@ -158,8 +158,8 @@ def test_the_executor_stream_is_another_stream(fresh_jar):
 
 
 def test_an_unknown_profile_is_refused_before_spark_starts():
-    from reference.catalogue import scenario_dict
-    from reference.scenario import Scenario
+    from reference.language.catalogue import scenario_dict
+    from reference.language.scenario import Scenario
     from spark_impl.native import run_native
     with pytest.raises(StorageProfileError, match="'glacier'"):
         run_native(Scenario.from_dict(scenario_dict("aggregate", "sync", batches=2)), storage_profile="glacier")
@@ -174,9 +174,9 @@ def test_a_native_query_writes_its_checkpoint_through_the_filesystem(spark, tmp_
     every oracle holds; each offset entry and commit entry was created and renamed on the driver's stream,
     the state stores' files on the executor's; and each batch's walCommit holds the sleeps of its offset
     entry's create and rename (Spark times offsets/<b>'s write inside walCommit: MicroBatchExecution)."""
-    from reference.catalogue import scenario_dict
-    from reference.oracles import check_outcome, failures
-    from reference.scenario import Scenario
+    from reference.language.catalogue import scenario_dict
+    from reference.judge.oracles import check_outcome, failures
+    from reference.language.scenario import Scenario
     from spark_impl.native import run_native
     scenario = Scenario.from_dict(scenario_dict("aggregate", "sync", batches=3))
     outcome = run_native(scenario, workdir=str(tmp_path), storage_profile="object_store").outcome

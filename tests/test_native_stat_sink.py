@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from reference.catalogue import scenario_dict
-from reference.scenario import Scenario
+from reference.language.catalogue import scenario_dict
+from reference.language.scenario import Scenario
 from spark_impl.native import NativeUnsupported
 from spark_impl.native.stat_sink import first_processed, read_stat_sink, rows_recorded
 from spark_impl.native.support import check_supported, needs_file_order, uses_stat_sink
@@ -76,7 +76,7 @@ def test_both_features_on_the_object_store_deliver_every_record_with_its_batchs_
     asynchronous log writer, off the query's thread (what walCommit and commitOffsets then time is their
     queuing: the experiment measures it), and each record's first processing falls inside its batch as Spark's
     progress event times it."""
-    from reference.oracles import check_outcome, failures
+    from reference.judge.oracles import check_outcome, failures
     from spark_impl.native import run_native
     scenario = _rate_map(ASYNC_BOTH)
     outcome = run_native(scenario, workdir=str(tmp_path), realtime=True, storage_profile="object_store").outcome

@@ -17,7 +17,7 @@ from typing import Any
 from experiments.experiment import RunContext
 from experiments.native_runs import NATIVE, wal_checks
 
-OFFSET_WRITE_MS = 40.0 + 60.0   # object_store: small write + rename (reference/storage_profiles.py)
+OFFSET_WRITE_MS = 40.0 + 60.0   # object_store: small write + rename (reference/protocol/storage_profiles.py)
 
 
 def _row(wal: float, backlogged: int = 0) -> dict[str, Any]:

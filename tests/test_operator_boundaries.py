@@ -1,9 +1,9 @@
 """Operator semantics pinned at every boundary, with expected rows and state derived by hand.
 
-The engines and the oracles all call ``reference/operators.py``, so no
+The engines and the oracles all call ``reference/language/operators.py``, so no
 differential test can see an operator bug; only expectations written down
 from Spark's rules can. The rules (Spark 3.4+, see the module docstring of
-``reference/operators.py``): a row is late when ``event_time <= late`` (the
+``reference/language/operators.py``): a row is late when ``event_time <= late`` (the
 watermark of the batch before; 0 in batch 0), state is evicted with this
 batch's watermark: a window or a dedup entry when its end / expiry is
 ``<= eviction``, join state when ``t < eviction - bound``, a session when its
@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from reference.operators import Row, Watermark, apply_operator
-from reference.query import BatchBounds, run_sequential
-from reference.scenario import OperatorSpec, Scenario
-from reference.sources import SourceData
+from reference.language.operators import Row, Watermark, apply_operator
+from reference.protocol.query import BatchBounds, run_sequential
+from reference.language.scenario import OperatorSpec, Scenario
+from reference.protocol.sources import SourceData
 
 
 def op(kind: str, **fields: Any) -> OperatorSpec:
@@ -205,7 +205,7 @@ def test_after_a_restart_a_join_s_watermark_waits_for_new_data_on_both_sides():
     has forgotten that the left side reached 300, sees only the right side's 400 in batch 3, and batch 4
     still runs with 100.
     """
-    from reference.run import run_scenario
+    from reference.protocol.run import run_scenario
     left = [[0, "k", 1, 100, 0], [0, "k", 2, 300, 2000], [0, "k", 3, 500, 4000]]
     right = [[0, "k", 1, 100, 0], [0, "k", 2, 400, 3000]]
 

@@ -353,8 +353,8 @@ def test_no_wrapped_line_starts_a_heading():
 
 
 def test_the_backlog_rule_quoted_is_the_one_the_backends_apply():
-    """analysis.json repeats reference/timing.py's keep-up constants for the text; they must not drift apart."""
-    from reference import timing
+    """analysis.json repeats reference/protocol/timing.py's keep-up constants for the text; they must not drift apart."""
+    from reference.protocol import timing
 
     rule = json.loads((PAPER / "results" / "analysis.json").read_text())["backlog"]
     assert rule["min_processed_fraction"] == timing.KEPT_UP_RATE_FRACTION
@@ -454,8 +454,8 @@ def test_a_changed_finding_changes_table_1_the_text_and_the_conclusion_together(
 
 def test_the_number_of_checks_is_the_judges_own():
     """The abstract, the introduction and CITATION.cff say thirteen checks: the twelve oracles of
-    reference/oracles.py plus determinism, which compares two runs."""
-    from reference.oracles import ORACLES
+    reference/judge/oracles.py plus determinism, which compares two runs."""
+    from reference.judge.oracles import ORACLES
     assert len(ORACLES) + 1 == 13
     assert PROSE[0].read_text().count("thirteen checks") >= 2
     assert "thirteen checks" in (ROOT / "CITATION.cff").read_text()

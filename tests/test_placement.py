@@ -1,4 +1,4 @@
-"""State placement and rebalancing (reference/placement.py): balance, fewest moves, no flapping, refusals.
+"""State placement and rebalancing (reference/protocol/placement.py): balance, fewest moves, no flapping, refusals.
 
 The fewest-moves property is checked against a brute force that enumerates
 every balanced placement of up to 6 partitions over up to 4 executors. The
@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from reference.placement import Move, Placement, PlacementError, fewest_moves, home, join, leave, place
-from reference.scenario import DEFAULT_EXECUTORS
+from reference.protocol.placement import Move, Placement, PlacementError, fewest_moves, home, join, leave, place
+from reference.language.scenario import DEFAULT_EXECUTORS
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = ("0", "1", "10", "2", "9", "a", "b", "exec-7")   # "10" sorts before "2" and "9": plain string order
@@ -176,7 +176,7 @@ def test_join_then_leave_can_fail_only_because_two_starts_join_alike():
 
 
 def test_the_same_bytes_under_different_hash_seeds():
-    script = ("import dataclasses, json; from reference.placement import place, join; "
+    script = ("import dataclasses, json; from reference.protocol.placement import place, join; "
               "print(json.dumps([dataclasses.asdict(x) for x in ["
               "place(7, ['b', 'a', 'c'], {0: 'gone', 3: 'b', 4: 'b', 5: 'b', 6: 'a'}), "
               "join(place(9, ['x', 'y']), 'w'), place(5, {'q', 'r', 's', 'p'}, {1: 'r', 2: 'r', 3: 'r'})]]))")
@@ -285,7 +285,7 @@ def test_placement_error_is_a_value_error():
 
 
 def test_the_module_imports_only_the_standard_library():
-    tree = ast.parse((ROOT / "reference" / "placement.py").read_text())
+    tree = ast.parse((ROOT / "reference" / "protocol" / "placement.py").read_text())
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from experiments.outcome_metrics import BREAKDOWN_PARTS, duration_breakdown
-from reference.outcome import ProgressEvent
-from reference.scenario import Scenario
+from reference.protocol.outcome import ProgressEvent
+from reference.language.scenario import Scenario
 from sim import simulate
 from spark_impl.engine.progress import measured_progress
 from tests.test_sim_offset_management import DELETE_MS, WRITE_MS, exact_profile, stateless

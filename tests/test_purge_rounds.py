@@ -1,4 +1,4 @@
-"""Log purge with Spark's storage operations (``reference.logs.PurgeRound``), hand-derived.
+"""Log purge with Spark's storage operations (``reference.protocol.logs.PurgeRound``), hand-derived.
 
 Spark's ``HDFSMetadataLog.purge(threshold)`` remembers the last round's threshold
 (``lastPurgedBatchId``, in memory) and deletes the ids due since then by name when
@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from reference import layout
-from reference.engine import Incarnation
-from reference.logs import PURGE_DELETE_WITHOUT_LIST, PurgeRound, purge_round, run_purge_round
-from reference.run import run_scenario
-from reference.scenario import Scenario
-from reference.storage import DurableStorage
+from reference.protocol import layout
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.logs import PURGE_DELETE_WITHOUT_LIST, PurgeRound, purge_round, run_purge_round
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
+from reference.protocol.storage import DurableStorage
 
 
 def test_a_round_is_due_from_the_last_threshold_and_lists_only_past_three() -> None:

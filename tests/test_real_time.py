@@ -15,18 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from reference import layout
-from reference.explorer import Model, explore, writing_cuts, first_graph
-from reference.graph import GraphShape, Node, RealTimeShape, shape_of
-from reference.incarnation import Incarnation
-from reference.logs import CommitEntry, OffsetEntry
-from reference.oracles import check_outcome, failures
-from reference.real_time import purge_uncommitted_offsets, uncommitted_at_most
-from reference.recovery import RestartPlan, plan_restart
-from reference.run import run_scenario
-from reference.scenario import Scenario, ScenarioError
-from reference.steps import NodeId
-from reference.storage import DurableStorage
+from reference.protocol import layout
+from reference.judge.explorer import Model, explore, writing_cuts, first_graph
+from reference.protocol.graph import GraphShape, Node, RealTimeShape, shape_of
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.logs import CommitEntry, OffsetEntry
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.real_time import purge_uncommitted_offsets, uncommitted_at_most
+from reference.protocol.recovery import RestartPlan, plan_restart
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario, ScenarioError
+from reference.language.steps import NodeId
+from reference.protocol.storage import DurableStorage
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
@@ -294,7 +294,7 @@ def test_pinned_difference_the_aggregate_emits_one_row_per_key_per_batch():
 
 
 def test_the_spark_backends_refuse_real_time_mode_naming_why():
-    from reference.backend import ScenarioRefused
+    from reference.protocol.backend import ScenarioRefused
     from spark_impl.engine.backend import SparkEngineBackend
     from spark_impl.native.backend import NativeBackend
 
@@ -345,7 +345,7 @@ def test_the_judges_bounds_and_the_real_time_reading_of_the_graph_agree():
     """Two readings of one count: ``bounds.bounds_of`` (what the judge enforces) and
     ``real_time.uncommitted_at_most`` (the real-time model's own reading of its graph) give the same batches in
     flight on every real-time example."""
-    from reference.bounds import bounds_of
+    from reference.judge.bounds import bounds_of
     for name in ("real-time-aggregate", "real-time-window", "real-time-stateless-crash", "real-time-bounded-replay"):
         sc = Scenario.from_dict(load(name))
         assert bounds_of(sc).in_flight == uncommitted_at_most(shape_of(sc)), name

@@ -1,6 +1,6 @@
 """Any topological order of the step graph is a legal execution, so it must give the same result.
 
-``reference/graph.py`` promises that every order the graph allows is one a
+``reference/protocol/graph.py`` promises that every order the graph allows is one a
 backend may take: the simulator and the Spark engine run steps concurrently and
 finish them in whatever order their threads do. The reference's own scheduler
 and the explorer's crash runs take one order (creation order, or the explorer's
@@ -10,7 +10,7 @@ canonical run and still break a backend. These tests run the same scenarios in
 other orders:
 
 - with no fault, the outcome is the canonical run's, field for field
-  (``reference.compare.first_difference``: boundaries, watermarks, state, sink),
+  (``reference.judge.compare.first_difference``: boundaries, watermarks, state, sink),
   and every check holds on the checkpoint it leaves;
 - with a driver crash after any prefix of such an order, the restarted run
   passes every check (the oracles compare it with the failure-free run).
@@ -28,13 +28,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.catalogue import scenario_dict, supported_pairs
-from reference.compare import first_difference
-from reference.explorer import Model, first_graph
-from reference.oracles import check_outcome, failures
-from reference.run import Schedule, run_scenario
-from reference.scenario import Scenario
-from reference.steps import NodeId
+from reference.language.catalogue import scenario_dict, supported_pairs
+from reference.judge.compare import first_difference
+from reference.judge.explorer import Model, first_graph
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import Schedule, run_scenario
+from reference.language.scenario import Scenario
+from reference.language.steps import NodeId
 
 # Every operator under every mode Spark allows, and a pipeline three batches deep (batch b + 2 may run its
 # tasks before batch b commits).

@@ -8,10 +8,10 @@ import pytest
 
 from experiments.checkpoint_dir import write_checkpoint
 from experiments.cli import main
-from reference.oracles import check_outcome, failures
-from reference.outcome import Outcome
-from reference.run import run_scenario
-from reference.scenario import Scenario, ScenarioError
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import Outcome
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario, ScenarioError
 from streamtest import check, crash, make, scenario_dict
 
 CRASH = [crash("state_commit", 2, partition=0)]
@@ -151,7 +151,7 @@ def test_diff_cli_agrees_between_reference_and_simulator_on_the_example_scenario
 
 
 def test_first_difference_names_the_path(run):
-    from reference.compare import first_difference
+    from reference.judge.compare import first_difference
     _, outcome, _ = run
     wrong = json.loads(json.dumps(outcome))
     key, value = wrong["state"]["0"]["1"]["3"][0]

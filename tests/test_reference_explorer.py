@@ -13,16 +13,16 @@ import pytest
 from explorer_pins import assert_pinned
 from soak import soak_or_short
 
-from reference import layout
-from reference.engine import Incarnation
-from reference.graph import Node
-from reference.explorer import Model, explore
-from reference.logs import OffsetEntry
-from reference.oracles import check_outcome, failures
-from reference.run import Schedule, run_scenario
-from reference.state_store import StateStore, store_files
-from reference.steps import NodeId
-from reference.catalogue import make, supported_pairs
+from reference.protocol import layout
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.graph import Node
+from reference.judge.explorer import Model, explore
+from reference.protocol.logs import OffsetEntry
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import Schedule, run_scenario
+from reference.protocol.state_store import StateStore, store_files
+from reference.language.steps import NodeId
+from reference.language.catalogue import make, supported_pairs
 
 
 # make test: every operator and every mode at least once (the bench's four pairs among them); make soak: all pairs

@@ -7,14 +7,14 @@ scheduler runs the growing graph.
 
 from __future__ import annotations
 
-from reference.engine import Incarnation
-from reference.graph import Node
-from reference.recovery import fresh_plan
-from reference.oracles import check_outcome, failures
-from reference.observer import Observer, build_outcome
-from reference.scenario import Scenario
-from reference.sources import SourceData
-from reference.storage import DurableStorage
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.graph import Node
+from reference.protocol.recovery import fresh_plan
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.observer import Observer, build_outcome
+from reference.language.scenario import Scenario
+from reference.protocol.sources import SourceData
+from reference.protocol.storage import DurableStorage
 
 
 class ScriptedCuts(Incarnation):

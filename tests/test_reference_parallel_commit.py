@@ -18,16 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 import pytest
 
-from reference import layout
-from reference.catalogue import make, scenario_dict
-from reference.compare import first_difference
-from reference.engine import Incarnation
-from reference.explorer import WRITING, Model, count_writing_cuts, explore, first_graph, writing_cuts
-from reference.graph import Node
-from reference.oracles import check_outcome, failures
-from reference.run import Run, run_scenario
-from reference.scenario import Scenario, ScenarioError
-from reference.steps import NodeId
+from reference.protocol import layout
+from reference.language.catalogue import make, scenario_dict
+from reference.judge.compare import first_difference
+from reference.protocol.incarnation import Incarnation
+from reference.judge.explorer import WRITING, Model, count_writing_cuts, explore, first_graph, writing_cuts
+from reference.protocol.graph import Node
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import Run, run_scenario
+from reference.language.scenario import Scenario, ScenarioError
+from reference.language.steps import NodeId
 
 
 def _join(parallel: bool, **kw: Any) -> Scenario:

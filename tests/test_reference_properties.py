@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from reference.oracles import check_outcome, determinism, failures
-from reference.run import run_scenario
-from reference.scenario import Scenario
-from reference.steps import DRIVER_STEPS, TASK_STEPS, WRITING_STEPS
-from reference.catalogue import OPERATORS, scenario_dict
+from reference.judge.oracles import check_outcome, determinism, failures
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
+from reference.language.steps import DRIVER_STEPS, TASK_STEPS, WRITING_STEPS
+from reference.language.catalogue import OPERATORS, scenario_dict
 from streamtest import reachable
 
 FAULT_KINDS = ("driver_crash", "task_failure", "executor_loss", "storage_write_error", "zombie_write",

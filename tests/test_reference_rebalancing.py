@@ -16,16 +16,16 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from reference.catalogue import scenario_dict
-from reference.explorer import explore
-from reference.graph import GraphShape
-from reference.oracles import check_outcome, failures
-from reference.outcome import Outcome, OutcomeError, StateMove
-from reference.rebalancing import PlacementTimeline
-from reference.run import run_scenario
-from reference.scenario import Scenario, ScenarioError
-from reference.state_store import StateStore
-from reference.steps import NodeId
+from reference.language.catalogue import scenario_dict
+from reference.judge.explorer import explore
+from reference.protocol.graph import GraphShape
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import Outcome, OutcomeError, StateMove
+from reference.protocol.rebalancing import PlacementTimeline
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario, ScenarioError
+from reference.protocol.state_store import StateStore
+from reference.language.steps import NodeId
 
 JOIN_C_LEAVE_A = [{"kind": "executor_join", "executor": "c", "before_batch": 2},
                   {"kind": "executor_leave", "executor": "a", "before_batch": 4}]
@@ -72,7 +72,7 @@ class CountingStore(StateStore):
 def test_a_moved_partition_loads_its_state_from_the_checkpoint_and_no_other_does(mode):
     """Without faults, a store is read from the checkpoint only when its partition moves: version b for a
     move at batch b (the state after batches 0..b-1)."""
-    from reference.engine import Incarnation
+    from reference.protocol.incarnation import Incarnation
 
     class Counting(Incarnation):
         store_class = CountingStore
@@ -83,7 +83,7 @@ def test_a_moved_partition_loads_its_state_from_the_checkpoint_and_no_other_does
 
 
 def test_without_events_nothing_moves_and_no_store_loads():
-    from reference.engine import Incarnation
+    from reference.protocol.incarnation import Incarnation
 
     class Counting(Incarnation):
         store_class = CountingStore
@@ -247,7 +247,7 @@ def test_executors_and_events_round_trip_and_the_default_is_left_out():
 
 def test_the_default_executors_keep_the_engines_partition_rule():
     """Without events the placement is partition p on executor p % 2, the reference model's rule."""
-    from reference.rebalancing import PlacementTimeline
+    from reference.protocol.rebalancing import PlacementTimeline
     timeline = PlacementTimeline(Scenario.from_dict(scenario_dict("aggregate")))
     assert [timeline.executor_at(7, p) for p in range(2)] == ["0", "1"]
 

@@ -8,9 +8,9 @@ are the failure-free run over them.
 
 from __future__ import annotations
 
-from reference.oracles import check_outcome, failures
-from reference.run import recorded_cuts_of, run_scenario
-from reference.scenario import Scenario
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import recorded_cuts_of, run_scenario
+from reference.language.scenario import Scenario
 
 
 def scenario(faults: list[dict] | None = None) -> Scenario:

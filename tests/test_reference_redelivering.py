@@ -1,5 +1,5 @@
 """The redelivering source (issue 17 part 2): a broker that reorders and redelivers, and one fetch-and-dedup layer
-that gives deterministic offsets and persists what recovery needs (``reference/redelivery.py``)."""
+that gives deterministic offsets and persists what recovery needs (``reference/protocol/redelivery.py``)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference import layout
-from reference.catalogue import make, redelivering_source, scenario_dict
-from reference.engine import Incarnation
-from reference.explorer import Model, explore, first_graph, writing_cuts
-from reference.oracles import check_outcome, failures
-from reference.redelivery import Delivery, FetchLayer, broker_timeline, sources_path
-from reference.run import Run, Schedule, run_scenario
-from reference.scenario import Broker, Scenario, ScenarioError
-from reference.sources import SourceData
-from reference.steps import DRIVER_STEPS
-from reference.storage import CheckpointFormatError, DurableStorage
+from reference.protocol import layout
+from reference.language.catalogue import make, redelivering_source, scenario_dict
+from reference.protocol.incarnation import Incarnation
+from reference.judge.explorer import Model, explore, first_graph, writing_cuts
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.redelivery import Delivery, FetchLayer, broker_timeline, sources_path
+from reference.protocol.run import Run, Schedule, run_scenario
+from reference.language.scenario import Broker, Scenario, ScenarioError
+from reference.protocol.sources import SourceData
+from reference.language.steps import DRIVER_STEPS
+from reference.protocol.storage import CheckpointFormatError, DurableStorage
 
 
 # ------------------------------------------------------------ planted mistakes (never in a shipped path)

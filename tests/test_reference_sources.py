@@ -5,10 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from reference.oracles import check_outcome, failures
-from reference.run import run_scenario
-from reference.scenario import Scenario
-from reference.sources import SourceData, partition_of
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
+from reference.protocol.sources import SourceData, partition_of
 
 
 def explicit_scenario() -> Scenario:
@@ -53,7 +53,7 @@ def test_rate_source_is_deterministic_and_spreads_records_evenly():
 def test_key_routing_does_not_depend_on_the_interpreters_hash_seed():
     keys = [f"k{i}" for i in range(50)]
     here = [partition_of(k, 7) for k in keys]
-    code = "from reference.sources import partition_of; print([partition_of(f'k{i}', 7) for i in range(50)])"
+    code = "from reference.protocol.sources import partition_of; print([partition_of(f'k{i}', 7) for i in range(50)])"
     for seed in ("1", "2"):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={"PYTHONHASHSEED": seed, "PATH": ""})
@@ -63,7 +63,7 @@ def test_key_routing_does_not_depend_on_the_interpreters_hash_seed():
 
 def test_a_process_keeps_the_records_of_the_latest_sources_only():
     """A long-lived Spark worker runs point after point; holding every earlier scenario's records made each later
-    point's tasks slower (reference/sources.py). The latest sources stay cached, whatever their faults."""
+    point's tasks slower (reference/protocol/sources.py). The latest sources stay cached, whatever their faults."""
     scenario = explicit_scenario()
     other = Scenario.from_dict({**scenario.to_dict(), "seed": 1})
     refaulted = Scenario.from_dict({**scenario.to_dict(), "faults": []})

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from reference import layout
-from reference.catalogue import make
-from reference.faults import ZOMBIE_KEY
-from reference.logs import CommitEntry, OffsetEntry, log_batches, purge_logs, write_metadata
-from reference.oracles import check_outcome, failures
-from reference.query import BatchBounds, run_sequential
-from reference.recovery import plan_restart
-from reference.retained import committed_chain, latest_lineage
-from reference.run import Run, run_scenario
-from reference.scenario import EngineConfig
-from reference.sources import SourceData
-from reference.state_store import StateStore, load_version
-from reference.storage import DurableStorage
+from reference.protocol import layout
+from reference.language.catalogue import make
+from reference.protocol.faults import ZOMBIE_KEY
+from reference.protocol.logs import CommitEntry, OffsetEntry, log_batches, purge_logs, write_metadata
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.query import BatchBounds, run_sequential
+from reference.protocol.recovery import plan_restart
+from reference.protocol.retained import committed_chain, latest_lineage
+from reference.protocol.run import Run, run_scenario
+from reference.language.scenario import EngineConfig
+from reference.protocol.sources import SourceData
+from reference.protocol.state_store import StateStore, load_version
+from reference.protocol.storage import DurableStorage
 
 
 def state_files(storage: DurableStorage, kind: str) -> list[int]:

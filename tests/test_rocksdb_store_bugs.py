@@ -37,10 +37,10 @@ from experiments.store_bug_sequences import (
     spark_55892,
 )
 from experiments.zoo_checks import judge
-from reference import layout
-from reference.changelog import decode_state_file
-from reference.state_store import StateStore as ReferenceStateStore
-from reference.storage import CheckpointFormatError, DurableStorage, LocalStorage, StorageError
+from reference.protocol import layout
+from reference.protocol.changelog import decode_state_file
+from reference.protocol.state_store import StateStore as ReferenceStateStore
+from reference.protocol.storage import CheckpointFormatError, DurableStorage, LocalStorage, StorageError
 from spark_impl.state_store import RocksDBStateStore
 
 OP, PART = "agg", 0

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from store_workloads import apply_writes
 
-from reference import layout
-from reference.state_store import StateStore as ReferenceStateStore
-from reference.storage import DurableStorage, LocalStorage, StorageError
+from reference.protocol import layout
+from reference.protocol.state_store import StateStore as ReferenceStateStore
+from reference.protocol.storage import DurableStorage, LocalStorage, StorageError
 from spark_impl.state_store import RocksDBStateStore
 from spark_impl.state_store.sst_files import decode_manifest
 

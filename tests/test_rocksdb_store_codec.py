@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.changelog import StateFileHeader, decode_state_file, encode_state_file, encode_value
-from reference.storage import CheckpointFormatError
+from reference.protocol.changelog import StateFileHeader, decode_state_file, encode_state_file, encode_value
+from reference.protocol.storage import CheckpointFormatError
 from spark_impl.state_store.changelog_codec import (
     ChangelogBuffer,
     assemble_state_file,

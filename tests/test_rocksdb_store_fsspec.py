@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from store_workloads import random_changes
 
-from reference.state_store import load_version
-from reference.storage import CheckpointFormatError, StorageError
+from reference.protocol.state_store import load_version
+from reference.protocol.storage import CheckpointFormatError, StorageError
 from spark_impl.state_store import RocksDBStateStore
 from spark_impl.state_store.checkpoint_fs import FsspecStorage
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reference.storage import DurableStorage
+from reference.protocol.storage import DurableStorage
 from spark_impl.state_store import RocksDBStateStore
 from spark_impl.state_store.cleanup import RetentionPlan
 from spark_impl.state_store.lineage import VersionLineage

@@ -36,9 +36,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from store_workloads import scratch_directory
 
-from reference.changelog import StateFileHeader, encode_state_file
-from reference.state_store import PROVIDERS, StateStore, load_version, plan_load
-from reference.storage import DurableStorage, LocalStorage, Storage, StorageError
+from reference.protocol.changelog import StateFileHeader, encode_state_file
+from reference.protocol.state_store import PROVIDERS, StateStore, load_version, plan_load
+from reference.protocol.storage import DurableStorage, LocalStorage, Storage, StorageError
 from spark_impl.state_store import MaintenancePool, RocksDBStateStore
 
 OP, PARTITION = "0", 3

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from store_workloads import manifest_snapshot_readers, random_changes
 
-from reference.changelog import StateFileHeader, encode_state_file
-from reference.state_store import StateStore, apply_plan, load_version, plan_load
-from reference.storage import CheckpointFormatError, DurableStorage, LocalStorage
+from reference.protocol.changelog import StateFileHeader, encode_state_file
+from reference.protocol.state_store import StateStore, apply_plan, load_version, plan_load
+from reference.protocol.storage import CheckpointFormatError, DurableStorage, LocalStorage
 from spark_impl.state_store import MemoryBudget, RocksDBStateStore, memory_usage, read_snapshot_records
 from spark_impl.state_store.changelog_codec import decode_raw, encode_state_file_raw
 
@@ -129,12 +129,12 @@ def test_changelog_bytes_identical_to_reference(tmp_path: Path):
 def test_codec_roundtrip_and_rejects_corruption():
     header = StateFileHeader("changelog", 3, "abc", "xyz")
     changes = [("a", 1), ("b", None), ("ü", {"k": [1, 2]})]
-    from reference.changelog import encode_value
+    from reference.protocol.changelog import encode_value
     raw = [(k.encode(), None if v is None else encode_value(v)) for k, v in changes]
     data = encode_state_file_raw(header, raw)
     assert data == encode_state_file(header, changes)
     assert decode_raw(data, "f")[1] == raw
-    from reference.storage import CheckpointFormatError
+    from reference.protocol.storage import CheckpointFormatError
     for bad in (data[:-1], data[:20], data[:-9] + b"\x00" + data[-8:], b"LSXX" + data[4:]):
         with pytest.raises(CheckpointFormatError, match="f"):
             decode_raw(bad, "f")
@@ -165,7 +165,7 @@ def test_32_stores_stay_within_the_memory_bound(tmp_path: Path):
 
 
 def test_sealed_changes_are_a_frozen_tuple_like_view(tmp_path: Path):
-    from reference.changelog import encode_value
+    from reference.protocol.changelog import encode_value
     store = RocksDBStateStore(DurableStorage(), OP, PART, "changelog", 50, local_root=tmp_path / "l")
     store.put("b", 1)
     store.put("a", [2])

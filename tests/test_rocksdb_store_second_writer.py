@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from reference.storage import DurableStorage
+from reference.protocol.storage import DurableStorage
 from spark_impl.state_store import RocksDBStateStore
 from spark_impl.state_store.cleanup import SecondWriterError
 

@@ -1,10 +1,10 @@
-"""Every backend differs from the reference only through the declared seams (``reference/seams.py``).
+"""Every backend differs from the reference only through the declared seams (``reference/protocol/seams.py``).
 
 A backend's incarnation class may override a hook of ``Clock``, ``TaskEffects``,
 ``StepCosts``, ``ProgressReporter`` or ``StepGraph``, and add methods of its
 own; it never replaces a driver step's effect. A simulator mode adds to that
 only the mode interface of ``sim.timed_incarnation``. A model variant (a
-planted bug) subclasses ``reference.engine.Incarnation`` and overrides the
+planted bug) subclasses ``reference.protocol.incarnation.Incarnation`` and overrides the
 protocol itself, so that surface must stay where it was.
 """
 
@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from reference import engine
-from reference.catalogue import make
-from reference.incarnation import MODEL_VARIANT_SURFACE, STEP_EFFECTS, Incarnation
-from reference.observer import Observer
-from reference.recovery import fresh_plan
-from reference.seams import SEAMS, Clock, ProgressReporter, StepCosts, StepGraph, TaskEffects, seam_members
-from reference.sources import SourceData
-from reference.steps import DRIVER_STEPS
-from reference.storage import DurableStorage
+from reference.language.catalogue import make
+from reference.protocol.incarnation import MODEL_VARIANT_SURFACE, STEP_EFFECTS, Incarnation
+from reference.protocol.observer import Observer
+from reference.protocol.recovery import fresh_plan
+from reference.protocol.seams import SEAMS, Clock, ProgressReporter, StepCosts, StepGraph, TaskEffects, seam_members
+from reference.protocol.sources import SourceData
+from reference.language.steps import DRIVER_STEPS
+from reference.protocol.storage import DurableStorage
 from sim.data_mode import DataIncarnation
 from sim.timed_incarnation import MODE_INTERFACE, TimedIncarnation
 from sim.volume import VolumeIncarnation
@@ -91,26 +90,18 @@ def test_the_seams_are_small_and_disjoint():
 
 
 def test_a_model_variant_finds_the_surface_it_overrides_and_the_state_it_reads():
-    """Planted bugs subclass ``reference.engine.Incarnation``: the same class, every step effect and planning
-    hook on it, and the state they read on an instance."""
-    assert engine.Incarnation is Incarnation
+    """Planted bugs subclass ``reference.protocol.incarnation.Incarnation``: every step effect and planning hook
+    on it, and the state they read on an instance."""
     for name in MODEL_VARIANT_SURFACE + ("known_logs", "purge_round_of", "ensure_stores", "fail_task",
                                          "lose_executor", "cut_now", "nodes_added", "logical_time_ms"):
-        assert callable(getattr(engine.Incarnation, name)) or isinstance(getattr(engine.Incarnation, name), type)
+        assert callable(getattr(Incarnation, name)) or isinstance(getattr(Incarnation, name), type)
     scenario = make("aggregate", "async_state")
-    inc = engine.Incarnation(scenario, SourceData.of(scenario), DurableStorage(), fresh_plan(2), 0, Observer())
+    inc = Incarnation(scenario, SourceData.of(scenario), DurableStorage(), fresh_plan(2), 0, Observer())
     for attribute in ("plans", "storage", "tasks", "lineage", "stores", "persisted_offsets", "data", "sc", "cfg",
                       "nodes", "shape", "store_ids", "parts", "trackers", "restart", "obs", "placement"):
         assert hasattr(inc, attribute), attribute
     assert sorted(inc.plans) == list(range(4)) and inc.known_logs() == {"offsets": [], "commits": []}
-    for name in ("MAX_TASK_ATTEMPTS", "MAX_PLANNED_BATCHES", "BatchPlan", "TaskState", "DriverCrash",
-                 "QueryFailure", "TaskAttemptFailed"):
-        assert hasattr(engine, name), name
 
 
-def test_the_backend_classes_stay_importable_from_their_old_modules():
-    from sim import engine as sim_engine
-    from sim.incarnation_run import IncarnationRun
-
-    assert (sim_engine.TimedIncarnation, sim_engine.IncarnationRun) == (TimedIncarnation, IncarnationRun)
-    assert all(issubclass(backend, engine.Incarnation) for backend in BACKENDS)
+def test_every_backend_incarnation_is_the_protocols():
+    assert all(issubclass(backend, Incarnation) for backend in BACKENDS)

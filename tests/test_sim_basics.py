@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from reference.backend import BackendError, OptionRefused, RunOptions
-from reference.oracles import check_outcome, determinism, failures
-from reference.outcome import DURATION_KEYS, Outcome
-from reference.scenario import Scenario
-from reference.storage import DurableStorage
+from reference.protocol.backend import BackendError, OptionRefused, RunOptions
+from reference.judge.oracles import check_outcome, determinism, failures
+from reference.protocol.outcome import DURATION_KEYS, Outcome
+from reference.language.scenario import Scenario
+from reference.protocol.storage import DurableStorage
 from sim import ProfileError, load_profile, simulate
 from sim.backend import SimBackend
 from sim.cost_model import PROFILE_DIR, profile_from_dict

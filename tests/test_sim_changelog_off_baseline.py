@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import pytest
 
-from reference.catalogue import make
-from reference.run import run_scenario
+from reference.language.catalogue import make
+from reference.protocol.run import run_scenario
 from sim import simulate
 from sim.cost_model import ROCKSDB_VERSION_ZIP_BYTES, shipped_profile
 

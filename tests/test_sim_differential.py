@@ -3,7 +3,7 @@
 The reference model plays the store "assumed to be perfect" (SPEC section 5):
 every simulated outcome must pass every oracle the reference's own outcome of
 the same scenario passes, and fault-free or synchronous runs must agree with
-the reference's outcome (``reference.compare.first_difference``). The judge
+the reference's outcome (``reference.judge.compare.first_difference``). The judge
 is never excused: a scenario on which the reference itself crashes fails the
 test (issue 14, item 9), it is not discarded.
 """
@@ -16,12 +16,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, note, settings
 from test_sim_strategies import scenario_strategy
 
-from reference.compare import first_difference
-from reference.oracles import check_outcome, failures
-from reference.outcome import Outcome
-from reference.run import run_scenario
-from reference.scenario import Scenario
-from reference.storage import Storage
+from reference.judge.compare import first_difference
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import Outcome
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
+from reference.protocol.storage import Storage
 from sim import simulate
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
@@ -52,7 +52,7 @@ def test_sim_passes_every_oracle_the_reference_passes(scenario: Scenario) -> Non
     outcome = sim.outcome()
     note(f"sim error: {outcome.error}; recoveries {outcome.recoveries}")
     sim_fail = _failing_checks(scenario, outcome, sim.storage)
-    ref_fail = _failing_checks(scenario, reference.outcome(), reference.storage)
+    ref_fail = _failing_checks(scenario, reference.protocol.outcome(), reference.protocol.storage)
     for verdict in failures(check_outcome(scenario, outcome, sim.storage)):
         note(verdict.describe())
     assert sim_fail <= ref_fail, f"the simulator fails {sorted(sim_fail - ref_fail)} where the reference passes"

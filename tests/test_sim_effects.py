@@ -11,7 +11,7 @@ import json
 import statistics
 from typing import Any
 
-from reference.scenario import Scenario
+from reference.language.scenario import Scenario
 from sim import simulate
 from sim.cost_model import PROFILE_DIR
 

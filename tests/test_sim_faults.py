@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from reference.oracles import check_outcome, failures
-from reference.scenario import Scenario, ScenarioError
-from reference.supervisor import MAX_RESTARTS, gave_up_message
+from reference.judge.oracles import check_outcome, failures
+from reference.language.scenario import Scenario, ScenarioError
+from reference.protocol.supervisor import MAX_RESTARTS, gave_up_message
 from sim import shipped_profile, simulate
 from sim.simulation import Simulation, resolve_profile
 

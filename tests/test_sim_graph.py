@@ -1,7 +1,7 @@
 """The simulator's batch templates give exactly the reference's step graph (sim/graph.py).
 
 The reference builds the whole graph of an incarnation at once
-(``reference.graph.build_graph``); the simulator turns one batch's nodes per
+(``reference.protocol.graph.build_graph``); the simulator turns one batch's nodes per
 shape (``GraphShape.batch_nodes``) into a template and instantiates every
 batch from it. For every mode combination, and for an incarnation that starts
 after a restart, both must have the same nodes, the same background flags and
@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from reference.catalogue import OPERATORS, spark_allows
-from reference.engine import Incarnation
-from reference.observer import Observer
-from reference.recovery import RestartPlan, fresh_plan
-from reference.scenario import Scenario
-from reference.sources import SourceData
-from reference.steps import STEP_NAMES, TASK_STEPS, NodeId
-from reference.storage import DurableStorage
+from reference.language.catalogue import OPERATORS, spark_allows
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.observer import Observer
+from reference.protocol.recovery import RestartPlan, fresh_plan
+from reference.language.scenario import Scenario
+from reference.protocol.sources import SourceData
+from reference.language.steps import STEP_NAMES, TASK_STEPS, NodeId
+from reference.protocol.storage import DurableStorage
 from sim.cost_model import shipped_profile
 from sim.data_mode import DataIncarnation
 from sim.graph import GATE, TASK_OWNED, Graph

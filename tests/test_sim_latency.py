@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reference.scenario import Scenario
-from reference.timing import LatencySummary
+from reference.language.scenario import Scenario
+from reference.protocol.timing import LatencySummary
 from sim import simulate
 from sim.cost_model import PROFILE_DIR
 from sim.latency import RangeLatency

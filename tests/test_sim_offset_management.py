@@ -1,7 +1,7 @@
 """The simulator's offset-management mechanisms, each against a hand-derived expectation on a tiny run.
 
 - under async progress, purge follows ``plan``, not the queued offset write
-  (Spark: ``markMicroBatchStart`` only queues it; reference/graph.py);
+  (Spark: ``markMicroBatchStart`` only queues it; reference/protocol/graph.py);
 - purge costs what ``HDFSMetadataLog.purge`` does: blind deletes of the ids
   due since the last round, a listing only when more than three are due;
 - an async purge round is skipped while the previous one still runs
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from reference.scenario import Scenario
+from reference.language.scenario import Scenario
 from sim import simulate
 from sim.cost_model import ProfileError, profile_from_dict, shipped_profile
 from sim.simulation import Simulation

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from reference.catalogue import make
-from reference.compare import first_difference
-from reference.oracles import check_outcome, failures
-from reference.storage_profiles import StorageProfile
+from reference.language.catalogue import make
+from reference.judge.compare import first_difference
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.storage_profiles import StorageProfile
 from sim import simulate
 from sim.cost_model import PROFILE_DIR, profile_from_dict, shipped_profile, store_commits_ms
 from sim.storage_service import StorageService

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from reference.compare import first_difference
-from reference.oracles import check_outcome, failures
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.judge.compare import first_difference
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 from sim import simulate
 from sim.cost_model import load_profile
 from sim.real_time import long_running_task, record_path_ms
@@ -126,11 +126,11 @@ def real_time_scenarios(draw: st.DrawFn) -> Scenario:
 def test_generated_real_time_scenarios_pass_every_oracle_on_the_reference_and_the_sim(scenario):
     note(scenario.to_json())
     reference = run_scenario(scenario)
-    assert not failures(check_outcome(scenario, reference.outcome(), reference.storage))
+    assert not failures(check_outcome(scenario, reference.protocol.outcome(), reference.protocol.storage))
     sim = simulate(scenario)
     assert not failures(check_outcome(scenario, sim.outcome(), sim.storage))
     if not scenario.faults:
-        assert first_difference(sim.outcome(), reference.outcome(), scenario.sink_mode) is None
+        assert first_difference(sim.outcome(), reference.protocol.outcome(), scenario.sink_mode) is None
 
 
 def test_bounded_replay_replays_at_most_two_progress_intervals_instead_of_the_batch():

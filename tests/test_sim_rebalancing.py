@@ -15,10 +15,10 @@ from test_reference_rebalancing import HAND_MOVES, counts, moves_of
 
 from experiments.outcome_metrics import step_durations
 from experiments.scenario_builders import rate_scenario
-from reference.compare import first_difference
-from reference.oracles import check_outcome, failures
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.judge.compare import first_difference
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 from sim import shipped_profile, simulate
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from reference.scenario import Scenario
+from reference.language.scenario import Scenario
 from sim import simulate
 from sim.cost_model import Profile
 
@@ -68,8 +68,8 @@ def test_the_state_kept_counts_one_rocksdb_snapshot_per_store_and_every_hdfs_sna
     1 + 2 = 11 entries. RocksDB (``changelog``): the newest snapshot of each store, 4 + 2, and the changelogs,
     1 + 1: 8."""
     from experiments.changelog_checkpointing.definition import kept_state_keys
-    from reference import layout
-    from reference.changelog import StateFileHeader, encode_state_file
+    from reference.protocol import layout
+    from reference.protocol.changelog import StateFileHeader, encode_state_file
 
     def file(partition: int, version: int, kind: str, keys: int) -> tuple[str, bytes]:
         path = layout.state_file("0", partition, version, f"u{version}", kind)

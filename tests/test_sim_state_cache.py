@@ -13,9 +13,9 @@ import pytest
 
 from experiments.outcome_metrics import step_durations
 from experiments.scenario_builders import rate_scenario
-from reference.compare import first_difference
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.judge.compare import first_difference
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 from sim import shipped_profile, simulate
 from sim.cost_model import ProfileError, profile_from_dict
 

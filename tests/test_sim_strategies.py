@@ -6,9 +6,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from reference.catalogue import OPERATORS, spark_allows
-from reference.scenario import Fault, Scenario, may_end_incarnation
-from reference.steps import STEP_NAMES, TASK_STEPS
+from reference.language.catalogue import OPERATORS, spark_allows
+from reference.language.scenario import Fault, Scenario, may_end_incarnation
+from reference.language.steps import STEP_NAMES, TASK_STEPS
 from streamtest import reachable
 FAULT_KINDS_AT_STEPS = ("driver_crash", "task_failure", "executor_loss", "storage_write_error",
                         "storage_latency", "zombie_write", "clock_skew")
@@ -22,7 +22,7 @@ def _source(seed_keys: int, batches: int, rows: int, disorder: int) -> dict[str,
 
 @st.composite
 def redelivering_source(draw: Any, batches: int) -> dict[str, Any]:
-    """A redelivering broker (``reference/redelivery.py``) whose first deliveries fill about ``batches`` batches."""
+    """A redelivering broker (``reference/protocol/redelivery.py``) whose first deliveries fill about ``batches`` batches."""
     batch_ms = draw(st.sampled_from((60, 100)))
     interval = draw(st.integers(5, 30))
     return {"kind": "redelivering", "keys": draw(st.integers(1, 6)), "batch_ms": batch_ms,

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, note, settings
 from test_sim_strategies import scenario_strategy
 
-from reference.outcome import Outcome
-from reference.scenario import Scenario
+from reference.protocol.outcome import Outcome
+from reference.language.scenario import Scenario
 from sim import Simulation, shipped_profile, simulate
 from sim.simulation import CountingEnvironment
 from sim.volume import VolumeIncarnation

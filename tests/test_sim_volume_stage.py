@@ -20,8 +20,8 @@ from hypothesis import given, note, settings
 from test_sim_strategies import scenario_strategy
 from volume_grid import STEADY, digest, grid, profile_of, scenario
 
-from reference.scenario import Scenario
-from reference.storage_profiles import jitter_factor, normal_quantile
+from reference.language.scenario import Scenario
+from reference.protocol.storage_profiles import jitter_factor, normal_quantile
 from sim import Simulation, simulate
 from sim.simulation import CountingEnvironment
 from sim.stage import StageRun, StageTemplate

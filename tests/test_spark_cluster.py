@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from reference.catalogue import scenario_dict
+from reference.language.catalogue import scenario_dict
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -96,9 +96,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 # A planted mistake (SPARK-55510: a delete never reaches the changelog), defined where it runs: in the test and in
 # the driver script below, whose __main__ Spark ships to the executors by value.
 PLANTED = """
-from reference.engine import Incarnation
-from reference.explorer import Model
-from reference.state_store import StateStore
+from reference.protocol.incarnation import Incarnation
+from reference.judge.explorer import Model
+from reference.protocol.state_store import StateStore
 
 class ForgetsDeletes(StateStore):
     def delete(self, key):
@@ -113,7 +113,7 @@ DRIVER = """
 import json, sys
 from experiments.cli import main
 from experiments.explore_spark import explore_on_spark
-from reference.catalogue import make
+from reference.language.catalogue import make
 """ + PLANTED + """
 master, out, scenario, report, planted = sys.argv[1:6]
 codes = [main(["experiment", "offset-management", "--quick", "--master", master, "--out", out, "--no-figures"]),
@@ -131,7 +131,7 @@ EXPLORED = {"operator": "aggregate", "mode": "async_state", "batches": 3}
 @pytest.fixture(scope="module")
 def on_the_cluster(cluster, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """What the driver on the cluster wrote: the sweep's results, the exploration reports, its exit codes."""
-    from reference.catalogue import make
+    from reference.language.catalogue import make
     work = tmp_path_factory.mktemp("driver")
     scenario = work / "scenario.json"
     scenario.write_text(make(EXPLORED["operator"], EXPLORED["mode"], batches=EXPLORED["batches"]).to_json())
@@ -169,8 +169,8 @@ def test_the_explorer_sharded_on_the_cluster_reports_what_a_local_run_does(on_th
     """``lightspeed explore --master spark://...`` spreads the schedules over the cluster's executors as Spark
     tasks; its report equals a local run's: schedules, distinct checkpoints and their fingerprint, violations
     (a clean scenario, and one with a planted mistake)."""
-    from reference.catalogue import make
-    from reference.explorer import explore
+    from reference.language.catalogue import make
+    from reference.judge.explorer import explore
     namespace: dict = {}
     exec(PLANTED, namespace)
     sharded, sharded_planted = on_the_cluster["report"], on_the_cluster["planted"]

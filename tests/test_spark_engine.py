@@ -19,16 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference.backend import RunOptions, RunResult, ScenarioRefused
-from reference.catalogue import MODES, OPERATORS, scenario_dict, supported_pairs
-from reference.compare import first_difference
-from reference.oracles import check_outcome, failures
-from reference.outcome import Outcome
-from reference.run import run_scenario
-from reference.scenario import Scenario
-from reference.sources import SourceData
-from reference.storage import Storage
-from reference.timing import first_visible_ms, summarize_latency
+from reference.protocol.backend import RunOptions, RunResult, ScenarioRefused
+from reference.language.catalogue import MODES, OPERATORS, scenario_dict, supported_pairs
+from reference.judge.compare import first_difference
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import Outcome
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
+from reference.protocol.sources import SourceData
+from reference.protocol.storage import Storage
+from reference.protocol.timing import first_visible_ms, summarize_latency
 from streamtest import reachable
 
 pytestmark = pytest.mark.spark
@@ -169,7 +169,7 @@ def test_group_scheduling_needs_a_slot_per_partition(spark, tmp_path):
 
 
 def test_matrix_covers_every_operator_mode_and_fault_kind():
-    from reference.steps import FAULT_KINDS
+    from reference.language.steps import FAULT_KINDS
     cases = _matrix()
     assert len(cases) >= 40
     assert {op for op, _m, _f in cases} == set(OPERATORS)
@@ -303,10 +303,10 @@ def test_a_second_query_on_a_live_checkpoint_fails_clearly(tmp_path):
 CHECK_IN_A_FRESH_PROCESS = """
 import sys
 from experiments.backends import snapshot_readers_for
-from reference.oracles import check_outcome, failures
-from reference.outcome import Outcome
-from reference.scenario import load_scenario
-from reference.storage import LocalStorage
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import Outcome
+from reference.language.scenario import load_scenario
+from reference.protocol.storage import LocalStorage
 outcome_path, scenario_path, checkpoint = sys.argv[1:]
 found = LocalStorage(checkpoint)
 storage = LocalStorage(checkpoint, snapshot_readers=snapshot_readers_for(found))
@@ -323,7 +323,7 @@ def test_driver_crash_kills_the_driver_process_and_a_new_one_recovers(tmp_path):
     """The driver is SIGKILLed at the step; a new driver process (a second Spark) recovers from the checkpoint.
     The outcome passes every oracle on its checkpoint in a fresh process, which finds the RocksDB snapshot
     reader from the checkpoint's metadata."""
-    from reference.scenario import load_scenario
+    from reference.language.scenario import load_scenario
     scenario_path = Path(__file__).parent.parent / "experiments" / "scenarios" / "running-count-crash-after-wal.json"
     result = _run(load_scenario(str(scenario_path)), tmp_path / "work", crash="process", pace=True)
     outcome = result.outcome

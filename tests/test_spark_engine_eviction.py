@@ -1,7 +1,7 @@
 """The Spark engine's executor loss drops what the lost executor cached, by the reference's placement.
 
 An ``executor_loss`` on the reference drops the stores of every partition the
-placement (``reference.rebalancing``) puts on that executor. The engine's tasks
+placement (``reference.protocol.rebalancing``) puts on that executor. The engine's tasks
 learn their executor from ``TaskSpec.executors`` (the placement, per batch) and
 count losses per executor in the coordination folder; a cached store is dropped
 when its executor's count moved. Before, the engine keyed the count by

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from reference.backend import RunOptions, ScenarioRefused
-from reference.catalogue import OPERATORS, redelivering_source, scenario_dict
-from reference.oracles import NA, PASS, check_outcome, failures
-from reference.outcome import Outcome
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.protocol.backend import RunOptions, ScenarioRefused
+from reference.language.catalogue import OPERATORS, redelivering_source, scenario_dict
+from reference.judge.oracles import NA, PASS, check_outcome, failures
+from reference.protocol.outcome import Outcome
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 from spark_impl.native import NativeUnsupported, run_native
 from spark_impl.native.backend import NativeBackend
 from tests.test_operator_boundaries import SCENARIOS as BOUNDARIES

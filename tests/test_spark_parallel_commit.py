@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from reference.backend import RunOptions
-from reference.catalogue import scenario_dict
-from reference.compare import first_difference
-from reference.logs import CommitEntry
-from reference.oracles import check_outcome, failures
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.protocol.backend import RunOptions
+from reference.language.catalogue import scenario_dict
+from reference.judge.compare import first_difference
+from reference.protocol.logs import CommitEntry
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 from spark_impl.engine.task import commit_state, run_concurrently
 
 STORE_COMMIT_S = 0.2

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from reference.backend import RunOptions, RunResult
-from reference.compare import first_difference
-from reference.logs import OffsetEntry, log_batches
-from reference import layout
-from reference.oracles import check_outcome, failures
-from reference.run import recorded_cuts_of, run_scenario
-from reference.scenario import Scenario
+from reference.protocol.backend import RunOptions, RunResult
+from reference.judge.compare import first_difference
+from reference.protocol.logs import OffsetEntry, log_batches
+from reference.protocol import layout
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import recorded_cuts_of, run_scenario
+from reference.language.scenario import Scenario
 
 pytestmark = pytest.mark.spark
 

@@ -15,9 +15,9 @@ from typing import Any, Iterable, Iterator
 
 import pytest
 
-from reference.catalogue import scenario_dict
-from reference.run import run_scenario
-from reference.scenario import Scenario
+from reference.language.catalogue import scenario_dict
+from reference.protocol.run import run_scenario
+from reference.language.scenario import Scenario
 from spark_impl.engine.coordination import TaskWaitFailed, atomic_write
 from spark_impl.engine.task import commits_outlive_failure, group_entry, start_background_commit, task_entry
 from spark_impl.engine.task_spec import TaskSpec

@@ -14,12 +14,12 @@ from statistics import NormalDist
 
 import pytest
 
-from reference.backend import RunOptions
-from reference.catalogue import scenario_dict
-from reference.oracles import check_outcome, failures
-from reference.scenario import Scenario
-from reference.storage import DurableStorage
-from reference.storage_profiles import STORAGE_PROFILES, StorageProfileError, unit_uniform
+from reference.protocol.backend import RunOptions
+from reference.language.catalogue import scenario_dict
+from reference.judge.oracles import check_outcome, failures
+from reference.language.scenario import Scenario
+from reference.protocol.storage import DurableStorage
+from reference.protocol.storage_profiles import STORAGE_PROFILES, StorageProfileError, unit_uniform
 from spark_impl.engine.storage_latency import LatencyStorage, StorageLatency, storage_latency_for, with_latency
 
 
@@ -121,7 +121,7 @@ def test_the_wrapper_is_transparent_to_the_bytes_and_to_errors():
     storage = with_latency(inner, StorageLatency("hdfs", 5), "driver", sleep=lambda _s: None)
     storage.write("commits/0", b"abc")
     assert inner.files == {"commits/0": b"abc"}
-    from reference.storage import CheckpointFormatError, StorageError
+    from reference.protocol.storage import CheckpointFormatError, StorageError
     with pytest.raises(StorageError):
         storage.write("commits/0", b"again")          # atomic create refuses, as the inner storage does
     with pytest.raises(CheckpointFormatError):

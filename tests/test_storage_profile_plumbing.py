@@ -13,8 +13,8 @@ from experiments.measure import point_options
 from experiments.registry import get_experiment
 from experiments.results import default_out_dir
 from experiments.sweep import validate_context, with_storage_profile
-from reference.backend import RunOptions
-from reference.scenario import Scenario
+from reference.protocol.backend import RunOptions
+from reference.language.scenario import Scenario
 from sim.backend import SimBackend
 from spark_impl.engine.speed import running_count
 

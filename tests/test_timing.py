@@ -1,4 +1,4 @@
-"""The timing block's one latency summary and one throughput rule (``reference/timing.py``)."""
+"""The timing block's one latency summary and one throughput rule (``reference/protocol/timing.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.timing import LatencySummary, summarize_latency, summarize_segments, summarize_throughput
+from reference.protocol.timing import LatencySummary, summarize_latency, summarize_segments, summarize_throughput
 
 
 @given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=200))

@@ -1,4 +1,4 @@
-"""Spark's trigger as arithmetic (``reference/trigger.py``), with numbers derived by hand, no clock.
+"""Spark's trigger as arithmetic (``reference/protocol/trigger.py``), with numbers derived by hand, no clock.
 
 ``ProcessingTimeExecutor.nextBatchTime(now) = now / interval * interval + interval`` (integer division),
 ``now`` itself for a zero interval; the executor waits until that time after a batch, and a batch that ran
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from reference.scenario import Scenario
-from reference.sources import SourceData
-from reference.trigger import next_batch_time_ms, trigger_plan_ms
+from reference.language.scenario import Scenario
+from reference.protocol.sources import SourceData
+from reference.protocol.trigger import next_batch_time_ms, trigger_plan_ms
 
 
 def test_the_next_batch_time_is_the_next_multiple_of_the_interval_strictly_after_the_trigger():

@@ -78,7 +78,7 @@ def test_a_plant_is_caught_right_after_the_step_that_does_the_damage(zoo, jira, 
 @pytest.mark.parametrize("jira", ["SPARK-43404", "SPARK-46711", "SPARK-19677"])
 def test_the_checkpoint_rules_catch_a_committed_version_without_its_file(zoo, jira):
     """Written out as a commit log, the sequence's committed line breaks ``lineage_reachable``
-    (reference/checkpoint_rules.py): a version the commit log names has no file on the lineage chain."""
+    (reference/judge/checkpoint_rules.py): a version the commit log names has no file on the lineage chain."""
     assert any(f.startswith("checkpoint: lineage_reachable: ") for f in zoo[jira].failures), zoo[jira].failures
 
 

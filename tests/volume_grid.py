@@ -11,7 +11,7 @@ import json
 from dataclasses import replace
 from typing import Any, Iterator
 
-from reference.scenario import Scenario
+from reference.language.scenario import Scenario
 from sim import Profile, shipped_profile, simulate
 
 SEEDS = (1, 2, 7)

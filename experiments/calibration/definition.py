@@ -49,8 +49,8 @@ from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, median_or_none
 from experiments.claims import CLAIMS, describe
 from experiments.verdicts import FITTED_ELSEWHERE, judge, report_lines
-from reference.backend import RunOptions
-from reference.scenario import Scenario
+from reference.protocol.backend import RunOptions
+from reference.language.scenario import Scenario
 
 BASE_PROFILE = "local_spark"
 # Both sides cut batches by Spark's default trigger (plan as soon as the previous batch allows, taking whatever

@@ -12,7 +12,7 @@ the configurations in a rotated order, each on both backends, the first of
 the two alternating.
 
 For each configuration: both p50s and p99s (a run that did not keep up
-reports none, ``reference.timing``), the ratio of the engine's p50 to
+reports none, ``reference.protocol.timing``), the ratio of the engine's p50 to
 native Spark's, whether it lies within +-20% (``AGREEMENT``; the issue's
 criterion, not a published claim, so a finding and never a failure), and
 Spark's ``durationMs`` medians of both, beside the simulator's prediction of
@@ -195,8 +195,8 @@ def _sim_prediction(scenarios: list[dict[str, Any]], storage: str | None) -> dic
     """The simulator's p50 and durationMs medians for the scenarios (volume mode, ``SIM_PROFILE`` on the run's
     storage profile), medians over seeds."""
     from experiments.backends import run_backend
-    from reference.backend import RunOptions
-    from reference.scenario import Scenario
+    from reference.protocol.backend import RunOptions
+    from reference.language.scenario import Scenario
     p50s, durations = [], []
     for raw in scenarios:
         outcome = run_backend("sim", Scenario.from_dict(raw), RunOptions(profile=SIM_PROFILE, sim_mode="volume",

@@ -76,7 +76,7 @@ PROFILE = "lightspeed_cluster"              # first principles; the benchmark's 
 FITTED_PROFILE = "lightspeed_cluster_fitted"   # fitted to the published p50 figures (experiments/fit_profile.py)
 SPARK_RATES = {"quick": (1_000,), "full": (1_000, 5_000, 10_000)}
 # Seconds of input per point. The simulator's quick runs are long enough for the keep-up rule
-# (reference.timing) to judge them: it compares the span of creation with the span of first visibility, which
+# (reference.protocol.timing) to judge them: it compares the span of creation with the span of first visibility, which
 # differ by the latency's change from the first record to the last; a 10 s run of a baseline whose batches take
 # a second read as processing 93% of its input although its latency did not grow.
 DURATION_S = {("sim", "quick"): 30, ("sim", "full"): 120, ("spark", "quick"): 10, ("spark", "full"): 60}
@@ -266,7 +266,7 @@ def rates_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
                          # median over seeds of each part of a batch's mean time (durationMs)
                          "breakdown_ms": {part: over_seeds(group_records, _part(part))["median"]
                                           for part in BREAKDOWN_PARTS},
-                         # whether each seed's run kept up with its input (reference.timing); a row with a
+                         # whether each seed's run kept up with its input (reference.protocol.timing); a row with a
                          # seed that did not reports no latency
                          "keep_up": keep_up(group_records),
                          # medians over seeds of each run's median of Spark's durationMs keys
@@ -346,7 +346,7 @@ def _table(rates: dict[str, Any]) -> list[str]:
                          f"{fmt_pct(-batch_cut) if batch_cut is not None else '':>9}  "
                          f"{keep_up_text(entry[config].get('keep_up'))}")
     if any(e.get("backlogged") for entry in rates.values() for e in entry.values()):
-        lines.append("BACKLOGGED: a run that did not keep up with its input (reference.timing: processed rate "
+        lines.append("BACKLOGGED: a run that did not keep up with its input (reference.protocol.timing: processed rate "
                      "and latency growth) reports no latency; its cut is not taken")
     return lines
 

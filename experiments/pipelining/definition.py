@@ -48,8 +48,8 @@ from experiments.sanity import no_worse
 from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, over_seeds
 from experiments.claims import CLAIMS, describe
 from experiments.verdicts import judge, report_lines
-from reference.backend import RunResult, ScenarioRefused
-from reference.outcome import BatchRecord
+from reference.protocol.backend import RunResult, ScenarioRefused
+from reference.protocol.outcome import BatchRecord
 
 ROW_BLOCK = 500                      # rows one data-mode record stands for in the throughput runs
 LATENCY_RATE = 1_000_000             # rows/s of the latency runs (the published cluster's top rate)
@@ -333,7 +333,7 @@ class Pipelining(Experiment):
                          unit="end-to-end latency (ms)", missing="backlogged",
                          spread={f"{q} {m}": [seed_span(summary["rows"][k].get(m, {}).get(q)) for k in keys]
                                  for q, m in lat})
-            # a mode that did not keep up with the input rate has no latency (reference.timing): its bar says so
+            # a mode that did not keep up with the input rate has no latency (reference.protocol.timing): its bar says so
             rate = summary.get("latency_rate")
             axes[1].set_title(f"Latency at {rate:,} rows/s" if rate else "Latency")
             axes[1].set_xlabel("stragglers")

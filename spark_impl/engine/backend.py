@@ -1,12 +1,12 @@
-"""The PySpark engine behind the backend interface of ``reference.backend`` (``--backend spark``)."""
+"""The PySpark engine behind the backend interface of ``reference.protocol.backend`` (``--backend spark``)."""
 
 from __future__ import annotations
 
 import tempfile
 
-from reference.backend import RunOptions, RunResult, ScenarioRefused, refuse_too_large, refuse_unknown_options
-from reference.scenario import Scenario
-from reference.storage import SnapshotReader
+from reference.protocol.backend import RunOptions, RunResult, ScenarioRefused, refuse_too_large, refuse_unknown_options
+from reference.language.scenario import Scenario
+from reference.protocol.storage import SnapshotReader
 
 from ..session import missing
 from ..snapshot_reader import SNAPSHOT_FORMAT, read_manifest_snapshot
@@ -30,7 +30,7 @@ class SparkEngineBackend:
     ``crash="process"`` kills the driver process at a ``driver_crash`` and
     restarts it (``driver_process.py``); the default drops the incarnation and
     restarts in the same process and SparkSession. ``storage_profile`` names a
-    ``reference.storage_profiles`` profile whose latencies every checkpoint
+    ``reference.protocol.storage_profiles`` profile whose latencies every checkpoint
     operation sleeps, on the driver and in the tasks, seeded by the scenario's
     seed (``storage_latency.py``); an unknown name is refused naming it.
     """

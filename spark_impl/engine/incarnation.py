@@ -1,8 +1,8 @@
 """One driver lifetime on Spark: the reference's incarnation, with task-step effects done on executors.
 
-The protocol is the reference's (``reference.incarnation.Incarnation``): the
+The protocol is the reference's (``reference.protocol.incarnation.Incarnation``): the
 same batch plans, logs, lineage, purge, sink manifests and recovery. What this
-class implements are the reference's seams (``reference.seams``): where task
+class implements are the reference's seams (``reference.protocol.seams``): where task
 effects happen, the wall clock, and what is measured:
 
 - task steps do their work in Spark tasks (``task.py``); on the driver their
@@ -12,7 +12,7 @@ effects happen, the wall clock, and what is measured:
   (``engine.batch_cuts: trigger``, the default): the incarnation is
   open-ended, so each batch's end is chosen when its ``plan`` runs, from the
   records whose ``arrival_ms`` has passed on the wall clock, and ``plan``
-  runs at the trigger's time (``reference.trigger``). With fixed cuts (a
+  runs at the trigger's time (``reference.protocol.trigger``). With fixed cuts (a
   generated source, ``batch_cuts: fixed``, an unpaced run or group
   scheduling) ``plan`` waits for the fixed batch's input to arrive
   (``SourceData.input_ready_ms``) when the run is paced (``Clock``);
@@ -28,13 +28,13 @@ import time
 from collections import defaultdict
 from typing import Any, Callable
 
-from reference.graph import Node
-from reference.incarnation import Incarnation
-from reference.outcome import ProgressEvent
-from reference.query import PartitionResult, operator_watermarks
-from reference.scenario import Scenario
-from reference.steps import TASK_STEPS, NodeId
-from reference.trigger import trigger_plan_ms
+from reference.protocol.graph import Node
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.outcome import ProgressEvent
+from reference.protocol.query import PartitionResult, operator_watermarks
+from reference.language.scenario import Scenario
+from reference.language.steps import TASK_STEPS, NodeId
+from reference.protocol.trigger import trigger_plan_ms
 
 from ..snapshot_reader import SNAPSHOT_FORMAT
 from .context import EngineContext
@@ -127,7 +127,7 @@ class SparkIncarnation(Incarnation):
         return round((wall_s - self.engine.t0) * 1000.0, 3)
 
     def trigger_ms(self, b: int, now_ms: float) -> float:
-        """When the trigger plans open batch ``b``, its dependencies met at ``now_ms`` (``reference.trigger``):
+        """When the trigger plans open batch ``b``, its dependencies met at ``now_ms`` (``reference.protocol.trigger``):
         ticks are multiples of ``trigger_interval_ms`` after the previous plan of this incarnation."""
         previous = self.batch_timing.get(b - 1, {}).get("plan")
         fire = trigger_plan_ms(self.cfg.trigger_interval_ms, None if previous is None else self.ms_since_t0(previous),

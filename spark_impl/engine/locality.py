@@ -13,7 +13,7 @@ location names an executor (``executor_<host>_<id>``, Spark's
 ``ExecutorCacheTaskLocation``), so the task is process-local only there.
 
 A scenario that names its executors (``executors``, ``events``: state
-rebalancing, ``reference/rebalancing.py``) asks instead for the executor the
+rebalancing, ``reference/protocol/rebalancing.py``) asks instead for the executor the
 placement names, by Spark executor id (a standalone cluster numbers its
 executors "0", "1", ... as they register), whenever that executor is alive;
 otherwise for the last one. Before a batch that an executor joins, the driver

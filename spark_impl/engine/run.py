@@ -1,7 +1,7 @@
 """One run of a scenario on the engine: incarnations restarted by the reference's supervisor, and the outcome.
 
 ``SparkRun`` drives incarnation after incarnation through
-``reference.supervisor.Supervisor`` (the one restart loop), each executed by
+``reference.protocol.supervisor.Supervisor`` (the one restart loop), each executed by
 the ``StepScheduler`` on Spark. ``run_spark`` runs a scenario in this process
 (a driver crash drops the incarnation and the next restarts from the
 checkpoint directory alone, in the same SparkSession); ``engine_outcome``
@@ -17,16 +17,16 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from reference.backend import RunResult, ScenarioRefused
-from reference.observer import Observer, build_outcome
-from reference.outcome import Outcome, Timing
-from reference.rebalancing import PlacementTimeline
-from reference.recovery import RestartPlan
-from reference.scenario import Scenario
-from reference.sources import SourceData
-from reference.storage import LocalStorage
-from reference.supervisor import Supervisor
-from reference.timing import summarize_latency
+from reference.protocol.backend import RunResult, ScenarioRefused
+from reference.protocol.observer import Observer, build_outcome
+from reference.protocol.outcome import Outcome, Timing
+from reference.protocol.rebalancing import PlacementTimeline
+from reference.protocol.recovery import RestartPlan
+from reference.language.scenario import Scenario
+from reference.protocol.sources import SourceData
+from reference.protocol.storage import LocalStorage
+from reference.protocol.supervisor import Supervisor
+from reference.protocol.timing import summarize_latency
 
 from ..session import backend_session, task_slots
 from ..snapshot_reader import checkpoint_storage

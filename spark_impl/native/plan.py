@@ -12,7 +12,7 @@ one file per trigger would let a slow batch's backlog grow and measure the
 queue, not Spark.
 
 Operators (``build_query``), each with the Spark operator whose semantics are
-closest to the reference's (``reference/operators.py``):
+closest to the reference's (``reference/language/operators.py``):
 
 =========================  ============================================================  ===========
 scenario operator          Spark                                                         output mode
@@ -36,8 +36,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from reference.scenario import Fault, OperatorSpec, Scenario
-from reference.sources import Record, SourceData
+from reference.language.scenario import Fault, OperatorSpec, Scenario
+from reference.protocol.sources import Record, SourceData
 
 _FILE = re.compile(r"/input/(main|left|right)/batch-(\d+)\.json$")
 

@@ -6,7 +6,7 @@ stops it at a batch boundary (a fault between batches), or when an injected
 driver crash fails it inside a batch. The next incarnation is a new run of the
 same query on the same checkpoint (a new run id, so Spark loads every state
 store from the checkpoint files), so Spark's own restart path decides what it
-re-runs; the incarnations are driven by ``reference.supervisor.Supervisor``,
+re-runs; the incarnations are driven by ``reference.protocol.supervisor.Supervisor``,
 whose restart plan reads Spark's checkpoint (``spark_checkpoint.py``).
 Everything the outcome needs is observed from the driver (foreachBatch, the
 query's progress) or read back from the checkpoint.
@@ -22,14 +22,14 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable
 
-from reference.engine import DriverCrash
-from reference.faults import DAMAGE_KINDS, FaultBook, damage
-from reference.observer import Observer
-from reference.outcome import ProgressEvent, StateOperatorProgress, canonical_rows
-from reference.recovery import RestartPlan
-from reference.scenario import Fault, Scenario
-from reference.storage import LocalStorage, Storage
-from reference.supervisor import Supervisor
+from reference.protocol.failures import DriverCrash
+from reference.protocol.faults import DAMAGE_KINDS, FaultBook, damage
+from reference.protocol.observer import Observer
+from reference.protocol.outcome import ProgressEvent, StateOperatorProgress, canonical_rows
+from reference.protocol.recovery import RestartPlan
+from reference.language.scenario import Fault, Scenario
+from reference.protocol.storage import LocalStorage, Storage
+from reference.protocol.supervisor import Supervisor
 
 from .plan import InputFiles, build_query, output_mode, sink_row, stream_settings
 from .sink import FileSink
@@ -133,7 +133,7 @@ class NativeRun:
         return None
 
     def damage(self, fault: Fault, stop: int) -> str | None:
-        """``reference.faults.damage`` on Spark's checkpoint; a deleted file's checksum (``.<name>.crc``,
+        """``reference.protocol.faults.damage`` on Spark's checkpoint; a deleted file's checksum (``.<name>.crc``,
         which Hadoop's local file system keeps beside it) goes with it."""
         path = fault.path or ""
         storage = LocalStorage(self.checkpoint.path)

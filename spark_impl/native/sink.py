@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from reference.outcome import SinkEntry, canonical_rows, digest_rows
+from reference.protocol.outcome import SinkEntry, canonical_rows, digest_rows
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from reference.recovery import RestartPlan
+from reference.protocol.recovery import RestartPlan
 
 from .plan import InputFiles, parse_batch_file
 

@@ -5,7 +5,7 @@
 operator) and, for a join, ``joinSide`` (left / right: the data source joins the
 side's two internal stores back into ``(key, row)`` pairs) gives every key and
 value of one version. This module turns them into the pairs
-``reference/operators.py`` keeps:
+``reference/language/operators.py`` keeps:
 
 ====================== ============================== ===================================
 operator               Spark state (key -> value)      reference state (key -> value)
@@ -19,7 +19,7 @@ stateful_function      key -> ((total, cnt, last),        key -> [total, count, 
 ====================== ============================== ===================================
 
 Partitions: Spark routes a key to state partition ``Murmur3(key) mod n``; the
-reference routes with ``crc32(key) mod n`` (``reference.sources.partition_of``).
+reference routes with ``crc32(key) mod n`` (``reference.protocol.sources.partition_of``).
 The two assign different keys to a partition, but both are functions of the key
 alone, so the state of one version is the same set of pairs either way; only the
 grouping into partitions differs. The adapter therefore re-buckets every pair
@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from reference.query import pipeline_store_ids
-from reference.scenario import Scenario
-from reference.sources import partition_of
+from reference.protocol.query import pipeline_store_ids
+from reference.language.scenario import Scenario
+from reference.protocol.sources import partition_of
 
 from .support import describe_failure
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import importlib.util
 
-from reference.backend import ScenarioRefused
-from reference.scenario import Fault, Scenario
+from reference.protocol.backend import ScenarioRefused
+from reference.language.scenario import Fault, Scenario
 
 BACKEND = "spark-native"
 
@@ -133,7 +133,7 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
         if src.kind == "redelivering":
             field = "source.kind" if side == "main" else f"sources.{side}.kind"
             raise NativeUnsupported(field, "a redelivering source needs the project's fetch-and-dedup layer "
-                                           "(reference/redelivery.py) in the driver's plan; open-source Spark has "
+                                           "(reference/protocol/redelivery.py) in the driver's plan; open-source Spark has "
                                            "no Pub/Sub connector to run it through")
     for i, fault in enumerate(scenario.faults):
         fault_site(fault, f"faults[{i}]", realtime=realtime)

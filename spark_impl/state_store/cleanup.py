@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reference import layout
-from reference.changelog import MAGIC
-from reference.storage import CheckpointFormatError, Storage
+from reference.protocol import layout
+from reference.protocol.changelog import MAGIC
+from reference.protocol.storage import CheckpointFormatError, Storage
 
 from .changelog_codec import read_header
 from .checkpoint_fs import StateFileKey, StoreId, list_sst_names, list_state_files

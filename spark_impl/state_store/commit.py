@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from reference.changelog import StateFileHeader
-from reference.storage import Storage
+from reference.protocol.changelog import StateFileHeader
+from reference.protocol.storage import Storage
 
 from .changelog_codec import ChangelogBuffer, RawChange, encode_state_file_raw
 from .checkpoint_fs import StoreId

@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Iterable, Protocol
 
-from reference.storage import Storage
+from reference.protocol.storage import Storage
 
 DEFAULT_MAINTENANCE_THREADS = 2
 DEFAULT_DELETE_THREADS = 4

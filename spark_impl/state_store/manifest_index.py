@@ -11,8 +11,8 @@ are dropped.
 
 from __future__ import annotations
 
-from reference.changelog import MAGIC
-from reference.storage import CheckpointFormatError, Storage
+from reference.protocol.changelog import MAGIC
+from reference.protocol.storage import CheckpointFormatError, Storage
 
 from .checkpoint_fs import StateFileKey
 from .sst_files import decode_manifest

@@ -25,8 +25,8 @@ import shutil
 from collections.abc import Container, Iterable
 from typing import cast
 
-from reference.changelog import StateFileHeader
-from reference.storage import Storage
+from reference.protocol.changelog import StateFileHeader
+from reference.protocol.storage import Storage
 
 from .changelog_codec import RawChange, encode_state_file_raw
 from .checkpoint_fs import StoreId, list_sst_names, list_state_files

@@ -25,7 +25,7 @@ from typing import Any
 
 import rocksdict
 
-from reference.changelog import encode_value
+from reference.protocol.changelog import encode_value
 
 from .changelog_codec import ChangelogBuffer
 from .local_db import LocalWorkspace

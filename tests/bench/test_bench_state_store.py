@@ -46,8 +46,8 @@ from pathlib import Path
 import pytest
 import rocksdict
 
-from reference.changelog import encode_value
-from reference.storage import DurableStorage, LocalStorage
+from reference.protocol.changelog import encode_value
+from reference.protocol.storage import DurableStorage, LocalStorage
 from spark_impl.state_store import MemoryBudget, RocksDBStateStore, memory_usage, shared_memory
 
 STATE_KEYS = 1_000_000

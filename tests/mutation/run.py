@@ -207,8 +207,9 @@ def _imports_of_tests() -> dict[str, set[str]]:
     out = {}
     for test in test_files():
         tree = ast.parse((ROOT / test).read_text())
-        if runs_without_spark(tree):
-            out[test] = import_names(tree, test)
+        if runs_without_spark(tree):   # importing a.b.c runs a/__init__.py and a/b/__init__.py too
+            out[test] = {".".join(n.split(".")[:i]) for n in import_names(tree, test)
+                         for i in range(1, n.count(".") + 2)}
     return out
 
 
@@ -528,6 +529,9 @@ def report(scope: list[str], tests: dict[str, list[str]], keys: dict[str, str], 
             equivalent += [{"mutant": f"{m.file}:{m.line} {m.operator}: {m.before_after[0]} -> {m.before_after[1]}",
                             "reason": e["reason"]} for m, e in eq]
             survivors += [{"file": m.file, "line": m.line, "operator": m.operator, "diff": m.diff} for m in live]
+        elif module in old and not (ROOT / module).exists():
+            print(f"{module}: dropped (no such module any more; its code, if moved, is measured where it is now)")
+            continue
         elif module in old:
             entry = dict(old[module])
             entry.setdefault("date", previous.get("date"))
