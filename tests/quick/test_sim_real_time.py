@@ -26,7 +26,7 @@ from sim.cost_model import load_profile
 from sim.real_time import long_running_task, record_path_ms
 from sim.simulation import SimModeError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "experiments" / "scenarios"
 NAMES = ["real-time-aggregate", "real-time-window", "real-time-stateless-crash"]
 
@@ -126,11 +126,11 @@ def real_time_scenarios(draw: st.DrawFn) -> Scenario:
 def test_generated_real_time_scenarios_pass_every_oracle_on_the_reference_and_the_sim(scenario):
     note(scenario.to_json())
     reference = run_scenario(scenario)
-    assert not failures(check_outcome(scenario, reference.protocol.outcome(), reference.protocol.storage))
+    assert not failures(check_outcome(scenario, reference.outcome(), reference.storage))
     sim = simulate(scenario)
     assert not failures(check_outcome(scenario, sim.outcome(), sim.storage))
     if not scenario.faults:
-        assert first_difference(sim.outcome(), reference.protocol.outcome(), scenario.sink_mode) is None
+        assert first_difference(sim.outcome(), reference.outcome(), scenario.sink_mode) is None
 
 
 def test_bounded_replay_replays_at_most_two_progress_intervals_instead_of_the_batch():

@@ -52,7 +52,7 @@ def test_sim_passes_every_oracle_the_reference_passes(scenario: Scenario) -> Non
     outcome = sim.outcome()
     note(f"sim error: {outcome.error}; recoveries {outcome.recoveries}")
     sim_fail = _failing_checks(scenario, outcome, sim.storage)
-    ref_fail = _failing_checks(scenario, reference.protocol.outcome(), reference.protocol.storage)
+    ref_fail = _failing_checks(scenario, reference.outcome(), reference.storage)
     for verdict in failures(check_outcome(scenario, outcome, sim.storage)):
         note(verdict.describe())
     assert sim_fail <= ref_fail, f"the simulator fails {sorted(sim_fail - ref_fail)} where the reference passes"
