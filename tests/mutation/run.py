@@ -161,15 +161,16 @@ def module_files() -> list[str]:
                   if "__pycache__" not in p.parts)
 
 
-def resolve(name: str) -> str:
+def resolve(name: str, files: list[str] | None = None) -> str:
     """A module named as ``MODULES`` names them (``oracles``: in ``reference/``; ``sim/latency``: in ``sim/``), or
-    by its path, -> its path; ``ValueError`` when none or several match."""
+    by its path, -> its path (among ``files``, default ``module_files()``); ``ValueError`` when none or several
+    match."""
     if name.endswith(".py"):
         if (ROOT / name).is_file():
             return name
         raise ValueError(f"no module {name}")
     package, stem = name.split("/", 1) if "/" in name else ("reference", name)
-    found = [p for p in module_files() if p.startswith(package + "/") and Path(p).stem == stem]
+    found = [p for p in (files or module_files()) if p.startswith(package + "/") and Path(p).stem == stem]
     if len(found) != 1:
         raise ValueError(f"module {name!r} matches {found or 'nothing'} in {package}/")
     return found[0]
@@ -237,19 +238,25 @@ def tests_for(module: str) -> list[str]:
     (``import a.b``, ``from a.b import c``, ``from a import b``), or failing those the ones that import a module
     that imports it (up to ``IMPORT_HOPS`` steps away): those named after it first, then the shortest, at most
     ``AUTO_TESTS``; a test file whose every test needs Spark does not count. Empty when no test reaches it."""
+    files = module_files()
     for name, tests in MODULES.items():
-        if resolve(name) == module:
+        if resolve(name, files) == module:
             return [t for t in tests if (ROOT / t.split("::")[0]).exists()]
     stem = Path(module).stem
     names = {_dotted(module)}
+    by_path = {_dotted(m): m for m in files}
     for _hop in range(IMPORT_HOPS + 1):
         importers = [t for t, imported in _imports_of_tests().items() if names & imported]
         if importers:
-            importers.sort(key=lambda t: (stem not in Path(t).stem, len((ROOT / t).read_text().splitlines()), t))
+            importers.sort(key=lambda t: (stem not in Path(t).stem, _lines(ROOT / t), t))
             return importers[:AUTO_TESTS]
-        by_path = {_dotted(m): m for m in module_files()}
         names = {up for name in names if name in by_path for up in _importers_in_scope().get(by_path[name], set())}
     return []
+
+
+@functools.cache
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
 
 
 def _text_hash(path: Path) -> str:
