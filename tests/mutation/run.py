@@ -236,8 +236,8 @@ def _importers_in_scope() -> dict[str, set[str]]:
 def tests_for(module: str) -> list[str]:
     """The tests that judge ``module``: its documented subset (``MODULES``), else the test files that import it
     (``import a.b``, ``from a.b import c``, ``from a import b``), or failing those the ones that import a module
-    that imports it (up to ``IMPORT_HOPS`` steps away): those named after it first, then the shortest, at most
-    ``AUTO_TESTS``; a test file whose every test needs Spark does not count. Empty when no test reaches it."""
+    that imports it (up to ``IMPORT_HOPS`` steps away): those named after it first, then the quick tier's, then
+    the shortest, at most ``AUTO_TESTS``; a test file whose every test needs Spark does not count. Empty when no test reaches it."""
     files = module_files()
     for name, tests in MODULES.items():
         if resolve(name, files) == module:
@@ -248,10 +248,15 @@ def tests_for(module: str) -> list[str]:
     for _hop in range(IMPORT_HOPS + 1):
         importers = [t for t, imported in _imports_of_tests().items() if names & imported]
         if importers:
-            importers.sort(key=lambda t: (stem not in Path(t).stem, _lines(ROOT / t), t))
+            importers.sort(key=lambda t: (stem not in Path(t).stem, _tier(t), _lines(ROOT / t), t))
             return importers[:AUTO_TESTS]
         names = {up for name in names if name in by_path for up in _importers_in_scope().get(by_path[name], set())}
     return []
+
+
+def _tier(test: str) -> int:
+    """The cheaper tier first (``tests/quick/``, then the others): each mutant runs the subset."""
+    return 0 if test.startswith("tests/quick/") else 1
 
 
 @functools.cache
