@@ -3,7 +3,7 @@ rules that read a claim's target from the post's own words, and the tallies clai
 experiment keeps the claims it judges in its own folder (``experiments/<name>/claims.py``); ``experiments.claims``
 gathers them into the one table.
 
-Each ``Claim`` carries the source it comes from, the exact sentence that states it (``tests/test_claims.py``
+Each ``Claim`` carries the source it comes from, the exact sentence that states it (``tests/quick/test_claims.py``
 finds it in the archived copy of the post), the post's own words for the number (``words``, a part of that
 sentence) and the **rule** that reads a target from those words. The rule is the whole of the registration: no
 claim carries a tolerance. A verdict (``experiments.verdicts``) widens the target by nothing but the noise it
@@ -25,12 +25,21 @@ Lightspeed posts publishes; every other category (a direction we ``derived`` fro
 ``external`` figure such as Flink's or Young's formula, an ``anchor`` from the real-time benchmark, a
 ``calibration`` target from the performance-model literature) is counted in the other tally, never mixed with
 the first.
+
+The archived posts are not part of the repository: the quote check (``tests/quick/test_claims.py``) reads them from
+``$LIGHTSPEED_SOURCES`` and is skipped, saying why, without it; ``.ci/run`` sets it and
+``LIGHTSPEED_STRICT_SOURCES=1``, which makes their absence a failure. Each quote records the digest (sha256) of the
+copy it was found in (``checked_against``): a quote that is not in its post is a wrong quote when the post is that
+copy, and a changed post otherwise (``quote_problem``). Nothing else in the project keeps a copy of a published
+number.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +54,9 @@ CATEGORIES = ("published", "derived", "external", "anchor", "calibration")
 LIGHTSPEED, OTHER = "the Lightspeed posts' published numbers", "everything else"
 TALLIES = {"published": LIGHTSPEED, "derived": OTHER, "external": OTHER, "anchor": OTHER, "calibration": OTHER}
 LIGHTSPEED_SOURCES = ("subsecond", "update", "rocksdb", "asyncstate")
-SOURCES_ENV = "LIGHTSPEED_SOURCES"      # where the archived posts are, when not beside the repository
+SOURCES_ENV = "LIGHTSPEED_SOURCES"      # the folder of the archived posts (not in the repository)
 MINUS, TIMES, DASH = "\u2212", "\u00d7", "\u2013"
+STRICT_SOURCES_ENV = "LIGHTSPEED_STRICT_SOURCES"   # "1": without the posts the quote check fails, not skips
 
 
 @dataclass(frozen=True)
@@ -115,11 +125,16 @@ class Claim:
     experiment: str | None = None   # the experiment that judges it (experiments.registry); None: none does
     untested: str = ""           # why no experiment judges it
     sense: str = ""              # how a measured value reads in words (SENSES); "": as a plain number
+    checked_against: str = ""    # sha256 of the archived post the quote was found in ("": no archived copy)
 
     def __post_init__(self) -> None:
         assert self.sense in SENSES, f"claim sense {self.sense!r} is not one of {SENSES}"
         assert self.rule in RULES, f"claim rule {self.rule!r} is not one of {RULES}"
         assert self.category in CATEGORIES, f"claim category {self.category!r} is not one of {CATEGORIES}"
+        assert (SOURCES[self.source].file is None) == (not self.checked_against), (
+            "a quote from an archived post names the post's digest it was checked against, and only such a quote")
+        assert not self.checked_against or re.fullmatch(r"[0-9a-f]{64}", self.checked_against), \
+            f"checked_against is a sha256 in hex, not {self.checked_against!r}"
         assert self.low <= self.high, f"published range {self.low}..{self.high} is reversed"
         assert self.words and self.words in self.quote, f"the words {self.words!r} are not in the quote"
         assert self.rule in ("range",) or self.low == self.high, f"a {self.rule} claim states one number"
@@ -222,12 +237,30 @@ SOURCES: dict[str, Source] = {
 
 
 def sources_dir() -> Path | None:
-    """The directory holding the archived posts: ``$LIGHTSPEED_SOURCES``, else ``shared/sources`` beside the
-    repository or one level further up (a worktree); None when none exists."""
-    if os.environ.get(SOURCES_ENV):
-        return Path(os.environ[SOURCES_ENV])
-    root = Path(__file__).resolve().parent.parent
-    for candidate in (root.parent / "shared" / "sources", root.parent.parent / "shared" / "sources"):
-        if candidate.is_dir():
-            return candidate
-    return None
+    """The folder of the archived posts, ``$LIGHTSPEED_SOURCES``; None when it is not set. The repository holds
+    no copy of the posts and looks for them nowhere else."""
+    folder = os.environ.get(SOURCES_ENV)
+    return Path(folder) if folder else None
+
+
+def post_digest(post: bytes) -> str:
+    """The digest a claim records of the post its quote was checked against."""
+    return hashlib.sha256(post).hexdigest()
+
+
+def quote_problem(claim: Claim, folder: Path) -> str | None:
+    """What is wrong with ``claim``'s quote against its archived post in ``folder``: None when the quote is in the
+    post it was checked against; otherwise whether the quote is wrong (the post is that copy) or the post changed
+    (its digest is not the one the claim records)."""
+    name = SOURCES[claim.source].file
+    assert name is not None, f"source {claim.source!r} has no archived copy"
+    post = (folder / name).read_bytes()
+    digest = post_digest(post)
+    found = claim.quote in post.decode("utf-8")
+    if found and digest == claim.checked_against:
+        return None
+    if digest != claim.checked_against:
+        return (f"{name} changed since the quote was checked (sha256 {digest}, the claim records "
+                f"{claim.checked_against}): " + ("the quote is still in it; record the new digest" if found else
+                                                  "the quote is not in it; check the quote against the new post"))
+    return f"the quote is not in {name}, the copy it was checked against (sha256 {digest}): the quote is wrong"

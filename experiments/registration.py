@@ -9,7 +9,7 @@ changed in the working tree and not committed is registered "now", after every r
 A result may judge a claim only if every commit it was measured at comes after the claim's registration (the
 registration commit is an ancestor of it). A change of rule or target therefore makes every earlier result
 unfit to judge the claim: the change forces a new measurement. ``unregistered`` says why a result may not judge
-a claim; ``tests/test_registration.py`` fails when a result the paper counts does not pass it.
+a claim; ``tests/quick/test_registration.py`` fails when a result the paper counts does not pass it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ provenance, sentences, tables and figures. ``paper/`` renders it (Typst); nothin
 
 Each experiment owns its section (``experiments/<name>/section.py``, ``write(w)``), written with these blocks: a
 section reads its experiment's results files through ``Writeup.run`` and shows every number through ``Values``,
-which records the file and key it came from, so that ``tests/test_paper.py`` can resolve each one again. A
+which records the file and key it came from, so that ``tests/slow/test_paper.py`` can resolve each one again. A
 published number comes from ``experiments.claims`` (provenance ``experiments/claims.py``); a verdict from its
 run's ``summary.findings``, never judged here.
 

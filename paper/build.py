@@ -19,7 +19,7 @@ commands that make it), and writes
   for byte into ``paper/figures/``, and the figures drawn here (the step graph);
 - ``paper/generated/provenance.json``: for every value, the results file (or
   ``experiments/claims.py``) and key path it was read from, the raw value, and
-  how it was derived and formatted (``tests/test_paper.py`` resolves each one);
+  how it was derived and formatted (``tests/slow/test_paper.py`` resolves each one);
 - ``paper/generated/figures.json``: each figure and its source.
 
 Then it compiles ``paper/lightspeed-ref.typ`` with Typst (``--pdf``).
@@ -94,7 +94,7 @@ def section_claims(w: Writeup) -> None:
                                 "Judged by"], rows,
                                aligns=["left", "right", "left", "left", "left"],
                                widths=["1.3fr", "auto", "2fr", "auto", "1.4fr"]),
-            label="tab-published", commands=["(experiments/<name>/claims.py; tests/test_claims.py finds each quote)"],
+            label="tab-published", commands=["(experiments/<name>/claims.py; tests/quick/test_claims.py finds each quote)"],
             caption="Every published claim: the post's own words for it, the rule that reads its target from those "
                     "words (no tolerance is added; a verdict widens it by the measured noise alone), its category "
                     "(published counts in the Lightspeed tally, every other category in the other one) and source, "

@@ -16,31 +16,37 @@ CLAIMS: dict[str, Claim] = {
         "Databricks' investigation of the RocksDB store before the changes", "state store commits, share of task "
         "time", "range", 50.0, 80.0, "%", "published",
         untested="it describes the RocksDB store before the post's changes; async-state-checkpoint reports its own "
-                 "commits' share of a batch beside it"),
+                 "commits' share of a batch beside it",
+        checked_against="49c2f9413fcf991f01cf370b01c6038b745ca2fa4d2f6aa464f36f0b20d32c10"),
     "asc_pending": Claim(
         "asyncstate", "As of current, the feature allows for up to one micro-batch to be pending checkpoint "
         "completion.", "up to one micro-batch", "the post's description", "micro-batches pending their state "
         "checkpoint", "at most", 1.0, 1.0, "batches", "published", neutral=None,
         untested="a rule of the protocol: the step graph holds it, and the explorer and the fault matrix check the "
-                 "replay bound it implies"),
+                 "replay bound it implies",
+        checked_against="2283ec2853294684604ce7b7c61526cb0d055dc458085e8cd1549ececa323b92"),
     "asc_rerun": Claim(
         "asyncstate", "The tradeoff for lower data latency is that, on failure, the query may need to re-process "
         "two micro-batches to give the same fault-tolerance guarantees: the current micro-batch undergoing "
         "computation and the prior micro-batch whose state checkpoint was in process.",
         "may need to re-process two micro-batches", "the post's description",
         "micro-batches re-processed after a failure", "at most", 2.0, 2.0, "batches", "published", neutral=None,
-        experiment="async-state-checkpoint"),
+        experiment="async-state-checkpoint",
+        checked_against="2283ec2853294684604ce7b7c61526cb0d055dc458085e8cd1549ececa323b92"),
     "asc_mean_cut": Claim(
         "asyncstate", _ASC_MEAN, "improve by up to 25%", "in-house and customer workloads (not described)",
         "mean batch duration cut, largest state", "up to", 25.0, 25.0, "%", "published",
-        experiment="async-state-checkpoint", sense="lower"),
+        experiment="async-state-checkpoint", sense="lower",
+        checked_against="2283ec2853294684604ce7b7c61526cb0d055dc458085e8cd1549ececa323b92"),
     "asc_millions": Claim(
         "asyncstate", _ASC_MEAN, "large state sizes with millions of entries",
         "in-house and customer workloads (not described)", "mean cut, largest state over smallest", "more", 0.0, 0.0,
-        "%", "derived", experiment="async-state-checkpoint", sense="points"),
+        "%", "derived", experiment="async-state-checkpoint", sense="points",
+        checked_against="2283ec2853294684604ce7b7c61526cb0d055dc458085e8cd1549ececa323b92"),
     "asc_peak": Claim(
         "asyncstate", "Anecdotally, we’ve seen even bigger improvements in peak micro-batch duration (the longest "
         "time it takes for the stream to process a micro-batch).", "even bigger improvements in peak",
         "in-house and customer workloads (anecdotal)", "peak batch cut over the mean batch cut", "more", 0.0, 0.0,
-        "%", "derived", experiment="async-state-checkpoint", sense="points"),
+        "%", "derived", experiment="async-state-checkpoint", sense="points",
+        checked_against="2283ec2853294684604ce7b7c61526cb0d055dc458085e8cd1549ececa323b92"),
 }

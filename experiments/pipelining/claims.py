@@ -10,5 +10,6 @@ CLAIMS: dict[str, Claim] = {
         "update", "In the benchmarks we have run so far to quantify the performance uplift pipelined execution "
         "gives, we have noticed a 2-3x improvement in throughput and cost reduction.", "a 2-3x improvement",
         "the update post's pipelining benchmarks (not described)", "throughput speed-up from pipelining", "range",
-        2.0, 3.0, "x", "published", neutral=1.0, experiment="pipelining"),
+        2.0, 3.0, "x", "published", neutral=1.0, experiment="pipelining",
+        checked_against="49c2f9413fcf991f01cf370b01c6038b745ca2fa4d2f6aa464f36f0b20d32c10"),
 }

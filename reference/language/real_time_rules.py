@@ -1,4 +1,4 @@
-"""What Spark's real-time mode accepts of a scenario's query, sources and sink (SPEC section 1, ``engine.real_time``).
+"""What Spark's real-time mode accepts of a scenario's query, sources and sink (spec section 1, ``engine.real_time``).
 
 The engine section's own rules (the 5 s minimum batch, no pipelining, the
 logs and the state provider) are in ``engine_config.check_real_time_engine``;
@@ -8,7 +8,9 @@ states it:
 - operators: ``RealTimeModeAllowlist`` (sql/core, ``streaming/runtime``) lists
   the physical operators a real-time plan may hold. It allows projections and
   filters (``map``), the streamline aggregation (``aggregate``, and a windowed
-  one with a watermark, ``window_aggregate``), ``dropDuplicates`` and the JVM
+  one with a watermark, ``window_aggregate``), ``dropDuplicates``
+  (``StreamingDeduplicateExec``: ``dedup``, with or without a watermark, since
+  ``EventTimeWatermarkExec`` is allowed too) and the JVM
   ``transformWithState``; it does not allow ``StreamingSymmetricHashJoinExec``
   (stream-stream joins), ``StreamingDeduplicateWithinWatermarkExec`` (until
   SPARK-59385, after 4.3) or ``FlatMapGroupsWithStateExec``;
@@ -29,7 +31,7 @@ from __future__ import annotations
 from .field_reader import ScenarioError
 from .operator_spec import OperatorSpec
 
-REAL_TIME_OPERATORS = ("map", "aggregate", "window_aggregate")
+REAL_TIME_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup")
 REAL_TIME_SOURCES = ("rate", "explicit", "redelivering")
 
 _REFUSED_OPERATORS = {

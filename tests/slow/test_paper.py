@@ -53,7 +53,7 @@ ALLOWED = (
     # versions of the software named (what changed when, not what was measured)
     (r"\bSpark \d+(\.\d+)+\b", "a Spark release"),
     # the project's own spec sections, which the prose cites by number (section structure)
-    (r"\bSPEC section \d+\b|\bspecification, section \d+\b", "a section of the project's spec"),
+    (r"\bspec section \d+\b|\bspecification, section \d+\b", "a section of the project's spec (docs/spec.md)"),
     # the confidence level of every verdict (experiments.verdicts.CONFIDENCE: a rule, not a measurement)
     (r"\b95% confidence interval\b", "the verdicts' confidence level"),
     # Young's formula: the constant of a published formula, not a measurement
