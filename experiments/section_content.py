@@ -59,9 +59,15 @@ class Run:
         return len(self.doc.get("seeds") or [])
 
     @property
+    def seed_words(self) -> str:
+        """Its seeds in words: "1 seed", "3 seeds", or "no seed" for a run that draws nothing at random (the
+        explorer)."""
+        return f"{self.seeds} seed{'s' * (self.seeds != 1)}" if self.seeds else "no seed"
+
+    @property
     def tag(self) -> str:
         """Backend, mode and seeds: what every row built from this run says about it."""
-        return f"{BACKEND_NAME[self.backend]}, {self.mode}, {self.seeds} seed{'s' * (self.seeds != 1)}"
+        return f"{BACKEND_NAME[self.backend]}, {self.mode}, {self.seed_words}"
 
     @property
     def dirty(self) -> bool:
@@ -583,7 +589,7 @@ class Writeup:
         findings count (fresh) or what it is (stale, exploratory, ...)."""
         standing = self.results.standing(run)
         commits = ", ".join(c[:7] for c in standing.commits) or "an unrecorded commit"
-        return text(f"{BACKEND_NAME[run.backend]}, {run.mode} mode, {run.seeds} seed{'s' * (run.seeds != 1)}, "
+        return text(f"{BACKEND_NAME[run.backend]}, {run.mode} mode, {run.seed_words}, "
                     f"measured at ", code(commits) if standing.commits else commits,
                     ", " + ("fresh" if standing.counted else standing.status))
 

@@ -38,4 +38,4 @@ def write(w: Writeup) -> None:
             runs=[run] if run is not None else [], commands=[] if run is not None else ["lightspeed zoo"])
     total = w.v.add("zoo_total", [(file, path)], "int", "len")
     caught = w.v.add("zoo_caught", [(file, path)], "int", "caught")
-    w.text("zoo", f"The bug zoo planted {total} bugs; {caught} were caught (" + code(file) + ").")
+    w.text("zoo", f"Of the {total} bugs planted, {caught} were caught (" + code(file) + ").")

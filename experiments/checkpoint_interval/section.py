@@ -88,7 +88,7 @@ def _snap_finding(w: Writeup, run: Run) -> None:
         stopped = w.counted(run, "young_optimum")
         said = w.v.of(run, f"{name}_v", ["summary", "verdicts", found[0], "verdict"], "str") \
             if stopped is None else "no verdict, " + stopped
-        w.text(name, f"{said} (the best interval rounds to Young's at the nearest doubling)")
+        w.text(name, f"{said}")     # the prose states the target: Young's optimum at the nearest doubling
     found = _scope_verdict(run, "snapshot")
     if found is None:
         w.text("ci_snap_finding", "the run has no verdict on Young's optimum")

@@ -30,8 +30,8 @@ def write(w: Writeup) -> None:
                 w.v.absent(f"fm_{key(backend)}_{s}")
             continue
         shown.append(run)
-        rows.append([f"{BACKEND_NAME[backend]} ({run.mode} run {run.file.split('/')[-2]}, {run.seeds} seed"
-                         f"{'s' * (run.seeds != 1)})"] +
+        rows.append([f"{BACKEND_NAME[backend]} (in the {BACKEND_NAME[run.backend]} {run.mode} run, "
+                     f"{run.seeds} seed{'s' * (run.seeds != 1)})"] +
                     [w.v.of(run, f"fm_{key(backend)}_{s}", ["summary", "counts", backend, s], "int") for s in STATUSES])
     runs = list(dict.fromkeys(shown))
     w.table("fault_matrix", Table(["Backend (run)", "Pass", "Loud", "Fail", "Unsupported"], rows),
