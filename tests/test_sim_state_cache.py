@@ -11,7 +11,8 @@ import dataclasses
 
 import pytest
 
-from experiments.defs import rate_scenario, step_durations
+from experiments.outcome_metrics import step_durations
+from experiments.scenario_builders import rate_scenario
 from reference.judge.compare import first_difference
 from reference.protocol.run import run_scenario
 from reference.language.scenario import Scenario
