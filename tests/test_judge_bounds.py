@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from reference.judge import bounds as bounds_module
-from reference.judge.bounds import Bounds, UnboundedGraph, bounds_of, most_not_waiting
+from reference.judge.bounds import Bounds, bounds_of
 from reference.language.catalogue import make
 from reference.judge.checkpoint_rules import violations
-from reference.protocol.graph import Node, shape_of
+from reference.protocol.graph import Node, UnboundedGraph, most_not_waiting
+from reference.protocol.modes import shape_of
 from reference.judge.oracles import Context, check_outcome, failures, recoveries
 from reference.protocol.outcome import Outcome, Recovery
 from reference.protocol.run import run_scenario
@@ -86,10 +87,10 @@ def test_async_progress_re_runs_the_batches_between_persisted_entries_and_those_
     latest persisted entry L is 2 batches after the previous one P. Under async progress ``plan`` of b waits
     for ``commit_log_write`` of b - 2, so with commits/L not written the newest batch planned is L + 1: a
     restart re-runs P+1..L+1, 3 batches (2 + 2 - 1). Under pipelining at depth 3, L + 2: 4."""
-    assert bounds_of(make("map", "async_progress")).async_progress_rerun == 3
-    assert bounds_of(make("map", "async_progress", pipelining=True, pipeline_depth=3)).async_progress_rerun == 4
-    assert bounds_of(make("map", "async_progress", trigger_interval_ms=300)).async_progress_rerun == 2
-    assert bounds_of(make("map")).async_progress_rerun is None
+    assert bounds_of(make("map", "async_progress")).replay == 3
+    assert bounds_of(make("map", "async_progress", pipelining=True, pipeline_depth=3)).replay == 4
+    assert bounds_of(make("map", "async_progress", trigger_interval_ms=300)).replay == 2
+    assert bounds_of(make("map")).replay == bounds_of(make("map")).in_flight == 1   # sync: the batches in flight
 
 
 @pytest.mark.parametrize("mode, extra, ceiling", [
@@ -191,7 +192,7 @@ def test_a_shape_that_is_not_hashable_is_still_read(monkeypatch):
 
 
 def test_a_shape_that_supplies_its_own_bounds_is_read_first(monkeypatch):
-    own = Bounds(in_flight=7, pending_state_commits=0, planned_in_flight=7, async_progress_rerun=None,
+    own = Bounds(in_flight=7, pending_state_commits=0, planned_in_flight=7, replay=7,
                  copies_per_rerun=1, offset_entries_kept=4, commit_entries_kept=1, purge_lag=1,
                  offset_entries_ceiling=None, versions_kept=3)
 

@@ -25,6 +25,10 @@ from reference.protocol.run import run_scenario
 from reference.language.scenario import Scenario
 from reference.protocol.sources import SourceData
 from reference.protocol.storage import DurableStorage
+from reference.protocol.modes import mode_named, mode_of
+from reference.language.engine_config import EngineConfig
+
+SYNC = mode_named(EngineConfig())
 
 
 def fault(kind: str, step: str, batch: int, when: str = "before", partition: int | None = None) -> dict[str, Any]:
@@ -146,7 +150,7 @@ def test_a_batch_whose_sink_commit_a_restart_repeats_is_delivered_twice():
 def test_an_incarnations_recorded_cuts_are_keyword_only():
     scenario = make("aggregate", batches=2)
     data = SourceData.of(scenario)
-    restart = plan_restart(DurableStorage(), "sync", len(data.partitions))
+    restart = plan_restart(DurableStorage(), SYNC, len(data.partitions))
     with pytest.raises(TypeError):
         Incarnation(scenario, data, DurableStorage(), restart, 0, Observer(), {})   # type: ignore[misc]
     assert Incarnation(scenario, data, DurableStorage(), restart, 0, Observer(), recorded_cuts={}).plans
@@ -190,7 +194,7 @@ def incarnation(operator: str = "aggregate", mode: str = "sync", *, partitions: 
     scenario = Scenario.from_dict(d)
     data = SourceData.of(scenario)
     storage = storage if storage is not None else DurableStorage()
-    restart = plan_restart(storage, scenario.engine.progress_mode, len(data.partitions))
+    restart = plan_restart(storage, mode_of(scenario), len(data.partitions))
     return Incarnation(scenario, data, storage, restart, 0, Observer())
 
 
@@ -368,7 +372,7 @@ def test_the_watermark_noted_when_a_task_runs_is_the_one_its_commit_holds():
         {"kind": "window_aggregate", "agg": "sum", "window_ms": 30, "watermark_delay_ms": 5}]}
     scenario = Scenario.from_dict(d)
     data = SourceData.of(scenario)
-    inc = Incarnation(scenario, data, DurableStorage(), plan_restart(DurableStorage(), "sync", len(data.partitions)),
+    inc = Incarnation(scenario, data, DurableStorage(), plan_restart(DurableStorage(), SYNC, len(data.partitions)),
                       0, Observer())
     run_batch(inc, 0)
     run_batch(inc, 1, upto="task_apply")
@@ -457,7 +461,7 @@ def test_an_executor_loss_drops_the_stores_on_the_executor_the_failing_task_runs
     scenario = Scenario.from_dict(counts())
     data = SourceData.of(scenario)
     storage = DurableStorage()
-    inc = Incarnation(scenario, data, storage, plan_restart(storage, "sync", len(data.partitions)), 0, Observer())
+    inc = Incarnation(scenario, data, storage, plan_restart(storage, SYNC, len(data.partitions)), 0, Observer())
     for b in range(4):
         run_batch(inc, b)
     run_batch(inc, 4, upto="state_load")

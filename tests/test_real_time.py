@@ -17,22 +17,34 @@ import pytest
 
 from reference.protocol import layout
 from reference.judge.explorer import Model, explore, writing_cuts, first_graph
-from reference.protocol.graph import GraphShape, Node, RealTimeShape, shape_of
+from reference.protocol.graph import GraphShape, Node, most_not_waiting
 from reference.protocol.incarnation import Incarnation
 from reference.protocol.logs import CommitEntry, OffsetEntry
 from reference.judge.oracles import check_outcome, failures
-from reference.protocol.real_time import purge_uncommitted_offsets, uncommitted_at_most
+from reference.protocol.modes import checked, mode_of, shape_of
+from reference.protocol.modes.bounded_replay import BoundedReplay
+from reference.protocol.modes.real_time import RealTimeShape, purge_uncommitted_offsets
 from reference.protocol.recovery import RestartPlan, plan_restart
 from reference.protocol.run import run_scenario
 from reference.language.scenario import Scenario, ScenarioError
 from reference.language.steps import NodeId
 from reference.protocol.storage import DurableStorage
+from reference.protocol.modes import mode_named
+from reference.language.engine_config import EngineConfig
+
+SYNC = mode_named(EngineConfig())
+REAL_TIME = mode_named(EngineConfig(real_time=True, trigger_interval_ms=5000))
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
 
 def load(name: str) -> dict:
     return json.loads((SCENARIOS / f"{name}.json").read_text())
+
+
+def uncommitted_at_most(shape) -> int:
+    """The batches the step graph lets be planned and not committed (what a real-time restart replays)."""
+    return most_not_waiting(shape, "commit_log_write", "plan")
 
 
 def scenario(name: str = "real-time-aggregate", **engine) -> Scenario:
@@ -78,7 +90,7 @@ def test_a_real_time_engine_section_round_trips_and_defaults_to_five_minutes():
 def test_real_time_mode_refuses_what_spark_refuses_naming_the_rule(change, field, words):
     raw = {**load("real-time-aggregate"), **change}
     with pytest.raises(ScenarioError) as caught:
-        Scenario.from_dict(raw)
+        checked(Scenario.from_dict(raw))
     assert caught.value.field == field and words in str(caught.value)
 
 
@@ -88,12 +100,12 @@ def test_real_time_mode_refuses_a_join_by_the_allowlist():
            "query": {"operator": {"kind": "join", "time_bound_ms": 10, "watermark_delay_ms": 10}}}
     del raw["source"]
     with pytest.raises(ScenarioError, match="StreamingSymmetricHashJoinExec"):
-        Scenario.from_dict(raw)
+        checked(Scenario.from_dict(raw))
 
 
 @pytest.mark.parametrize("name", ["real-time-aggregate", "real-time-window", "real-time-stateless-crash"])
 def test_the_example_real_time_scenarios_are_valid(name):
-    assert Scenario.from_dict(load(name)).engine.real_time
+    assert checked(Scenario.from_dict(load(name))).engine.real_time
 
 
 # ------------------------------------------------------------------ the step graph
@@ -158,15 +170,15 @@ class NeverWaitsForACommit(RealTimeShape):
 def test_a_shape_without_a_replay_bound_is_refused():
     shape = shape_of(scenario())
     unbounded = NeverWaitsForACommit(shape.cfg, shape.partitions, shape.stateful, shape.uses_watermark)
-    with pytest.raises(ValueError, match="no replay bound"):
-        uncommitted_at_most(unbounded)
+    with pytest.raises(ValueError, match="bounds nothing"):
+        mode_of(scenario()).replay_most(unbounded)
 
 
 def test_a_chain_with_one_aggregation_is_accepted():
     raw = {**load("real-time-aggregate"),
            "query": {"operator": {"kind": "chain", "operators": [{"kind": "map"}, {"kind": "aggregate"}]},
                      "state_partitions": 2}}
-    assert Scenario.from_dict(raw).engine.real_time
+    assert checked(Scenario.from_dict(raw)).engine.real_time
 
 
 # ------------------------------------------------------------------ the restart rule
@@ -183,16 +195,16 @@ def logged(offsets: dict[int, tuple[tuple[int, ...], tuple[int, ...]]], commits:
 
 def test_a_real_time_restart_replays_from_the_last_committed_offsets_and_purges_the_entry_after_it():
     storage = logged({0: ((0,), (2,)), 1: ((2,), (5,)), 2: ((5,), (9,))}, [0, 1])
-    plan = plan_restart(storage, "real_time", 1)
+    plan = plan_restart(storage, REAL_TIME, 1)
     assert (plan.first_batch, plan.start_offsets, plan.fixed_offsets, plan.kept_through) == (2, (5,), {}, 1)
-    assert plan_restart(storage, "sync", 1).fixed_offsets == {2: ((5,), (9,))}   # micro-batch re-runs it exactly
+    assert plan_restart(storage, SYNC, 1).fixed_offsets == {2: ((5,), (9,))}   # micro-batch re-runs it exactly
     assert purge_uncommitted_offsets(storage) == [2]
     assert not storage.exists("offsets/2") and storage.exists("offsets/1")
 
 
 def test_a_real_time_restart_with_no_commit_starts_fresh():
     storage = logged({0: ((0,), (2,)), 1: ((2,), (4,))}, [])
-    assert plan_restart(storage, "real_time", 1) == RestartPlan(0, (0,), {}, None)
+    assert plan_restart(storage, REAL_TIME, 1) == RestartPlan(0, (0,), {}, None)
     assert purge_uncommitted_offsets(storage) == [0, 1] and not storage.list("offsets")
 
 
@@ -245,7 +257,7 @@ class LogsOffsetsBeforeTheTasksReport(Incarnation):
 
 def replays_after_the_last_commit(storage, mode, partitions):
     """A restart that takes the uncommitted offset entry as done: it resumes after it."""
-    plan = plan_restart(storage, "sync", partitions)
+    plan = plan_restart(storage, SYNC, partitions)
     if not plan.fixed_offsets:
         return plan
     last = max(plan.fixed_offsets)
@@ -309,7 +321,8 @@ def test_the_spark_backends_refuse_real_time_mode_naming_why():
 
 def test_the_bounded_replay_variant_needs_real_time_mode_and_divides_the_batch():
     sc = Scenario.from_dict(load("real-time-bounded-replay"))
-    assert (sc.engine.real_time_step_ms, sc.engine.real_time_steps_per_batch) == (2500, 2)
+    mode = mode_of(sc)
+    assert isinstance(mode, BoundedReplay) and (mode.step_ms, mode.steps_per_batch) == (2500, 2)
     assert Scenario.from_dict(json.loads(sc.to_json())) == sc
     for engine, words in (({"real_time_progress_ms": 1000}, "needs \"real_time\": true"),
                           ({"real_time": True, "trigger_interval_ms": 5000, "real_time_progress_ms": 3000},
@@ -318,7 +331,7 @@ def test_the_bounded_replay_variant_needs_real_time_mode_and_divides_the_batch()
                            "at most every 100 ms")):
         raw = {**load("real-time-bounded-replay"), "engine": engine}
         with pytest.raises(ScenarioError, match=words) as caught:
-            Scenario.from_dict(raw)
+            checked(Scenario.from_dict(raw))
         assert caught.value.field == "engine.real_time_progress_ms"
 
 
@@ -342,10 +355,9 @@ def test_the_explorer_finds_no_violation_on_the_bounded_replay_variant():
 
 
 def test_the_judges_bounds_and_the_real_time_reading_of_the_graph_agree():
-    """Two readings of one count: ``bounds.bounds_of`` (what the judge enforces) and
-    ``real_time.uncommitted_at_most`` (the real-time model's own reading of its graph) give the same batches in
-    flight on every real-time example."""
+    """Two readings of one count: ``bounds.bounds_of`` (what the judge enforces) and the real-time mode's own
+    reading of its graph (``replay_most``) give the same batches in flight on every real-time example."""
     from reference.judge.bounds import bounds_of
     for name in ("real-time-aggregate", "real-time-window", "real-time-stateless-crash", "real-time-bounded-replay"):
         sc = Scenario.from_dict(load(name))
-        assert bounds_of(sc).in_flight == uncommitted_at_most(shape_of(sc)), name
+        assert bounds_of(sc).in_flight == bounds_of(sc).replay == mode_of(sc).replay_most(shape_of(sc)), name

@@ -1,6 +1,6 @@
 """real-time-mode: Spark's real-time mode against micro-batch with every Lightspeed feature on, and its trade-off.
 
-Real-time mode (Spark 4.1+, ``engine.real_time``; ``reference/protocol/real_time.py``,
+Real-time mode (Spark 4.1+, ``engine.real_time``; ``reference/protocol/modes/real_time.py``,
 ``sim/real_time.py``) runs long-running batches whose tasks deliver each
 record as it arrives, and logs offsets at the end of each batch. Two tasks,
 on the simulator's data mode (the only mode that runs it) with the cluster
@@ -45,8 +45,9 @@ from experiments.measure import simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, over_seeds, percentile
 from experiments.verdicts import judge, report_lines
-from reference.language.engine_config import REAL_TIME_DEFAULT_BATCH_MS, REAL_TIME_MIN_BATCH_MS
-from reference.protocol.real_time import deadline_ms
+from reference.language.engine_config import REAL_TIME_DEFAULT_BATCH_MS
+from reference.protocol.modes import mode_of
+from reference.protocol.modes.real_time import REAL_TIME_MIN_BATCH_MS, RealTime
 from reference.language.scenario import Scenario
 from reference.protocol.timing import first_visible_ms
 from sim.latency import RecordLatency
@@ -147,14 +148,14 @@ class RealTimeMode(Experiment):
         first = first_visible_ms(book.deliveries)
         arrival = book.arrival_ms
         batch_ms = point.params["batch_s"] * 1000
-        engine = Scenario.from_dict(point.scenario).engine
-        step_ms, steps = engine.real_time_step_ms, engine.real_time_steps_per_batch
+        mode = mode_of(Scenario.from_dict(point.scenario))
+        assert isinstance(mode, RealTime), "the experiment runs real-time modes only"
         metrics["progress_points"] = len(outcome.batches)   # offset and commit entries written (two files each)
         if point.task == "boundary":
             near = [first[k] - arrival[k] for k in first
                     if (arrival[k] % batch_ms) < BOUNDARY_WINDOW_MS and arrival[k] >= batch_ms]
             starts = {p.batch_id: p.timestamp_ms for p in outcome.progress if p.timestamp_ms is not None}
-            gaps = [starts[b] - deadline_ms(b - 1, step_ms) for b in sorted(starts) if b > 0 and b % steps == 0]
+            gaps = [starts[b] - mode.deadline_ms(b - 1) for b in sorted(starts) if b > 0 and mode.opens_batch(b)]
             metrics.update({"boundary_p99": percentile(near, 99), "boundary_records": len(near),
                             "gap_ms_mean": sum(gaps) / len(gaps) if gaps else None})
             return metrics
@@ -163,7 +164,7 @@ class RealTimeMode(Experiment):
         # predecessor's deadline
         crash_ms = point.extra["crash_ms"]
         resumed = outcome.recoveries[0].resumed_at if outcome.recoveries else None
-        since = deadline_ms(resumed - 1, step_ms) if resumed else 0
+        since = mode.deadline_ms(resumed - 1) if resumed else 0
         replayed = [k for k in first if since <= arrival[k] < crash_ms and first[k] <= crash_ms]
         after = [first[k] for k in first if arrival[k] >= crash_ms]
         metrics.update({"rerun_batches": sum(len(r.rerun_batches) for r in outcome.recoveries),

@@ -6,8 +6,8 @@ outcome it judges, the value each bound constrains, keeps the most extreme
 value and the first schedule that gave it, and the report says, per bound,
 whether some schedule reached it (``tight``). What is measured:
 
-- ``replay`` (the bound ``in_flight`` under sync progress, ``async_progress_rerun``
-  under async progress): the batches the restart after a crash re-ran;
+- ``replay`` (the mode's ``replay`` bound): the batches the restart after a crash
+  re-ran;
 - ``pending_state_commits``: at the crash, on partition 0, the batches whose
   task ran and whose state commit did not, less one (the batch running);
 - ``offset_entries_kept``, ``commit_entries_kept`` (floors, sync progress): the
@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable
 from ..protocol import layout
 from .bounds import Bounds, bounds_of
 from ..protocol.logs import log_batches
+from ..protocol.modes import mode_of
 from ..protocol.outcome import Outcome
 from ..language.scenario import Scenario
 from ..language.steps import NodeId
@@ -64,9 +65,9 @@ class Reach:
 def in_force(scenario: Scenario) -> dict[str, int | None]:
     """The value of each measured bound for ``scenario``; None where the bound is not in force."""
     b: Bounds = bounds_of(scenario)
-    sync = scenario.engine.progress_mode == "sync"
+    sync = mode_of(scenario).logs_every_batch
     stateful = bool(scenario.store_ids)
-    return {"replay": b.in_flight if sync else b.async_progress_rerun,
+    return {"replay": b.replay,
             "pending_state_commits": b.pending_state_commits if stateful else None,
             "offset_entries_kept": b.offset_entries_kept if sync else None,
             "commit_entries_kept": b.commit_entries_kept if sync else None,

@@ -6,6 +6,8 @@ import tempfile
 
 from reference.protocol.backend import RunOptions, RunResult, ScenarioRefused, refuse_too_large, refuse_unknown_options
 from reference.language.scenario import Scenario
+from reference.protocol.modes import checked, mode_of
+from reference.protocol.modes.real_time import RealTime
 from reference.protocol.storage import SnapshotReader
 
 from ..session import missing
@@ -46,7 +48,7 @@ class SparkEngineBackend:
 
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         refuse_unknown_options(self, options)
-        if scenario.engine.real_time:
+        if isinstance(mode_of(checked(scenario)), RealTime):
             raise ScenarioRefused(self.name, "engine.real_time", REAL_TIME_REFUSAL)
         refuse_too_large(self.name, scenario)
         if options.crash not in CRASH_MODES:
