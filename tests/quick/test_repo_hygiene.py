@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SKIP = {".venv", ".git", "results", ".mutation", ".hypothesis", ".pytest_cache", ".mypy_cache", "node_modules"}
 TEXT = {".py", ".md", ".typ", ".toml", ".cff", ".json", ".mk", ".bib", ".txt", ".cfg", ".yml", ".yaml"}
 

@@ -19,7 +19,7 @@ from experiments.checkpoint_dir import write_checkpoint
 from experiments.cli import main
 from streamtest import RunOptions, check, crash, make
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.spark
 
 

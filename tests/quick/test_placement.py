@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from reference.protocol.placement import Move, Placement, PlacementError, fewest_moves, home, join, leave, place
 from reference.language.scenario import DEFAULT_EXECUTORS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IDS = ("0", "1", "10", "2", "9", "a", "b", "exec-7")   # "10" sorts before "2" and "9": plain string order
 DEPARTED = ("gone", "lost-3")
 

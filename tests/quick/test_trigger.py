@@ -91,7 +91,7 @@ def _rate_scenario(interval_ms: int) -> Scenario:
 ])
 def test_the_simulator_plans_at_the_trigger_spark_would_fire(interval_ms: int, plans: list[float]) -> None:
     from sim import simulate
-    from tests.test_sim_offset_management import exact_profile
+    from tests.quick.test_sim_offset_management import exact_profile
     sim = simulate(_rate_scenario(interval_ms), exact_profile(), mode="volume")
     progress = sim.outcome().progress
     assert [p.timestamp_ms for p in progress] == plans

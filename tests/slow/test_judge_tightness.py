@@ -31,7 +31,7 @@ from reference.language.steps import NodeId
 from reference.protocol.outcome import Recovery
 from reference.judge.tightness import DIRECTIONS, Reach, Tally, combined, describe, in_force
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def node(raw: list[Any]) -> NodeId:

@@ -18,7 +18,7 @@ from experiments.store_bug_sequences import SEQUENCES
 from experiments.zoo import JIRAS, ZooError, ZooRow, resolve, run_zoo
 from spark_impl.state_store import RocksDBStateStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # The check that must catch each planted bug (others may catch it too).
 CAUGHT_BY = {

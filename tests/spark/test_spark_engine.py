@@ -324,7 +324,7 @@ def test_driver_crash_kills_the_driver_process_and_a_new_one_recovers(tmp_path):
     The outcome passes every oracle on its checkpoint in a fresh process, which finds the RocksDB snapshot
     reader from the checkpoint's metadata."""
     from reference.language.scenario import load_scenario
-    scenario_path = Path(__file__).parent.parent / "experiments" / "scenarios" / "running-count-crash-after-wal.json"
+    scenario_path = Path(__file__).parents[2] / "experiments" / "scenarios" / "running-count-crash-after-wal.json"
     result = _run(load_scenario(str(scenario_path)), tmp_path / "work", crash="process", pace=True)
     outcome = result.outcome
     assert outcome.error is None, outcome.error

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ("reference", "sim", "spark_impl", "experiments")
 # what each package may import beyond the standard library and itself
 ALLOWED: dict[str, set[str]] = {

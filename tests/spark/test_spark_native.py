@@ -24,8 +24,8 @@ from reference.protocol.run import run_scenario
 from reference.language.scenario import Scenario
 from spark_impl.native import NativeUnsupported, run_native
 from spark_impl.native.backend import NativeBackend
-from tests.test_operator_boundaries import SCENARIOS as BOUNDARIES
-from tests.test_operator_boundaries import explicit as boundary_scenario
+from tests.quick.test_operator_boundaries import SCENARIOS as BOUNDARIES
+from tests.quick.test_operator_boundaries import explicit as boundary_scenario
 
 
 def generated(batches: int = 3, per_batch: int = 3, keys: int = 4, disorder_ms: int = 0) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from reference.protocol.outcome import ProgressEvent
 from reference.language.scenario import Scenario
 from sim import simulate
 from spark_impl.engine.progress import measured_progress
-from tests.test_sim_offset_management import DELETE_MS, WRITE_MS, exact_profile, stateless
+from tests.quick.test_sim_offset_management import DELETE_MS, WRITE_MS, exact_profile, stateless
 
 COMMIT_BASE_MS = 5.0
 

@@ -17,7 +17,6 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from reference.language.catalogue import scenario_dict
-from reference.judge.explorer import explore
 from reference.protocol.graph import GraphShape
 from reference.judge.oracles import check_outcome, failures
 from reference.protocol.outcome import Outcome, OutcomeError, StateMove
@@ -123,18 +122,6 @@ def test_an_executor_loss_on_the_new_executor_retries_the_moved_task():
 
 
 # ---------------------------------------------------------------------- explorer
-
-
-@pytest.mark.parametrize("mode", ["sync", pytest.param("async_state", marks=pytest.mark.slow)])
-def test_every_crash_cut_and_single_fault_of_a_scenario_with_a_move_passes(mode):
-    """About 700 schedules under sync state checkpointing (3 s on an idle core), 1,000 under async (5 s)."""
-    d = scenario_dict("aggregate", mode, batches=4)
-    d["executors"], d["events"] = ["a"], [{"kind": "executor_join", "executor": "b", "before_batch": 2}]
-    scenario = Scenario.from_dict(d)
-    assert moves_of(run_scenario(scenario).outcome()) == [(2, 1, "a", "b")]   # home of 1 over a, b is b
-    report = explore(scenario, workers=1)
-    assert not report.truncated and report.distinct_checkpoints > 0
-    assert report.violations == [], "\n".join(v.describe() for v in report.violations[:3])
 
 
 # ---------------------------------------------------------------- the property

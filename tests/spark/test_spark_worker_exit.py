@@ -49,6 +49,7 @@ def _ended_spec(tmp_path: Any) -> TaskSpec:
     return spec
 
 
+@pytest.mark.spark
 def test_a_task_of_an_incarnation_that_has_ended_runs_nothing_and_does_not_fail(tmp_path):
     """A job submitted just after the driver cancelled its incarnation's jobs still runs; its tasks used to
     fail (and each failure ended a Python worker shared with the next incarnation or query)."""

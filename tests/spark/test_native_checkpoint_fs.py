@@ -97,6 +97,7 @@ def fresh_jar(tmp_path_factory):
     return checkpoint_fs.build(tmp_path_factory.mktemp("latency-fs") / checkpoint_fs.JAR_NAME)
 
 
+@pytest.mark.spark
 def test_the_build_compiles_every_source_into_the_jar_and_skips_an_up_to_date_one(fresh_jar):
     with zipfile.ZipFile(fresh_jar) as zf:
         names = set(zf.namelist())
@@ -107,6 +108,7 @@ def test_the_build_compiles_every_source_into_the_jar_and_skips_an_up_to_date_on
     assert checkpoint_fs.build(fresh_jar) == fresh_jar and fresh_jar.stat().st_mtime_ns == before
 
 
+@pytest.mark.spark
 def test_without_javac_the_build_fails_naming_it(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(checkpoint_fs.shutil, "which", lambda _name: None)
     monkeypatch.delenv("JAVA_HOME", raising=False)
@@ -126,6 +128,7 @@ def test_without_pysparks_hadoop_jar_the_build_fails_naming_it(monkeypatch, tmp_
 # ------------------------------------------------------------------ one draw, four places
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("profile_name", sorted(STORAGE_PROFILES))
 def test_java_python_the_engine_and_the_simulator_draw_the_same_latencies(fresh_jar, profile_name):
     profile = STORAGE_PROFILES[profile_name]
@@ -148,6 +151,7 @@ def test_java_python_the_engine_and_the_simulator_draw_the_same_latencies(fresh_
     assert service.list_ms() == java[3] and service.delete_ms(1) == java[4]
 
 
+@pytest.mark.spark
 def test_the_executor_stream_is_another_stream(fresh_jar):
     profile = STORAGE_PROFILES["object_store"]
     driver = checkpoint_fs.java_draws(fresh_jar, "11/driver", profile, VECTOR[:6])

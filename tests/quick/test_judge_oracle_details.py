@@ -125,7 +125,9 @@ def test_checkpoint_names_a_damaged_snapshot_even_when_loads_fall_back_past_it(c
     bad = {v.check: v for v in failures(check_outcome(scenario, outcome, damaged))}
     assert "checkpoint" in bad and "state_equivalence" not in bad
     v = bad["checkpoint"]
-    assert v.message == f"{path} is damaged (it does not decode)" and (v.partition, v.version) == (1, 4)
+    # the message names the file and says why it does not decode (a snapshot cut to 5 bytes: its header)
+    assert v.message.startswith(f"{path} is damaged (it does not decode: ") and "truncated" in v.message
+    assert (v.partition, v.version) == (1, 4)
 
 
 def test_describe_cuts_expected_and_actual_at_300_characters():

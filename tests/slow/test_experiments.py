@@ -499,7 +499,7 @@ def test_reproduce_from_the_command_line(quick: Any, capsys: pytest.CaptureFixtu
 def test_redraw_draws_a_stored_runs_figures_and_leaves_its_numbers(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # a stored Spark run (re-running it is slow): its figures come back from the summary alone
-    stored = Path(__file__).resolve().parent.parent / "paper" / "results" / "pipelining" / "spark-quick"
+    stored = Path(__file__).resolve().parents[2] / "paper" / "results" / "pipelining" / "spark-quick"
     results = tmp_path / "run" / "results.json"
     results.parent.mkdir()
     results.write_bytes((stored / "results.json").read_bytes())
@@ -584,6 +584,7 @@ def test_spark_engine_options_are_refused_on_other_backends() -> None:
         run_point_scenario(point, group=5)
 
 
+@pytest.mark.spark
 def test_calibration_measures_spark_or_says_it_cannot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli("experiment", "calibration", "--quick", "--no-figures", "--out", str(tmp_path))
     out = capsys.readouterr().out

@@ -26,7 +26,7 @@ from sim.cost_model import load_profile
 from sim.real_time import long_running_task, record_path_ms
 from sim.simulation import SimModeError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "experiments" / "scenarios"
 NAMES = ["real-time-aggregate", "real-time-window", "real-time-stateless-crash"]
 

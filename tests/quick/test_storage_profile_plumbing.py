@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from experiments import exit_codes
-from experiments.cli import build_parser, main
+from experiments.cli import build_parser
 from experiments.experiment import Experiment, ExperimentError, Point, RunContext
 from experiments.measure import point_options
 from experiments.registry import get_experiment
@@ -59,14 +58,6 @@ def test_run_diff_and_experiment_take_the_option():
     for command, argv in (("run", ["s.json"]), ("diff", ["s.json"]), ("experiment", ["offset-management"])):
         args = subs[command].parse_args(argv + ["--storage-profile", "hdfs"])
         assert args.storage_profile == "hdfs"
-
-
-def test_the_command_line_names_an_unknown_profile(tmp_path, capsys):
-    path = tmp_path / "s.json"
-    path.write_text(running_count("p", 100, 1, {}, stateful=False).to_json())
-    assert main(["run", str(path), "--backend", "spark", "--storage-profile", "floppy"]) == exit_codes.BAD_INPUT
-    err = capsys.readouterr().err
-    assert "'floppy'" in err and "object_store" in err
 
 
 def test_the_sim_charges_the_named_profile_on_its_clock():
