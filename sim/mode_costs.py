@@ -13,6 +13,8 @@ mode adds one class here (and its entry in ``COSTS``), nothing elsewhere in
   runs it with ``ProcessingTimeTrigger(0)``); its long-running tasks deliver
   each record as it arrives (``real_time.long_running_task``), so the sink
   write costs nothing more; volume mode cannot hold records, so it refuses it;
+- real-time mode with asynchronous progress tracking costs as real-time mode
+  (its log writes are background steps of its graph);
 - ``BoundedReplayCosts``: as real-time mode, and a persisted progress point
   inside a batch is no new plan (the long-running tasks go on), so it costs
   nothing.
@@ -96,7 +98,8 @@ class BoundedReplayCosts(RealTimeCosts):
 
 
 COSTS: dict[str, type[MicroBatchCosts]] = {"micro_batch": MicroBatchCosts, "async_progress": MicroBatchCosts,
-                                           "real_time": RealTimeCosts, "bounded_replay": BoundedReplayCosts}
+                                           "real_time": RealTimeCosts, "real_time_async": RealTimeCosts,
+                                           "bounded_replay": BoundedReplayCosts}
 
 
 def costs_of(mode: MicroBatch) -> MicroBatchCosts:

@@ -168,7 +168,7 @@ class TimedIncarnation(Incarnation, StepCosts):
 
     def purge_round_of(self, b: int) -> PurgeRound | None:
         """The round decided when purge ``b`` started (``purge_cost_ms``); its effect lands at its end."""
-        return self.purge_rounds.pop(b) if b in self.purge_rounds else self.next_purge_round()
+        return self.purge_rounds.pop(b) if b in self.purge_rounds else self.next_purge_round(b)
 
     def purge_cost_ms(self, b: int) -> float:
         """One purge round, as Spark's ``HDFSMetadataLog.purge`` does it on each of the two logs.
@@ -186,7 +186,7 @@ class TimedIncarnation(Incarnation, StepCosts):
         moves only when a durable offset entry lands, once per ``checkpoint_interval_ms``: the rounds
         in between cost nothing.
         """
-        rnd = self.purge_rounds[b] = self.next_purge_round()   # what the step's effect will run
+        rnd = self.purge_rounds[b] = self.next_purge_round(b)   # what the step's effect will run
         if rnd is None:
             return 0.0
         svc = self.service

@@ -144,7 +144,8 @@ def _derive(shape: BatchShape, mode: MicroBatch) -> Bounds:
         # then, L - C <= in_flight), offset entries of b on are written until purge b runs
         lag = counts.purge_lag
         ceiling = lag + max(retain, counts.in_flight) + 1
+    offsets_kept, commits_kept = mode.log_floors(retain, counts.in_flight)
     return Bounds(in_flight=counts.in_flight, pending_state_commits=counts.pending_state_commits,
                   planned_in_flight=counts.planned_in_flight, replay=mode.replay_most(shape), copies_per_rerun=1,
-                  offset_entries_kept=retain + 1, commit_entries_kept=max(1, retain + 1 - counts.in_flight),
+                  offset_entries_kept=offsets_kept, commit_entries_kept=commits_kept,
                   purge_lag=lag, offset_entries_ceiling=ceiling, versions_kept=retain)

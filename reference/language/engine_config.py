@@ -58,11 +58,17 @@ class EngineConfig:
         """The execution mode this section names (``reference.protocol.modes``, whose ``mode_of`` is the one
         reader of this name): the only place that reads the mode flags."""
         if self.real_time:
-            return "bounded_replay" if self.real_time_progress_ms else "real_time"
+            if self.real_time_progress_ms:
+                return "bounded_replay"
+            return "real_time_async" if self.progress_mode == "async" else "real_time"
         return "async_progress" if self.progress_mode == "async" else "micro_batch"
 
     @staticmethod
-    def parse(o: FieldReader) -> "EngineConfig":
+    def parse(o: FieldReader, *, stateful: bool = True) -> "EngineConfig":
+        """The section, with Spark's defaults. Under a real-time trigger those depend on the query (``stateful``):
+        a stateless real-time query tracks its progress asynchronously unless the section names a progress mode
+        (``StreamingQueryManager.useAsyncProgressTracking``), and the checkpoint interval defaults to 0
+        (``AsyncProgressTrackingMicroBatchExecution``); the batch lasts 5 minutes unless given."""
         progress, purge, store = o.obj("progress", {}), o.obj("log_purge", {}), o.obj("state_store", {})
         cfg = EngineConfig(
             progress_mode=progress.choice("mode", ("sync", "async"), "sync"),
@@ -82,6 +88,10 @@ class EngineConfig:
             real_time_progress_ms=o.int("real_time_progress_ms", 0))
         if cfg.real_time and "trigger_interval_ms" not in o.raw:
             cfg = replace(cfg, trigger_interval_ms=REAL_TIME_DEFAULT_BATCH_MS)
+        if cfg.real_time and "checkpoint_interval_ms" not in progress.raw:
+            cfg = replace(cfg, checkpoint_interval_ms=0)
+        if cfg.real_time and "mode" not in progress.raw and not stateful and not cfg.real_time_progress_ms:
+            cfg = replace(cfg, progress_mode="async")
         for part in (progress, purge, store, o):
             part.done()
         if cfg.pipeline_depth != 2 and not cfg.pipelining:

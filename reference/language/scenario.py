@@ -79,7 +79,7 @@ class Scenario:
         sink = o.obj("sink", {})
         sink_mode = sink.choice("mode", ("exactly_once", "at_least_once"), "exactly_once")
         sink.done()
-        engine = EngineConfig.parse(o.obj("engine", {}))
+        engine = EngineConfig.parse(o.obj("engine", {}), stateful=operator.stateful)
         raw_faults = o.get("faults", [])
         if not isinstance(raw_faults, list):
             raise ScenarioError("faults", "expected a list")

@@ -108,17 +108,18 @@ class DriverSteps(IncarnationState):
         self.purge_log_entries(self.purge_round_of(b))
         self.purge_state_files(b)
 
-    def next_purge_round(self) -> PurgeRound | None:
-        """The purge round this incarnation would run now (``reference.protocol.logs.purge_round``)."""
+    def next_purge_round(self, b: int) -> PurgeRound | None:
+        """The purge round purge ``b`` would run now (``reference.protocol.logs.purge_round``), at the mode's
+        threshold."""
         known = self.known_logs()
         threshold = self.mode.purge_threshold(known[layout.OFFSETS], known[layout.COMMITS],
-                                              self.cfg.min_batches_to_retain)
+                                              self.cfg.min_batches_to_retain, b)
         return purge_round(threshold, self.last_purged_batch)
 
     def purge_round_of(self, b: int) -> PurgeRound | None:
         """The round purge ``b`` runs, decided when it starts (Spark computes the threshold when it calls
         ``purge``); an untimed step starts and ends at once."""
-        return self.next_purge_round()
+        return self.next_purge_round(b)
 
     def purge_log_entries(self, rnd: PurgeRound | None) -> list[str]:
         """Purge both logs as Spark's ``HDFSMetadataLog.purge`` does (``reference.protocol.logs.PurgeRound``): the

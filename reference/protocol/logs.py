@@ -167,13 +167,16 @@ class PurgeRule(Protocol):
     purge deletes entries of both logs, from their ids (sorted), however they are known; None when nothing
     is committed yet."""
 
-    def purge_threshold(self, offsets: Sequence[int], commits: Sequence[int], retain: int) -> int | None: ...
+    def purge_threshold(self, offsets: Sequence[int], commits: Sequence[int], retain: int, batch: int
+                        ) -> int | None: ...
 
 
 def purge_threshold(storage: Storage, min_batches_to_retain: int, rule: PurgeRule) -> int | None:
-    """The batch below which ``purge_logs`` deletes entries of both logs (None: nothing committed yet)."""
-    return rule.purge_threshold(log_batches(storage, layout.OFFSETS), log_batches(storage, layout.COMMITS),
-                                min_batches_to_retain)
+    """The batch below which ``purge_logs`` deletes entries of both logs (None: nothing committed yet), as
+    the purge of the batch after the newest logged one would."""
+    offsets = log_batches(storage, layout.OFFSETS)
+    return rule.purge_threshold(offsets, log_batches(storage, layout.COMMITS), min_batches_to_retain,
+                                offsets[-1] + 1 if offsets else 0)
 
 
 # HDFSMetadataLog.purge deletes at most this many due entries by id, without listing the log directory

@@ -25,7 +25,7 @@ from reference.protocol.modes import checked, mode_of, shape_of
 from reference.protocol.modes.bounded_replay import BoundedReplay
 from reference.protocol.modes.real_time import RealTimeShape, purge_uncommitted_offsets
 from reference.protocol.recovery import RestartPlan, plan_restart
-from reference.protocol.run import run_scenario
+from reference.protocol.run import Schedule, run_scenario
 from reference.language.scenario import Scenario, ScenarioError
 from reference.language.steps import NodeId
 from reference.protocol.storage import DurableStorage
@@ -75,7 +75,7 @@ def test_a_real_time_engine_section_round_trips_and_defaults_to_five_minutes():
     ({"engine": {"real_time": True, "trigger_interval_ms": 5000, "state_store": {"provider": "delta"}}},
      "engine.state_store.provider", "SQL_CONFIGURATION_NOT_SUPPORTED"),
     ({"engine": {"real_time": True, "trigger_interval_ms": 5000, "progress": {"mode": "async"}}},
-     "engine.progress.mode", "useAsyncProgressTracking"),
+     "engine.progress.mode", "checkNotStatefulStreamingQuery"),
     ({"sink": {"mode": "exactly_once"}}, "sink.mode", "allowedSinks"),
     ({"query": {"operator": {"kind": "dedup_within_watermark", "watermark_delay_ms": 10}, "state_partitions": 2}},
      "query.operator.kind", "StreamingDeduplicateWithinWatermarkExec"),
@@ -259,14 +259,19 @@ def replays_after_the_last_commit(storage, mode, partitions):
                        plan.lineage_version, last)
 
 
-def test_the_replay_bound_rejects_a_real_time_restart_that_replays_two_batches_or_starts_late():
-    sc = Scenario.from_dict(load("real-time-stateless-crash"))
+@pytest.mark.parametrize("progress, too_many", [("sync", (1, 2)), ("async", (0, 1, 2))])
+def test_the_replay_bound_rejects_a_real_time_restart_that_replays_one_batch_too_many_or_starts_late(
+        progress, too_many):
+    """One batch with synchronous logs, two with the async writer (``real_time_async``)."""
+    raw = load("real-time-stateless-crash")
+    sc = Scenario.from_dict({**raw, "engine": {**raw["engine"], "progress": {"mode": progress}}})
     run = run_scenario(sc)
     outcome = run.outcome()
     (recovery,) = outcome.recoveries
-    two = replace(outcome, recoveries=(replace(recovery, rerun_batches=(1, 2)),))
+    assert {v.check: v for v in check_outcome(sc, outcome, run.storage)}["replay_bound"].status == "pass"
+    more = replace(outcome, recoveries=(replace(recovery, rerun_batches=too_many),))
     late = replace(outcome, recoveries=(replace(recovery, resumed_at=2),))
-    for bad in (two, late):
+    for bad in (more, late):
         verdicts = {v.check: v for v in check_outcome(sc, bad, run.storage)}
         assert verdicts["replay_bound"].status == "fail"
 
@@ -337,4 +342,111 @@ def test_the_judges_bounds_and_the_real_time_reading_of_the_graph_agree():
     from reference.judge.bounds import bounds_of
     for name in ("real-time-aggregate", "real-time-window", "real-time-stateless-crash", "real-time-bounded-replay"):
         sc = Scenario.from_dict(load(name))
-        assert bounds_of(sc).in_flight == bounds_of(sc).replay == mode_of(sc).replay_most(shape_of(sc)), name
+        assert bounds_of(sc).replay == mode_of(sc).replay_most(shape_of(sc)) == uncommitted_at_most(shape_of(sc))
+        if mode_of(sc).name != "real_time_async":   # the async writer: offsets/N+1 waits for commits/N
+            assert bounds_of(sc).in_flight == bounds_of(sc).replay, name
+
+
+# ------------------------------------------------------------------ Spark's real-time mode, point by point (issue 37)
+
+
+def test_a_real_time_task_failure_fails_the_query_and_a_restart_from_the_checkpoint_recovers_it():
+    """Spark's guide: "Real-time Mode does not retry tasks"; StreamRealTimeModeSuite, "pipelined shuffle: dedup
+    recovers from a task failure via checkpoint restart" ("RTM does not retry tasks, so one failure fails it"):
+    the failed batch is not retried in place; the query fails and a restart from the checkpoint replays it.
+    Micro-batch mode retries the task (spark.task.maxFailures)."""
+    fault = {"at": {"step": "task_apply", "batch": 1, "partition": 0}, "kind": "task_failure"}
+    sc = Scenario.from_dict({**load("real-time-aggregate"), "faults": [fault]})
+    run = run_scenario(sc)
+    outcome = run.outcome()
+    assert not failures(check_outcome(sc, outcome, run.storage))
+    assert [b.task_retries for b in outcome.batches] == [0] * len(outcome.batches)
+    assert [(r.resumed_at, r.rerun_batches) for r in outcome.recoveries] == [(1, (1,))]
+    micro = Scenario.from_dict({**load("real-time-aggregate"), "engine": {}, "faults": [fault]})
+    retried = run_scenario(micro).outcome()
+    assert not retried.recoveries and [b.task_retries for b in retried.batches if b.id == 1] == [1]
+
+
+@pytest.mark.parametrize("purge", ["inline", "async"])
+def test_real_time_purge_keeps_what_spark_keeps_the_batch_being_built_less_the_retention(purge):
+    """MicroBatchExecution.constructNextBatch: ``markMicroBatchStart`` (which writes no offset entry for a
+    real-time trigger), then ``purge(batchId - minLogEntriesToMaintain)`` on both logs. When batch b is
+    constructed ``offsets/b`` does not exist yet, so with retention 2 and batches 0-6 Spark keeps {4, 5, 6}
+    of each log; counting from the newest logged entry (b - 1), as micro-batch mode may, would keep {3..6}."""
+    raw = {**load("real-time-aggregate"), "source": {"kind": "rate", "partitions": 2, "keys": 4,
+                                                     "rows_per_second": 1, "duration_s": 34}}
+    raw["engine"] = {**raw["engine"], "log_purge": {"mode": purge, "min_batches_to_retain": 2}}
+    sc = Scenario.from_dict(raw)
+    run = run_scenario(sc)
+    outcome = run.outcome()
+    assert not failures(check_outcome(sc, outcome, run.storage))
+    assert [b.id for b in outcome.batches] == list(range(7))
+    assert run.storage.list("offsets") == ["offsets/4", "offsets/5", "offsets/6"]
+    assert run.storage.list("commits") == ["commits/4", "commits/5", "commits/6"]
+
+
+def stateless(**engine) -> Scenario:
+    raw = load("real-time-stateless-crash")
+    return Scenario.from_dict({**raw, "faults": [], "engine": {**raw["engine"], **engine}})
+
+
+def test_a_stateless_real_time_query_defaults_to_async_progress_at_interval_zero():
+    """StreamingQueryManager.useAsyncProgressTracking: unless asyncProgressTrackingEnabled is given, a real-time
+    query uses AsyncProgressTrackingMicroBatchExecution when it is stateless
+    (STREAMING_ASYNC_PROGRESS_TRACKING_REAL_TIME_MODE_ENABLED_BY_DEFAULT); its checkpoint interval defaults to 0
+    under a real-time trigger (getAsyncProgressTrackingCheckpointingIntervalMs). A stateful query keeps the
+    synchronous logs, and a stateless one that says "sync" gets them too."""
+    sc = stateless()
+    assert (sc.engine.progress_mode, sc.engine.checkpoint_interval_ms) == ("async", 0)
+    assert mode_of(checked(sc)).name == "real_time_async"
+    assert Scenario.from_dict(json.loads(sc.to_json())) == sc
+    assert scenario().engine.progress_mode == "sync" and mode_of(scenario()).name == "real_time"
+    assert mode_of(stateless(progress={"mode": "sync"})).name == "real_time"
+
+
+def test_async_progress_in_real_time_mode_refuses_a_non_zero_interval_and_a_stateful_query():
+    """AsyncProgressTrackingMicroBatchExecution.validateAndGetTrigger: STREAMING_REAL_TIME_MODE.
+    ASYNC_PROGRESS_TRACKING_CHECKPOINTING_INTERVAL_NON_ZERO; checkNotStatefulStreamingQuery refuses a stateful
+    query."""
+    with pytest.raises(ScenarioError, match="CHECKPOINTING_INTERVAL_NON_ZERO") as caught:
+        checked(stateless(progress={"mode": "async", "checkpoint_interval_ms": 1000}))
+    assert caught.value.field == "engine.progress.checkpoint_interval_ms"
+    with pytest.raises(ScenarioError, match="stateful") as caught:
+        checked(scenario(progress={"mode": "async", "checkpoint_interval_ms": 0}))
+    assert caught.value.field == "engine.progress.mode"
+
+
+def test_the_async_writer_lets_the_next_batch_run_before_the_logs_land_and_the_replay_bound_is_two():
+    """AsyncProgressTrackingMicroBatchExecution: in real-time mode ``markMicroBatchEnd`` queues the offset write
+    and the commit write on one writer thread whose queue holds one task ("at most 2 writes are in flight"), so
+    batch N+1 runs while N's entries are not durable, and N+2 plans only once N's commit entry is (the queue is
+    full until then). The replay bound, read off the graph: N and N+1."""
+    inc = first_graph(stateless(), Model())
+    up = ancestors_of(inc.nodes)
+    n = NodeId.of
+    assert n("commit_log_write", 0) not in up[n("task_apply", 1, 0)]
+    assert n("offset_log_write", 0) not in up[n("sink_write", 1, 0)]
+    assert n("commit_log_write", 0) in up[n("plan", 2)]
+    assert n("commit_log_write", 0) in up[n("offset_log_write", 1)]   # one writer thread, in order
+    assert inc.nodes[n("offset_log_write", 0)].background and inc.nodes[n("commit_log_write", 0)].background
+    from reference.judge.bounds import bounds_of
+    assert bounds_of(stateless()).replay == uncommitted_at_most(shape_of(stateless())) == 2
+
+
+def test_a_crash_before_batch_n_is_durable_replays_n_and_what_n_plus_one_emitted():
+    """The crash lands after batch 1's tasks delivered and before batch 0's commit entry: the restart replays
+    from the last commit (none: the start), batches 0 and 1, and every oracle holds (at-least-once)."""
+    sc = stateless()
+    inc = first_graph(sc, Model())
+    n = NodeId.of
+    held = {n("offset_log_write", 0), n("commit_log_write", 0)}
+    done: list[NodeId] = []
+    goal = {n("sink_write", 1, p) for p in range(sc.state_partitions)}
+    while not goal <= set(done):
+        node = next(x for x in inc.nodes if x not in done and x not in held
+                    and all(d in done for d in inc.nodes[x].deps))
+        done.append(node)
+    run = run_scenario(sc, schedule=Schedule(done, crash_after_prefix=True))
+    outcome = run.outcome()
+    assert not failures(check_outcome(sc, outcome, run.storage, external_crashes=1))
+    assert [(r.resumed_at, r.rerun_batches) for r in outcome.recoveries] == [(0, (0, 1))]

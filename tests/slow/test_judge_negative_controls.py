@@ -69,12 +69,12 @@ class PurgesPastTheLatestCommit(Incarnation):
     commit entry (the mode's ``purge_threshold`` caps it): with more batches in flight than retained, a purge deletes
     the latest commit entry, which recovery needs."""
 
-    def next_purge_round(self) -> PurgeRound | None:
+    def next_purge_round(self, b: int) -> PurgeRound | None:
         known = self.known_logs()
         offsets, commits = known[layout.OFFSETS], known[layout.COMMITS]
         if not offsets or not commits:
             return None
-        uncapped = self.mode.purge_threshold(offsets, offsets[-1:], self.cfg.min_batches_to_retain)
+        uncapped = self.mode.purge_threshold(offsets, offsets[-1:], self.cfg.min_batches_to_retain, b)
         return purge_round(uncapped, self.last_purged_batch)
 
     def purge_log_entries(self, rnd: PurgeRound | None) -> list[str]:

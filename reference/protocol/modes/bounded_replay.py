@@ -69,6 +69,10 @@ class BoundedReplay(RealTime):
 
     def check_engine(self) -> None:
         super().check_engine()
+        if self.cfg.progress_mode != "sync":
+            raise ScenarioError("engine.progress.mode", "the bounded-replay variant persists its progress itself, at "
+                                                        "each point, with synchronous logs; asynchronous progress "
+                                                        "tracking is not part of it")
         progress, batch_ms = self.cfg.real_time_progress_ms, self.cfg.trigger_interval_ms
         if progress < REAL_TIME_MIN_PROGRESS_MS:
             raise ScenarioError("engine.real_time_progress_ms", f"the bounded-replay variant persists progress at "

@@ -57,6 +57,16 @@ class ReplayRule:
     clock_free: bool = True
 
 
+def keep_newest_durable(offsets: Sequence[int], commits: Sequence[int], retain: int) -> int | None:
+    """``AsyncProgressTrackingMicroBatchExecution.purge``: the threshold that keeps the newest ``retain`` offset
+    entries known to be durable (``writtenToDurableStorage``), never past the latest commit; None before both
+    logs exist."""
+    if not commits or not offsets:
+        return None
+    threshold = offsets[-retain] if len(offsets) >= retain else offsets[0]
+    return min(threshold, commits[-1])
+
+
 class MicroBatch:
     """Synchronous micro-batch execution: the base of every mode (Spark's ``MicroBatchExecution``)."""
 
@@ -66,6 +76,8 @@ class MicroBatch:
     logs_every_batch: ClassVar[bool] = True
     # the offsets logged are what the tasks reported at the end of the batch, not those planned before it
     offsets_from_tasks: ClassVar[bool] = False
+    # how many attempts a task gets before its failure fails the query (spark.task.maxFailures, default 4)
+    task_attempts: ClassVar[int] = 4
 
     def __init__(self, cfg: EngineConfig):
         self.cfg = cfg
@@ -138,12 +150,20 @@ class MicroBatch:
         """Whether ``commit_log_write`` of ``b`` writes its entry: always, under synchronous progress."""
         return True
 
-    def purge_threshold(self, offsets: Sequence[int], commits: Sequence[int], retain: int) -> int | None:
-        """Below which batch id purge deletes log entries (Spark's ``purge(currentBatchId - minBatchesToRetain)``
-        when batch ``offsets[-1]`` has been logged), never past the latest commit; None before both logs exist."""
+    def purge_threshold(self, offsets: Sequence[int], commits: Sequence[int], retain: int, batch: int
+                        ) -> int | None:
+        """Below which batch id purge ``batch`` deletes log entries of both logs, from their ids as the driver
+        knows them, never past the latest commit; None before both logs exist. Spark's ``purge(batchId -
+        minLogEntriesToMaintain)`` runs once ``markMicroBatchStart`` has written ``offsets/batchId``, so the
+        newest offset entry stands for the batch (under pipelining a later one may already be logged)."""
         if not commits or not offsets:
             return None
         return min(offsets[-1] - retain, commits[-1])
+
+    def log_floors(self, retain: int, in_flight: int) -> tuple[int, int]:
+        """The fewest offset and commit entries purge leaves (the judge's floors): the newest offset entry and
+        the ``retain`` before it; of their commit entries all but those in flight."""
+        return retain + 1, max(1, retain + 1 - in_flight)
 
     # ------------------------------------------------------------ the restart
     def on_start(self, storage: Storage) -> None:
@@ -210,13 +230,11 @@ class AsyncProgress(MicroBatch):
         """A commit entry only for a batch whose offset entry was persisted."""
         return b in persisted_offsets
 
-    def purge_threshold(self, offsets: Sequence[int], commits: Sequence[int], retain: int) -> int | None:
+    def purge_threshold(self, offsets: Sequence[int], commits: Sequence[int], retain: int, batch: int
+                        ) -> int | None:
         """The threshold comes from the entries known to be durable (``AsyncOffsetSeqLog``): keep the newest
         ``retain`` offset entries, never past the latest commit."""
-        if not commits or not offsets:
-            return None
-        threshold = offsets[-retain] if len(offsets) >= retain else offsets[0]
-        return min(threshold, commits[-1])
+        return keep_newest_durable(offsets, commits, retain)
 
     def rerun_uncommitted(self, storage: Storage, logs: RestartLogs, base: CommittedBase) -> RestartPlan:
         """``commits/L`` is missing: L re-runs from the end offsets of the previous persisted entry, so the

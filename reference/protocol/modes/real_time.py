@@ -23,7 +23,7 @@ Spark's files (4.3): ``sql/core/.../streaming/runtime/MicroBatchExecution.scala`
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar, Hashable
+from typing import ClassVar, Hashable, Sequence
 
 from .. import layout
 from ...language.field_reader import ScenarioError
@@ -85,8 +85,9 @@ class RealTimeShape(GraphShape):
     it ends (``StatefulStreamlineAggregateExec``: ``StateStore.commit`` in a ``CompletionIterator``). When
     the job is complete, ``markMicroBatchEnd`` merges the offsets the tasks reported
     (``populateBatchOffsetsForRTM``), writes the offset log, then the commit log. Batch N+1 plans only
-    after that: the boundary gap, in which no task runs. The logs are synchronous (Spark's stateful
-    real-time queries).
+    after that: the boundary gap, in which no task runs. The logs are synchronous here (Spark's stateful
+    real-time queries, and a stateless one that disables async progress); ``real_time_async`` writes them
+    in the background.
 
     A task's one ``sink_write`` node stands for its records' deliveries, each made as its record is
     processed: a crash between two of them leaves a prefix of that output, which the at-least-once
@@ -163,6 +164,9 @@ class RealTime(MicroBatch):
     name: ClassVar[str] = "real_time"
     replay: ClassVar[ReplayRule] = ReplayRule("a real-time restart", from_last_commit=True)
     offsets_from_tasks: ClassVar[bool] = True
+    # "Real-time Mode does not retry tasks" (Spark's guide; StreamRealTimeModeSuite, "dedup recovers from a task
+    # failure via checkpoint restart"): one failure fails the query, and a restart from the checkpoint recovers it
+    task_attempts: ClassVar[int] = 1
 
     @property
     def step_ms(self) -> int:
@@ -196,12 +200,6 @@ class RealTime(MicroBatch):
             raise ScenarioError("engine.pipelining",
                                 "real-time mode runs one long-running batch at a time: MicroBatchExecution plans "
                                 "batch N+1 only after markMicroBatchEnd of batch N, so it cannot be pipelined")
-        if cfg.progress_mode != "sync":
-            raise ScenarioError("engine.progress.mode",
-                                "real-time mode is modelled with synchronous offset and commit logs, as Spark 4.3 "
-                                "runs every stateful real-time query (StreamingQueryManager."
-                                "useAsyncProgressTracking); asynchronous progress at interval 0, Spark's default "
-                                "for stateless real-time queries, is not modelled")
         if cfg.state_checkpoint != "sync":
             raise ScenarioError("engine.state_checkpoint",
                                 "real-time mode commits state when each long-running task ends "
@@ -289,6 +287,21 @@ class RealTime(MicroBatch):
         that reached the deadline reported the batch's cut; while a task has not reported, the driver has only
         the batch's start."""
         return start, end if tasks_reported else start
+
+    def purge_threshold(self, offsets: Sequence[int], commits: Sequence[int], retain: int, batch: int
+                        ) -> int | None:
+        """``constructNextBatch`` purges ``batchId - minLogEntriesToMaintain`` right after
+        ``markMicroBatchStart``, which in real-time mode writes no offset entry: the threshold counts from the
+        batch being built, whose entry does not exist yet (with retention 2 and batches 0-6, {4, 5, 6} stay).
+        Never past the latest commit."""
+        if not commits or not offsets:
+            return None
+        return min(batch - retain, commits[-1])
+
+    def log_floors(self, retain: int, in_flight: int) -> tuple[int, int]:
+        """Purge b runs before ``offsets/b`` exists and after ``commits/b-1``: the ``retain`` entries before b
+        stay, every one committed; ``offsets/b`` joins them only once b's tasks reported."""
+        return retain, retain
 
     # ------------------------------------------------------------ the restart
     def on_start(self, storage: Storage) -> None:
