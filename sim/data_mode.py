@@ -92,7 +92,8 @@ class DataIncarnation(TimedIncarnation):
             record = records[i]
             self.latency_book.delivered([(record.source_partition, record.offset, record.arrival_ms)], visible_ms)
         return self.mode_costs.task_apply_ms([r.arrival_ms for r in records], self.clock.now, b, self.profile,
-                                             bool(self.store_ids), delivered)
+                                             bool(self.store_ids), self.profile.straggler_factor(self.rng),
+                                             delivered)
 
     def _state_load_ms(self, b: int, p: int) -> float:
         prof, svc = self.profile, self.service

@@ -55,7 +55,7 @@ class MicroBatchCosts:
         return False
 
     def task_apply_ms(self, arrivals_ms: Sequence[float], now_ms: float, b: int, profile: Profile,
-                      stateful: bool, delivered: Callable[[int, float], None]) -> float:
+                      stateful: bool, straggler: float, delivered: Callable[[int, float], None]) -> float:
         """A long-running task's time (only asked when ``long_running``)."""
         raise NotImplementedError(f"{self.mode.name}: a task applies its batch at once")
 
@@ -77,11 +77,11 @@ class RealTimeCosts(MicroBatchCosts):
         return True
 
     def task_apply_ms(self, arrivals_ms: Sequence[float], now_ms: float, b: int, profile: Profile,
-                      stateful: bool, delivered: Callable[[int, float], None]) -> float:
+                      stateful: bool, straggler: float, delivered: Callable[[int, float], None]) -> float:
         """The task reads its records of batch ``b`` as they arrive (``arrivals_ms``, in arrival order),
         delivers each to the sink on its own (``delivered(i, visible_ms)`` ends record i's latency), and stops
-        at the batch's deadline (``real_time.py``)."""
-        task = long_running_task(arrivals_ms, now_ms, self.mode.deadline_ms(b), profile, stateful)
+        at the batch's deadline; each record costs what it costs a micro-batch task (``real_time.py``)."""
+        task = long_running_task(arrivals_ms, now_ms, self.mode.deadline_ms(b), profile, stateful, straggler)
         for i, visible_ms in enumerate(task.delivered_ms):
             delivered(i, visible_ms)
         return task.end_ms - now_ms
