@@ -25,8 +25,10 @@ than the protocol can is convicted:
   rows each re-run or retried attempt may deliver (one: an attempt writes each
   part once).
 - ``offset_entries_kept`` and ``commit_entries_kept``: the fewest log entries
-  purge leaves under sync progress (purge cuts both logs below the latest
-  offset entry minus ``min_batches_to_retain``, never past the latest commit).
+  purge leaves while every batch is logged, by the mode's own purge rule
+  (``log_floors``): micro-batch purge cuts both logs below the latest offset
+  entry minus ``min_batches_to_retain``, never past the latest commit; real-time
+  purge below the batch being built minus it, before that batch's entry exists.
   ``offset_entries_ceiling``: the most it leaves under inline purge, given how
   many offset entries the graph lets be written before a batch's purge runs
   (``purge_lag``: one, the batch's own, without pipelining); None under async

@@ -23,6 +23,12 @@ from .outcome import DURATION_KEYS, ProgressEvent, StateOperatorProgress
 from .query import watermarks_of
 
 
+def concurrent_update(path: str, b: int) -> str:
+    """Spark's failure when a log entry it adds exists already (``HDFSMetadataLog.add`` returns false;
+    ``QueryExecutionErrors.concurrentStreamLogUpdate``): another job wrote it, whatever it holds."""
+    return f"{path}: Concurrent update to the log. Multiple streaming jobs detected for {b}"
+
+
 class DriverSteps(IncarnationState):
     """The driver steps' effects, and the untimed progress the reference reports."""
 
@@ -83,6 +89,8 @@ class DriverSteps(IncarnationState):
         entry = OffsetEntry(b, start, end)
         path = layout.offset_path(b)
         if self.storage.exists(path):
+            if not self.plans[b].rerun:   # only a batch re-run after a restart finds its entry written
+                raise QueryFailure(concurrent_update(path, b))
             logged = OffsetEntry.read(self.storage, b)
             if not self.mode.same_offset_entry(logged, start, end):
                 raise QueryFailure(f"{path}: already logged with other offsets; a batch must re-run "
@@ -149,11 +157,10 @@ class DriverSteps(IncarnationState):
             lineage = {sid: {str(p): self.lineage[(sid, p, b + 1)] for p in range(self.parts)}
                        for sid in self.store_ids}
             path = layout.commit_path(b)
-            if self.storage.exists(path):
-                assert CommitEntry.read(self.storage, b).state_lineage == lineage, \
-                    f"{path}: the lineage of a committed version never changes"
+            if self.storage.exists(path):   # no batch is committed twice: another job wrote it
+                raise QueryFailure(concurrent_update(path, b))
             entry = CommitEntry(b, watermarks_of(self.trackers_for(b))[0], trackers_after, lineage)
-            self.storage.write(path, entry.encode(), overwrite=True)
+            self.storage.write(path, entry.encode())
             self.last_commit_written = b
             self._logged(layout.COMMITS, b)
             self.obs.batches[b]["watermark_ms"] = entry.watermark_ms   # the watermark commits/b holds

@@ -289,11 +289,16 @@ def test_a_single_batch_of_input_is_planned_as_one_batch():
 
 
 def test_an_offset_entry_logged_with_another_end_fails_the_batch():
-    """offsets/0 already holds [0, 0] -> [1, 1] while the plan says batch 0 ends elsewhere (same start)."""
+    """offsets/0 already holds [0, 0] -> [1, 1] while the plan says batch 0 ends elsewhere (same start). A batch
+    re-run after a restart must run with exactly its logged offsets; a batch that is not a re-run finds the entry
+    of another job (Spark: HDFSMetadataLog.add returns false, QueryExecutionErrors.concurrentStreamLogUpdate)."""
     storage = DurableStorage()
     inc = incarnation(storage=storage)
     assert inc.plans[0].start == (0, 0) and inc.plans[0].end != (1, 1)
     storage.write("offsets/0", OffsetEntry(0, (0, 0), (1, 1)).encode())
+    with pytest.raises(QueryFailure, match="Concurrent update to the log. Multiple streaming jobs detected for 0"):
+        inc.step_offset_log_write(0)
+    inc.plans[0].rerun = True
     with pytest.raises(QueryFailure, match="already logged with other offsets"):
         inc.step_offset_log_write(0)
 
@@ -354,12 +359,16 @@ def test_a_failed_sync_attempt_puts_its_cached_store_back_to_the_version_it_load
     assert inc.stores[(sid, 0)] is cached and cached.version == 0
 
 
-def run_batch(inc: Incarnation, b: int, upto: str | None = None) -> None:
-    """The batch's steps in the canonical order (``upto``: stop after the last node of that step)."""
+def run_batch(inc: Incarnation, b: int, upto: str | None = None, after: str | None = None) -> None:
+    """The batch's steps in the canonical order (``upto``: stop after the last node of that step; ``after``: start
+    after it)."""
     nodes = sorted(n for n in inc.nodes if n.batch == b)
     if upto is not None:
         last = max(i for i, n in enumerate(nodes) if n.step == upto)
         nodes = nodes[:last + 1]
+    if after is not None:
+        last = max(i for i, n in enumerate(nodes) if n.step == after)
+        nodes = nodes[last + 1:]
     for node in nodes:
         inc.run_step(node)
 
@@ -377,7 +386,7 @@ def test_the_watermark_noted_when_a_task_runs_is_the_one_its_commit_holds():
     run_batch(inc, 0)
     run_batch(inc, 1, upto="task_apply")
     noted = inc.obs.batches[1]["watermark_ms"]
-    run_batch(inc, 1)
+    run_batch(inc, 1, after="task_apply")
     assert noted == CommitEntry.read(inc.storage, 1).watermark_ms > 0
 
 

@@ -20,6 +20,7 @@ from reference.judge.explorer import Model, writing_cuts, first_graph
 from reference.protocol.graph import GraphShape, Node, most_not_waiting
 from reference.protocol.incarnation import Incarnation
 from reference.protocol.logs import CommitEntry, OffsetEntry
+from reference.protocol.query import watermarks_of
 from reference.judge.oracles import check_outcome, failures
 from reference.protocol.modes import checked, mode_of, shape_of
 from reference.protocol.modes.bounded_replay import BoundedReplay
@@ -450,3 +451,61 @@ def test_a_crash_before_batch_n_is_durable_replays_n_and_what_n_plus_one_emitted
     outcome = run.outcome()
     assert not failures(check_outcome(sc, outcome, run.storage, external_crashes=1))
     assert [(r.resumed_at, r.rerun_batches) for r in outcome.recoveries] == [(0, (0, 1))]
+
+
+class SecondJobLogsFirst(Incarnation):
+    """Another query on the same checkpoint writes batch 1's entry of ``FOLDER`` first, the very entry this one
+    would write (once: while the first incarnation runs)."""
+
+    FOLDER = layout.OFFSETS
+
+    def step_offset_log_write(self, b: int) -> None:
+        if b == 1 and self.number == 0 and self.FOLDER == layout.OFFSETS:
+            self.storage.write(layout.offset_path(1), OffsetEntry(1, *self.plans[1].bounds).encode())
+        super().step_offset_log_write(b)
+
+    def step_commit_log_write(self, b: int) -> None:
+        if b == 1 and self.number == 0 and self.FOLDER == layout.COMMITS:
+            lineage = {sid: {str(p): self.lineage[(sid, p, b + 1)] for p in range(self.parts)} for sid in self.store_ids}
+            same = CommitEntry(b, watermarks_of(self.trackers_for(b))[0], self.trackers_after(b), lineage)
+            self.storage.write(layout.commit_path(1), same.encode())
+        super().step_commit_log_write(b)
+
+
+class SecondJobCommitsFirst(SecondJobLogsFirst):
+    FOLDER = layout.COMMITS
+
+
+@pytest.mark.parametrize("model, name", [(SecondJobLogsFirst, "real-time-stateless-crash"),
+                                         (SecondJobLogsFirst, "real-time-aggregate"),
+                                         (SecondJobCommitsFirst, "real-time-aggregate")])
+def test_an_existing_log_entry_fails_the_batch_as_a_concurrent_update(model, name):
+    """HDFSMetadataLog.add returns false when the batch's entry exists, and MicroBatchExecution
+    (markMicroBatchStart, markMicroBatchEnd) then throws QueryExecutionErrors.concurrentStreamLogUpdate, "Concurrent
+    update to the log. Multiple streaming jobs detected for N"; AsyncOffsetSeqLog.addAsync throws the same
+    (AsyncProgressTrackingMicroBatchExecutionSuite, "bubble up async offset/commit log write errors"). Even an entry
+    with the offsets this query would log is another job's: the batch fails, and the restart goes on from the
+    checkpoint. (A batch re-run after a restart writes no offset entry: ``isCurrentBatchConstructed``.)"""
+    raw = load(name)
+    sc = Scenario.from_dict({**raw, "faults": []})
+    run = run_scenario(sc, incarnation_class=model)
+    stopped = [e for e in run.observer.events if "stopped" in e]
+    assert stopped and "Concurrent update to the log. Multiple streaming jobs detected for 1" in stopped[0]
+    assert len(run.outcome().recoveries) == 1 and run.outcome().error is None
+
+
+def test_the_real_time_refusals_name_the_spark_source_and_sink_rules_they_follow():
+    """RealTimeModeAllowlist.allowedSinks: ConsoleTable, ContinuousMemorySink, ForeachWriterTable, KafkaTable;
+    a DSv1 Sink (foreachBatch's ForeachBatchSink) is refused by MicroBatchExecution.runBatch with
+    STREAMING_REAL_TIME_MODE.SINK_NOT_SUPPORTED, not by the allowlist. Spark's own ``rate`` source is refused in
+    real-time mode (STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED: it does not implement
+    SupportsRealTimeMode), so the scenario's ``rate`` source stands for a Kafka topic written at that rate."""
+    with pytest.raises(ScenarioError) as sink:
+        checked(Scenario.from_dict({**load("real-time-aggregate"), "sink": {"mode": "exactly_once"}}))
+    message = str(sink.value)
+    assert "ContinuousMemorySink" in message and "SINK_NOT_SUPPORTED" in message and "runBatch" in message
+    generated = {"kind": "generated", "partitions": 2, "keys": 3, "records_per_partition_per_batch": 2, "batches": 2}
+    with pytest.raises(ScenarioError) as source:
+        checked(Scenario.from_dict({**load("real-time-aggregate"), "source": generated}))
+    message = str(source.value)
+    assert "INPUT_STREAM_NOT_SUPPORTED" in message and "Kafka topic" in message

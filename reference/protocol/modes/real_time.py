@@ -229,12 +229,15 @@ class RealTime(MicroBatch):
         - output mode: Update only (``STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SUPPORTED``); the reference's
           stateful operators emit updated rows, as Update mode does;
         - sources: only streams that implement ``SupportsRealTimeMode`` (Kafka, and the in-jar
-          ``LowLatencyMemoryStream``) deliver records as they arrive. Of the scenario's sources, those with
-          arrival times (``rate``, ``explicit``, ``redelivering``) stand for such a stream; ``generated`` has
-          none;
-        - sink: ``RealTimeModeAllowlist.allowedSinks`` (ForeachWriter, Kafka, console) are at-least-once;
-          foreachBatch and the memory sink are refused at start, so no real-time sink commits a batch exactly
-          once."""
+          ``LowLatencyMemoryStream``) deliver records as they arrive; any other is refused
+          (``STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED``), Spark's own ``rate`` source among them. Of
+          the scenario's sources, those with arrival times (``rate``, ``explicit``, ``redelivering``) stand for
+          a Kafka topic whose records arrive at those times (the ``rate`` source for one written at that rate,
+          not Spark's ``rate``); ``generated`` has none;
+        - sink: ``RealTimeModeAllowlist.allowedSinks`` (console, ``ContinuousMemorySink``, ForeachWriter,
+          Kafka) are at-least-once; foreachBatch, a DSv1 ``Sink`` like the v1 memory sink, is refused by
+          ``MicroBatchExecution.runBatch`` (``STREAMING_REAL_TIME_MODE.SINK_NOT_SUPPORTED``), so no real-time
+          sink commits a batch exactly once."""
         operator = scenario.operator
         for index, op in enumerate(operator.flatten()):
             where = "query.operator" if operator.kind != "chain" else f"query.operator.operators[{index}]"
@@ -249,13 +252,18 @@ class RealTime(MicroBatch):
             if src.kind not in REAL_TIME_SOURCES:
                 where = "source.kind" if side == "main" else f"sources.{side}.kind"
                 raise ScenarioError(where, f"real-time mode reads only streams that deliver records as they arrive "
-                                           f"(SupportsRealTimeMode: Kafka in Spark 4.3); of the scenario's sources "
-                                           f"that is {', '.join(REAL_TIME_SOURCES)}, not {src.kind!r}, which has no "
+                                           f"(SupportsRealTimeMode: Kafka in Spark 4.3; any other source, Spark's own "
+                                           f"rate source among them, is refused with STREAMING_REAL_TIME_MODE."
+                                           f"INPUT_STREAM_NOT_SUPPORTED). Of the scenario's sources, "
+                                           f"{', '.join(REAL_TIME_SOURCES)} stand for such a stream, a Kafka topic "
+                                           f"whose records arrive at their times; not {src.kind!r}, which has no "
                                            "arrival times")
         if scenario.sink_mode == "exactly_once":
             raise ScenarioError("sink.mode", "real-time mode's sinks are at-least-once (RealTimeModeAllowlist."
-                                             "allowedSinks: ForeachWriter, Kafka, console; foreachBatch and the "
-                                             "memory sink are refused at start): use sink.mode = at_least_once")
+                                             "allowedSinks: console, ContinuousMemorySink, ForeachWriter, Kafka); "
+                                             "foreachBatch, a DSv1 Sink, is refused when MicroBatchExecution.runBatch "
+                                             "adds a batch to it (STREAMING_REAL_TIME_MODE.SINK_NOT_SUPPORTED): use "
+                                             "sink.mode = at_least_once")
 
     def last_batch(self, scenario: Scenario) -> int:
         """Every backend ends a real-time graph batch at its deadline: one per ``step_ms`` of arrival time."""
