@@ -288,3 +288,29 @@ def test_a_context_made_directly_counts_no_crash_from_outside():
     outcome = run_scenario(scenario).outcome()
     restarted = dataclasses.replace(outcome, recoveries=(Recovery(1, 3, ()),))
     assert recoveries(Context(scenario, restarted)).status == "fail"
+
+
+def test_a_floor_the_models_schedules_cannot_reach_says_why_from_the_graph():
+    """Issue 37: ``versions_kept`` is the protocol's floor, ``min_batches_to_retain`` (Spark's state cleanup,
+    apart from the batches, keeps exactly that many). The model purges in its ``purge`` step: under inline purge
+    every later commit entry waits for the batch's purge (read off the graph), so a finished run keeps one more;
+    under the changelog provider a snapshot must land on the oldest version kept. The explorer then reports the
+    floor as not reached, and why (tests/slow/test_judge_tightness.py holds the explorations to it)."""
+    from reference.judge.tightness import unreachable_because
+    inline = unreachable_because(make("aggregate", "snapshot_provider"))["versions_kept"]
+    assert "inline purge" in inline and "keeps at least 4" in inline and "snapshot" not in inline.split(";")[0]
+    assert "versions_kept" not in unreachable_because(make("aggregate", "snapshot_provider",
+                                                          log_purge={"mode": "async", "min_batches_to_retain": 2}))
+    assert "every 2 versions" in unreachable_because(make("aggregate", "async_purge"))["versions_kept"]
+    assert "versions_kept" not in unreachable_because(make("map"))
+
+
+def test_a_ceiling_longer_than_the_scenario_says_the_scenario_is_too_short():
+    """Issue 37 (tight bounds, or a reason): inline purge without pipelining may leave its own batch's entry, the
+    ``min_batches_to_retain`` (3) below the latest, and the one purge has not cut yet: 5 offset entries. A
+    windowed aggregate over 4 batches of input (a new user's first try) never writes 5, and the report says so;
+    over 5 batches it can, and there is nothing to explain."""
+    from reference.judge.tightness import unreachable_because
+    short = unreachable_because(make("window_aggregate", "async_state", batches=4))
+    assert "at most 4 batches" in short["offset_entries_ceiling"] and "allows 5" in short["offset_entries_ceiling"]
+    assert "offset_entries_ceiling" not in unreachable_because(make("window_aggregate", "async_state", batches=5))
