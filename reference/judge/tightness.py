@@ -66,6 +66,10 @@ class Reach:
                 "reproduce": self.reproduce, "why": None if self.tight else self.why}
 
 
+# the bounds that count log entries: a scenario has at most one of each per batch
+LOG_COUNTS = ("offset_entries_kept", "commit_entries_kept", "offset_entries_ceiling")
+
+
 def in_force(scenario: Scenario) -> dict[str, int | None]:
     """The value of each measured bound for ``scenario``; None where the bound is not in force."""
     b: Bounds = bounds_of(scenario)
@@ -84,8 +88,9 @@ def unreachable_because(scenario: Scenario) -> dict[str, str]:
     """Why the model's own schedules cannot reach a bound the judge holds every backend to, read off the mode's
     step graph, the scenario's length and the state store's settings (a bound the model can reach has no entry).
 
-    ``offset_entries_ceiling`` counts the entries inline purge may leave in a long run; a scenario of fewer
-    batches (``last_batch``) never writes that many.
+    The log counts (``LOG_COUNTS``) count entries: a scenario of fewer batches (``last_batch``) than the
+    ceiling inline purge may leave never writes that many, and one of fewer batches than a floor (Spark's
+    default ``min_batches_to_retain`` is 100) never shows it.
 
     ``versions_kept`` is the protocol's floor (Spark's state cleanup keeps exactly ``min_batches_to_retain``
     versions; it runs on the executors' maintenance, apart from the batches). The model purges state files in
@@ -97,10 +102,11 @@ def unreachable_because(scenario: Scenario) -> dict[str, str]:
       above it: unless a snapshot is written at each commit (the snapshot provider), the fewest kept is the
       floor only when a snapshot lands exactly there."""
     out: dict[str, str] = {}
-    ceiling, batches = bounds_of(scenario).offset_entries_ceiling, mode_of(scenario).last_batch(scenario)
-    if ceiling is not None and ceiling > batches:
-        out["offset_entries_ceiling"] = (f"the scenario runs at most {batches} batches, so no more than {batches} "
-                                         f"offset entries ever exist, where the ceiling allows {ceiling}")
+    batches = mode_of(scenario).last_batch(scenario)
+    for name, bound in in_force(scenario).items():
+        if name in LOG_COUNTS and bound is not None and bound > batches:
+            out[name] = (f"the scenario runs at most {batches} batches, so no more than {batches} log entries ever "
+                         f"exist, where the {'floor asks' if DIRECTIONS[name] == MIN else 'ceiling allows'} {bound}")
     if not scenario.store_ids:
         return out
     e = scenario.engine
@@ -230,7 +236,7 @@ def describe(reach: dict[str, Reach]) -> list[str]:
         floor = DIRECTIONS[name] == MIN
         limit = f"at least {r.bound}" if floor else f"at most {r.bound}"
         got = "never measured" if r.reached is None else f"the {'fewest' if floor else 'most'} seen was {r.reached}"
-        verdict = "tight" if r.tight else "NOT REACHED" + (f": {r.why}" if r.why and r.reached is not None else "")
+        verdict = "tight" if r.tight else "NOT REACHED" + (f": {r.why}" if r.why else "")
         where = f" by {r.schedule}" if r.schedule else ""
         lines.append(f"  {name}: {limit}; {got} ({verdict}){where}")
     return lines
