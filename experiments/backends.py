@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -158,6 +159,8 @@ def snapshot_readers_for(storage: Storage) -> tuple[SnapshotReader, ...]:
     fmt = (metadata or {}).get("snapshot_format")
     if fmt is None:
         return ()
+    if not isinstance(fmt, str):
+        raise ValueError(f"metadata: snapshot_format {json.dumps(fmt)[:40]} is not the name of a format")
     for name in BACKEND_NAMES:
         try:
             backend = get_backend(name)

@@ -1,6 +1,6 @@
 """Judging an outcome on the command line: reading an outcome file and summarising the oracles' verdicts.
 
-The oracles are the reference's (``reference.judge.oracles``, SPEC section 5); an
+The oracles are the reference's (``reference.judge.oracles``, spec section 5); an
 outcome file is read as the typed ``Outcome``, so a malformed one is refused
 with an ``OutcomeError`` naming the file and the field, never judged.
 """

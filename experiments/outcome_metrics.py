@@ -1,4 +1,4 @@
-"""The numbers the experiments read out of a typed outcome (``reference.protocol.outcome.Outcome``, SPEC section 4):
+"""The numbers the experiments read out of a typed outcome (``reference.protocol.outcome.Outcome``, spec section 4):
 end-to-end latency percentiles (the backend's ``timing`` block), batch durations from the ``progress`` events,
 what a restart re-ran and how long it took, and step durations from a simulator trace.
 """

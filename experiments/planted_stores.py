@@ -1,4 +1,4 @@
-"""Copies of the RocksDB state store with one real Spark bug planted in each (SPEC section 6).
+"""Copies of the RocksDB state store with one real Spark bug planted in each (spec section 6).
 
 Never on the shipped code path: nothing in ``spark_impl`` imports this
 module, and the shipped store has no flag that turns a bug on. Each class

@@ -5,7 +5,7 @@ tables and sentences in Typst, the experiments' figures.
 compiling); each experiment owns its section (``experiments/sections``),
 written with these blocks: a section reads its experiment's results files
 through ``Writeup.run`` and shows every number through ``Values``, which
-records the file and key it came from, so that ``tests/test_paper.py`` can
+records the file and key it came from, so that ``tests/slow/test_paper.py`` can
 resolve each one again. A published number comes from ``experiments.claims``
 (provenance ``experiments/claims.py``); a verdict from its run's
 ``summary.findings``, never judged here.

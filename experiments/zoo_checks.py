@@ -1,4 +1,4 @@
-"""The checks that judge what a state-store bug sequence left behind (SPEC sections 5 and 6).
+"""The checks that judge what a state-store bug sequence left behind (spec sections 5 and 6).
 
 A sequence of ``store_bug_sequences.py`` runs at the level of one store, not
 of a whole query, so the oracles of ``reference/judge/oracles.py`` are applied here

@@ -1,4 +1,4 @@
-"""The SimPy cluster simulator: the protocol of SPEC section 2 with time and a cost model.
+"""The SimPy cluster simulator: the protocol of spec section 2 with time and a cost model.
 
 What it holds: ``backend.SimBackend`` (the simulator behind the backend
 interface of ``reference.protocol.backend``: a scenario in, a ``RunResult`` out),

@@ -1,4 +1,4 @@
-"""The simulator behind the backend interface (``reference.protocol.backend.Backend``, SPEC section 4).
+"""The simulator behind the backend interface (``reference.protocol.backend.Backend``, spec section 4).
 
 ``SimBackend().run(scenario, RunOptions(profile=..., sim_mode=...))`` returns a
 ``RunResult``: the typed outcome (with its timing block) and, in data mode,

@@ -1,6 +1,6 @@
 """The simulator's cost model: named, documented parameters loaded from JSON profiles.
 
-A profile says how long each protocol step of SPEC section 2 takes on one
+A profile says how long each protocol step of spec section 2 takes on one
 cluster. Every parameter is named with its unit; a profile that lacks one, or
 gives a negative value, is refused with the parameter's name
 (``ProfileError``, a ``ValueError``). Durations are simulated milliseconds.

@@ -1,4 +1,4 @@
-"""Data mode: the real operator semantics on real records, real checkpoint files (SPEC sections 2-4).
+"""Data mode: the real operator semantics on real records, real checkpoint files (spec sections 2-4).
 
 Batch boundaries are the reference's (``SourceData.planned_end_offsets``), so
 an outcome can be compared with the reference's batch for batch; the clock

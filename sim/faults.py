@@ -1,4 +1,4 @@
-"""Faults in the simulated cluster (SPEC section 2's fault kinds): at a step, and at a simulated time.
+"""Faults in the simulated cluster (spec section 2's fault kinds): at a step, and at a simulated time.
 
 Faults at a step are matched by the reference's ``FaultBook`` and decided by
 its ``apply_fault`` (the one decision table of every backend); what a decision

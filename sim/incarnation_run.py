@@ -1,4 +1,4 @@
-"""The protocol of SPEC section 2 with time: one incarnation's step graph, executed on the simulated cluster.
+"""The protocol of spec section 2 with time: one incarnation's step graph, executed on the simulated cluster.
 
 The step graph is the reference's (``reference.protocol.graph.GraphShape.batch_nodes``:
 one node per (step, batch, partition) and the dependency edges of every mode).
@@ -162,7 +162,7 @@ class IncarnationRun:
         return f"{executor}.background" if node.background else executor
 
     def run_step(self, node: SimNode, on_done: Callable[[], None]) -> None:
-        """Charge the step's cost, then apply its effect; faults before and after it (SPEC section 2).
+        """Charge the step's cost, then apply its effect; faults before and after it (spec section 2).
 
         The effect lands when the cost has been paid, so a crash in between loses
         the step. ``on_done`` is called once the step is complete (never after a stop).

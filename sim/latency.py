@@ -1,6 +1,6 @@
 """End-to-end latency per record: from its creation to the moment it FIRST became visible at the sink.
 
-SPEC section 4 measures latency from a record's creation (``arrival_ms``) to
+spec section 4 measures latency from a record's creation (``arrival_ms``) to
 when its output can first be read. A batch re-run after a crash delivers its
 records again, later; that re-delivery never moves a record's latency (issue
 14: measuring at the last delivery turned a p50 of 87 ms into 5 s after a

@@ -2,7 +2,7 @@
 
 ``simulate(scenario)`` runs a scenario to the end and returns the
 ``Simulation`` (its outcome, trace and checkpoint); ``sim.backend.SimBackend``
-is the simulator behind the backend interface (SPEC section 4). The outcome
+is the simulator behind the backend interface (spec section 4). The outcome
 is the reference's (``reference.protocol.observer.build_outcome``, from the simulated
 run's checkpoint and observer) with a timing block (end-to-end latency per
 record, creation to first visibility at the sink, ``latency.py``), timed
@@ -120,11 +120,11 @@ class Simulation:
 
     @property
     def storage(self) -> DurableStorage:
-        """The simulated run's checkpoint (SPEC section 3 layout; volume mode writes no state files)."""
+        """The simulated run's checkpoint (spec section 3 layout; volume mode writes no state files)."""
         return self.service.files
 
     def outcome(self) -> Outcome:
-        """The outcome (SPEC section 4) with the timing block and the simulator's own details."""
+        """The outcome (spec section 4) with the timing block and the simulator's own details."""
         details = {"sim": {"mode": self.mode, "profile": self.profile.name, "end_time_ms": round(self.end_ms, 3),
                            "trace_events": self.trace.count}}
         unfired = list(self.faults.pending) + [f for f in self.clock_faults

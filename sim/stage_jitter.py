@@ -7,7 +7,7 @@ which was a quarter of a cluster-scale run. This is its twin over an array of
 partitions, in the same operations on the same IEEE doubles (the hash in
 wrapping 64-bit integers; ``frexp``, ``ldexp``, ``floor``, ``sqrt``, ``+ - * /``
 are exact or correctly rounded in both), so it gives the same bits:
-``tests/test_sim_volume_stage.py`` checks it against the scalar function.
+``tests/slow/test_sim_volume_stage.py`` checks it against the scalar function.
 """
 
 from __future__ import annotations

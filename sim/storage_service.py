@@ -2,7 +2,7 @@
 
 It owns the durable bytes (a ``reference.protocol.storage.DurableStorage`` in data mode,
 so the checkpoint is byte-identical in format to the reference's) and the
-latency model of SPEC section 3's checkpoint file manager: small-file writes,
+latency model of spec section 3's checkpoint file manager: small-file writes,
 atomic renames, listings, deletes and bandwidth-bound transfers. Each
 operation's latency is drawn by ``reference.protocol.storage_profiles.LatencyDraws``,
 the one draw function the Spark engine's checkpoint storage and native

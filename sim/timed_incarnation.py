@@ -1,4 +1,4 @@
-"""The reference's incarnation with time: a simulated clock, step costs and timed progress (SPEC sections 2, 4).
+"""The reference's incarnation with time: a simulated clock, step costs and timed progress (spec sections 2, 4).
 
 ``TimedIncarnation`` is the simulator's side of the seams (``reference.protocol.seams``):
 

@@ -11,8 +11,9 @@ restart planning, the same engine running it); only the payload differs:
   split, as a uniform hash gives), and per state store the keys changed, held
   and removed and the output rows, from the operator's model
   (``volume_state.OperatorModel``: aggregates keep every key, windows and
-  sessions evict after the watermark, dedup grows then evicts, a join keeps
-  both sides' rows within its time bound);
+  sessions evict after the watermark, dedup within a watermark grows then
+  evicts, plain dedup grows for ever (or, with a watermark, holds what it has
+  not passed), a join keeps both sides' rows within its time bound);
 - watermarks are tracked as in data mode (``reference.protocol.query.advance_trackers``)
   from each batch's largest event time, and written to the commit log;
 - state files are not written (their cost is charged), so a restart loads

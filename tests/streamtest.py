@@ -30,7 +30,7 @@ EXPECTATIONS = ("pass", "loud", "fail")
 
 def crash(step: str, batch: int, when: str = "after", *, partition: int | None = None,
           restart: int | None = None) -> dict[str, Any]:
-    """A ``driver_crash`` at a named step of SPEC section 2 (``when``: before or after it)."""
+    """A ``driver_crash`` at a named step of spec section 2 (``when``: before or after it)."""
     return fault("driver_crash", step, batch, when, partition=partition, restart=restart)
 
 

@@ -90,8 +90,13 @@ class _Watch:
         self.item: pytest.Item | None = None     # the unmarked-for-something test running now
         self.module_uses: dict[Path, list[tuple[str, str]]] = {}
         self.item_uses: list[tuple[str, str]] = []
+        # threads alive before the running test was set up, its own aside: an earlier test's (a py4j callback
+        # or a query's feeder winding down); what they do is not this test's doing
+        self.earlier_threads: frozenset[threading.Thread] = frozenset()
 
     def note(self, marker: str, what: str) -> None:
+        if threading.current_thread() in self.earlier_threads:
+            return
         if self.module is not None:
             self.module_uses.setdefault(self.module, []).append((marker, what))
         elif self.item is not None and marker not in _markers(self.item):
@@ -167,6 +172,7 @@ class _Guarded:
     def enter(self, item: pytest.Item) -> None:
         WATCH.item = item
         WATCH.item_uses = []
+        WATCH.earlier_threads = frozenset(threading.enumerate()) - {threading.current_thread()}
         marks = _markers(item)
         patches = [_patched(subprocess.Popen, "__init__", _watch_popen)]
         if "spark" not in marks:
@@ -196,6 +202,7 @@ class _Guarded:
                 os.environ["JAVA_HOME"] = self._java_home
         self._java_home = None
         WATCH.item = None
+        WATCH.earlier_threads = frozenset()
 
 
 GUARD = _Guarded()

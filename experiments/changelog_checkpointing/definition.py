@@ -1,6 +1,6 @@
 """changelog-checkpointing: changelog against RocksDB without it against delta files, across the snapshot interval.
 
-Three state store providers (SPEC section 2 and the README's additions):
+Three state store providers (spec section 2 and the README's additions):
 
 - ``changelog`` (RocksDB with changelog checkpointing): a commit writes the
   version's changes; maintenance uploads a snapshot in the background once

@@ -33,6 +33,7 @@ from experiments.scenario_builders import rate_scenario
 from experiments.offset_management.definition import CONFIGS, LABELS
 from experiments.offset_management.definition import EXPERIMENT as OFFSET_MANAGEMENT
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.stopping import Stopping
 from experiments.figures import WIDE, figure_context, grouped_bars, save_figure
 from experiments.native_runs import (DURATION_KEYS, FEED_MS, NATIVE, duration_medians, for_backend, is_warmup,
                                      realtime_extra, warmup_point)
@@ -54,6 +55,8 @@ class EngineVsNative(Experiment):
              "mechanism from the two durationMs breakdowns")
     # one run holds both Spark backends' points (12 x 2 runs of 60 s, two warm-ups; estimated from the quick run)
     runs = {NATIVE: BackendRun(3.0, 35.0)}
+    # adaptive stopping (experiments.stopping): the latency points on both backends
+    stopping = Stopping(tasks=("latency",))
     unsupported = {"sim": "it compares the two Spark backends; the simulator's prediction stands beside them",
                    "spark": "the engine's points run in the spark-native run, beside native Spark's"}
     default_backend = NATIVE

@@ -7,7 +7,7 @@ checkpoint. A cell is
 
 - ``pass``: the run finished and every oracle holds;
 - ``loud``: a damaged checkpoint file stopped the query with an error that
-  names the file, by path or by store and version (what SPEC section 3 asks
+  names the file, by path or by store and version (what spec section 3 asks
   of an unreadable file); or no run needed that file, so the query finished
   with the right state, and every check that fails is the judge reporting
   that very file: ``retention`` because reading the retained versions finds

@@ -34,6 +34,7 @@ from experiments.outcome_metrics import (BREAKDOWN_PARTS, batch_metrics, check_o
                                          latency_metrics, log_write_ms)
 from experiments.scenario_builders import interleaved, rate_scenario
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.stopping import Stopping
 from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, grouped_bars, save_figure, seed_span
 from experiments.measure import run_point_scenario
 from experiments.native_runs import (DURATION_KEYS, FEED_MS, NATIVE, duration_medians, for_backend, is_warmup,
@@ -92,6 +93,8 @@ class OffsetManagement(Experiment):
     claim = describe("offset-management")
     # spark-native: the quick run took 1.5 min on a loaded 2-core machine; full: 36 runs of 60 s and a warm-up
     runs = {"sim": BackendRun(0.3, 10.0), "spark": BackendRun(3.0, 40.0), "spark-native": BackendRun(1.5, 50.0)}
+    # adaptive stopping (experiments.stopping): the latency points; the warm-up is thrown away
+    stopping = Stopping(tasks=("latency",))
     # the sim's cluster profile keeps its checkpoint on its own object store; the engine sleeps the profile, native
     # Spark writes through the latency filesystem (spark_impl/native/checkpoint_fs.py)
     storage_default = {"spark": CLAIM_STORAGE, NATIVE: CLAIM_STORAGE}

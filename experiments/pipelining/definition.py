@@ -40,6 +40,7 @@ from experiments.outcome_metrics import batch_metrics, check_outcome_ok, latency
 from experiments.scenario_builders import generated_scenario, interleaved, rate_scenario
 from experiments.conditions import Condition
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.stopping import Stopping
 from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, grouped_bars, save_figure, seed_span
 from experiments.measure import run_point_scenario
 from experiments.profiles import sim_profile
@@ -89,6 +90,8 @@ class Pipelining(Experiment):
     unsupported = {"spark-native": "open-source Spark has no micro-batch pipelining (MicroBatchExecution runs one "
                                    "batch at a time)"}
     runs = {"sim": BackendRun(0.5, 15.0), "spark": BackendRun(4.0, 80.0)}   # spark full: 144 points of ~33 s
+    # adaptive stopping (experiments.stopping): the paced latency points; the throughput points drain a backlog
+    stopping = Stopping(tasks=("latency",))
 
     def conditions(self, ctx: RunContext) -> list[Condition]:
         """The post describes neither its benchmarks' pipeline depth nor their stragglers: the run says what it

@@ -1,4 +1,4 @@
-"""Rules every checkpoint obeys at every instant (SPEC sections 2 and 3), whatever crashed when.
+"""Rules every checkpoint obeys at every instant (spec sections 2 and 3), whatever crashed when.
 
 They are checked on every crash checkpoint the explorer reaches (before
 recovery reads it) and on every backend's final checkpoint. Every file the
@@ -7,7 +7,16 @@ checkpoint holds is named by one of them or read by one of them:
 - ``layout``: every entry is a file or folder of the layout (``layout.classify``)
   for this query: its stores and partitions, its source partitions, its sink
   mode, a backend's own snapshot data only where ``metadata`` names its
-  format. Anything else (a stray file, a link, a FIFO, a device) is named.
+  format. Anything else (a stray file, a link, a FIFO, a device) is named,
+  every one of them.
+- ``metadata``: the query id ``metadata`` holds is this query's (its seed fixes
+  it, ``logs.query_id``), and the name of the scenario that wrote it is a
+  scenario's name, never a path.
+- ``fields``: every JSON file of the checkpoint (metadata, offset and commit
+  entries, sink manifests, fetch states, and the watermark trackers of a commit
+  entry) holds only the fields its format has (``layout.FIELDS``): an unknown
+  one is named with its file, never silently ignored. This is the one place
+  that rule lives.
 - ``log_entries``: every offset and commit entry decodes, is of the batch its
   name says, covers the query's source partitions, and consecutive offset
   entries meet (batch b starts where b - 1 ended); a commit entry names a
@@ -49,23 +58,24 @@ implies) is judged by ``LINE_RULES`` alone.
 
 from __future__ import annotations
 
+import json
 from typing import Collection
 
 from ..protocol import layout
 from .bounds import bounds_of
 from ..language.json_input import JsonInputError, loads
-from ..protocol.logs import CommitEntry, OffsetEntry, log_batches, read_metadata
+from ..protocol.logs import CommitEntry, OffsetEntry, decode_entry, log_batches, query_id, read_metadata
 from ..protocol.retained import committed_chain, unreadable
-from ..language.scenario import Scenario
+from ..language.scenario import MAX_NAME_CHARS, Scenario
 from ..protocol.sink_files import read_manifest, read_part
 from ..protocol.state_store import read_state_file
-from ..protocol.storage import CheckpointFormatError, Storage, inventory
+from ..protocol.storage import CheckpointFormatError, Storage, excerpt, inventory
 from ..protocol.modes import mode_of
 
-RULES = ("layout", "log_entries", "commit_order", "commit_has_offsets", "offsets_committed", "log_retention",
+RULES = ("layout", "metadata", "fields", "log_entries", "commit_order", "commit_has_offsets", "offsets_committed", "log_retention",
          "watermark_monotone", "lineage_reachable", "state_files", "sink_files", "fetch_state")
 # Each numeric or ordered condition of the rules, listed once with every way it can fail;
-# tests/test_judge_both_ways.py crafts, for every way, a checkpoint that only that rule rejects.
+# tests/quick/test_judge_both_ways.py crafts, for every way, a checkpoint that only that rule rejects.
 RULE_WAYS: dict[str, dict[str, tuple[str, ...]]] = {
     "log_entries": {"where an offset entry starts": ("a gap after the entry before", "an overlap with it"),
                     "the first batch's start": ("not at the beginning",),
@@ -93,6 +103,8 @@ def violations(storage: Storage, scenario: Scenario, rules: Collection[str] = RU
     """Each broken rule of ``rules`` (default: every rule) as ``(rule, message)``. ``LINE_RULES`` judge the logs
     and the lineage alone, for a checkpoint that is not a whole query's (the bug zoo writes one store's)."""
     out = _layout(storage, scenario) if "layout" in rules else []
+    out += _metadata(storage, scenario) if "metadata" in rules else []
+    out += _fields(storage) if "fields" in rules else []
     offsets = log_batches(storage, layout.OFFSETS)
     commits = log_batches(storage, layout.COMMITS)
     broken = _offset_entries(storage, scenario, offsets) if "log_entries" in rules else None
@@ -149,27 +161,89 @@ def source_partitions(scenario: Scenario) -> tuple[int, frozenset[int]]:
 
 
 def _layout(storage: Storage, scenario: Scenario) -> list[tuple[str, str]]:
-    """The first entry that is not part of this query's checkpoint, named with what it is instead."""
+    """Every entry that is not part of this query's checkpoint, named with what it is instead (the entries under
+    a stray folder are not named again)."""
     try:
         foreign = (read_metadata(storage) or {}).get("snapshot_format") is not None
     except CheckpointFormatError:
         foreign = False   # the checkpoint oracle names unreadable metadata
+    out: list[tuple[str, str]] = []
+    stray: list[str] = []
     for path, kind in inventory(storage):
+        if any(path.startswith(folder + "/") for folder in stray):
+            continue
         if kind == "directory":
             why = _stray_folder(path, scenario, foreign)
+            if why is not None:
+                stray.append(path)
         elif kind == "file":
             why = _stray_file(path, scenario, foreign)
         else:
             why = f"is a {kind}; a checkpoint holds regular files and folders only"
         if why is not None:
-            return [("layout", f"{path}: {why}")]
-    return []
+            out.append(("layout", f"{path}: {why}"))
+    return out
+
+
+def _metadata(storage: Storage, scenario: Scenario) -> list[tuple[str, str]]:
+    """The fields of ``metadata`` that cannot be this query's (its digest is the checkpoint oracle's first
+    question): the query id, which its seed fixes (``logs.query_id``), and the name of the scenario that wrote
+    it, which is a scenario's name (not necessarily this one's: a checkpoint may be resumed under other modes,
+    and another name), never a path."""
+    try:
+        meta = read_metadata(storage)
+    except CheckpointFormatError:
+        return []   # the checkpoint oracle names unreadable metadata
+    if meta is None:
+        return []
+    out = []
+    if meta.get("id") != query_id(scenario.seed):
+        out.append(("metadata", f"{layout.METADATA}: id is {json.dumps(meta.get('id'))[:80]}, but this query's is "
+                                f"{json.dumps(query_id(scenario.seed))} (tampered, or another query's)"))
+    name = meta.get("scenario", scenario.name)
+    why = layout.name_problem(name) or (None if len(name) <= MAX_NAME_CHARS else "is too long")
+    if why is not None:
+        out.append(("metadata", f"{layout.METADATA}: scenario {json.dumps(name)[:80]} {why}: not a scenario's "
+                                "name (tampered?)"))
+    return out
+
+
+FILE_NAMES = {"metadata": "the metadata file", "offset": "an offset entry", "commit": "a commit entry",
+              "manifest": "a sink manifest", "fetch_state": "a fetch state"}
+
+
+def _fields(storage: Storage) -> list[tuple[str, str]]:
+    """Every JSON file of the checkpoint holding a field its format does not have (``layout.FIELDS``), named
+    with the file and the field; files that do not decode are the other rules' findings."""
+    out = []
+    for path in storage.list():
+        entry = layout.classify(path)
+        kind = entry.kind if entry is not None else None
+        if kind not in layout.FIELDS:
+            continue
+        try:
+            data = storage.read(path)
+            body = decode_entry(data, path) if kind in ("metadata", "offset", "commit") else loads(data)
+        except (CheckpointFormatError, JsonInputError):
+            continue
+        if not isinstance(body, dict):
+            continue
+        unknown = sorted(set(body) - layout.FIELDS[kind])
+        trackers = body.get("next_trackers") if kind == "commit" else None
+        for i, tracker in enumerate(trackers if isinstance(trackers, list) else []):
+            if isinstance(tracker, dict):
+                unknown += [f"next_trackers[{i}].{k}" for k in sorted(set(tracker) - layout.TRACKER_FIELDS)]
+        if unknown:
+            out.append(("fields", f"{path}: holds the field {excerpt(unknown[0])}"
+                                  + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+                                  + f", which {FILE_NAMES[kind]} does not have (tampered?)"))
+    return out
 
 
 def _stray_file(path: str, scenario: Scenario, foreign: bool) -> str | None:
     entry = layout.classify(path)
     if entry is None:
-        return "a stray file: no file of the checkpoint layout (SPEC section 3) has this name"
+        return "a stray file: no file of the checkpoint layout (spec section 3) has this name"
     kind = entry.written if entry.kind == "temp" else entry.kind
     if kind == "manifest" and scenario.sink_mode != "exactly_once":
         return "a sink manifest, but this query's sink is at-least-once"
@@ -187,7 +261,7 @@ def _stray_file(path: str, scenario: Scenario, foreign: bool) -> str | None:
 def _stray_folder(path: str, scenario: Scenario, foreign: bool) -> str | None:
     entry = layout.classify_folder(path)
     if entry is None:
-        return "a stray folder: the checkpoint layout (SPEC section 3) has no folder of this name"
+        return "a stray folder: the checkpoint layout (spec section 3) has no folder of this name"
     if entry.kind == "source":
         return _stray_source(entry.partition, scenario)
     if entry.kind == "snapshot_data" and not foreign:

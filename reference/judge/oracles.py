@@ -1,4 +1,4 @@
-"""The oracles of SPEC section 5: the judge of every backend's outcome.
+"""The oracles of spec section 5: the judge of every backend's outcome.
 
 Each oracle is a named function of a ``Context``: the scenario, the outcome,
 and, given the scenario's input and the outcome's committed batch boundaries,
@@ -8,7 +8,7 @@ every batch's output and every batch's watermark must be
 where (operator store, partition, version, batch), what was expected against
 what was found, and the first key that differs.
 
-Beyond SPEC section 5's checks: ``identity`` (the outcome is of this scenario:
+Beyond spec section 5's checks: ``identity`` (the outcome is of this scenario:
 name, seed, stores, partitions), ``watermarks`` (every committed batch carries
 the watermark the failure-free run gives it) and ``checkpoint`` (the
 checkpoint is this outcome's: its metadata names this query, it holds every
@@ -48,6 +48,7 @@ from ..protocol.state_store import load_version, read_state_file
 from ..protocol.storage import CheckpointFormatError, Storage
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
+MAX_FINDINGS = 50   # the checkpoint check lists this many of its findings, then says how many more
 _EXPECTED: dict[tuple[Any, ...], SequentialRun] = {}  # failure-free runs, memoized
 
 
@@ -266,7 +267,7 @@ def _rerun_batches(outcome: Outcome) -> set[int]:
 
 
 def replay_bound(ctx: Context) -> Verdict:
-    """A restart re-runs at most what the scenario's mode lets be in flight, read off its step graph (SPEC
+    """A restart re-runs at most what the scenario's mode lets be in flight, read off its step graph (spec
     section 5, ``bounds.Bounds.replay``), in the shape the mode says (``modes``, ``replay``): one contiguous
     range under async progress, from the last committed offsets in real-time mode. Under async progress the
     limit comes from the untimed clock's spacing of persisted entries, so a timed backend is held to the
@@ -318,9 +319,18 @@ def no_loss(ctx: Context) -> Verdict:
 
 
 def retention(ctx: Context) -> Verdict:
-    errors = ctx.outcome.state_errors
+    """The last ``min_batches_to_retain`` committed versions load: in the outcome, and from the checkpoint when
+    there is one (a version whose files are gone fails, naming them)."""
+    errors = list(ctx.outcome.state_errors)
+    if ctx.storage is not None and ctx.store_ids and not errors:
+        errors = retained_states(ctx.storage, ctx.store_ids, ctx.scenario.state_partitions,
+                                 ctx.scenario.engine.min_batches_to_retain)[1]
+        missing = _no_committed_state(ctx, latest_lineage(ctx.storage), "retention")
+        if missing is not None:
+            return missing
     if errors and not any(f.kind in ("corrupt_file", "delete_file") for f in ctx.scenario.faults):
-        return Verdict("retention", FAIL, f"a retained version would not load: {errors[0]}")
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return Verdict("retention", FAIL, f"a retained version would not load: {errors[0]}{more}")
     if not ctx.bounds or not ctx.store_ids or ctx.outcome.error:
         return Verdict("retention", PASS, "nothing to retain")
     retain = ctx.scenario.engine.min_batches_to_retain
@@ -354,24 +364,41 @@ def reconstruction(ctx: Context) -> Verdict:
                 return Verdict("reconstruction", FAIL, "the latest commit entry names no lineage for this store",
                                sid, p, version)
             chain = committed_chain(ctx.storage, sid, p, version, uid)
+            if not chain:
+                return _nothing_to_read("reconstruction", sid, p, version, uid)
             uids = {link.version: link.uid for link in chain}
             snaps = sorted(link.version for link in chain if link.snapshot)
             for v in retained_range(chain):
                 want = dict(map(tuple, ctx.expected_state(sid, p, v)))
+                loaded, why = 0, ""
                 for base in sorted({s for s in snaps if s <= v} | {0}):
                     skip = frozenset(s for s in snaps if s > base)
                     try:
                         got = load_version(ctx.storage, sid, p, v, uids[v], skip_snapshots=skip)
-                    except CheckpointFormatError:
+                    except CheckpointFormatError as exc:
+                        why = str(exc)
                         continue   # this base's files are gone (retention) or damaged (named by retention)
                     checked += 1
+                    loaded += 1
                     if got != want:
                         key = _first_diff(sorted(map(list, want.items())), sorted(map(list, got.items())))
                         how = "a full changelog replay" if base == 0 else f"the snapshot of version {base}"
                         return Verdict("reconstruction", FAIL, f"loading from {how} differs from the failure-free "
                                                                "run", sid, p, v, key=key, expected=want.get(key or ""),
                                        actual=got.get(key or ""))
+                if not loaded:   # nothing to compare is no evidence that it holds
+                    return Verdict("reconstruction", FAIL, f"the retained version loads from no base: {why}", sid,
+                                   p, v)
     return Verdict("reconstruction", PASS, f"{checked} loads from every base equal the failure-free run")
+
+
+def _nothing_to_read(check: str, sid: str, partition: int, version: int, uid: str) -> Verdict:
+    """FAIL: the latest commit entry names a version of which no state file is left, so the check has nothing
+    to read (and nothing read is no evidence that it holds)."""
+    name = layout.state_file(sid, partition, version, uid, "changelog")
+    return Verdict(check, FAIL, f"the latest commit entry names version {version} (lineage id {uid!r}), but no "
+                                f"state file of it is in the checkpoint (expected {name}, or its .snapshot or "
+                                ".delta): nothing to read", sid, partition, version)
 
 
 def _no_committed_state(ctx: Context, latest: Any, check: str) -> Verdict | None:
@@ -392,7 +419,10 @@ def lineage(ctx: Context) -> Verdict:
     version, newest = latest
     for sid in ctx.store_ids:
         for p in range(ctx.scenario.state_partitions):
-            chain = committed_chain(ctx.storage, sid, p, version, newest.get(sid, {}).get(str(p), ""))
+            latest_uid = newest.get(sid, {}).get(str(p), "")
+            chain = committed_chain(ctx.storage, sid, p, version, latest_uid)
+            if not chain:
+                return _nothing_to_read("lineage", sid, p, version, latest_uid)
             on_chain = {link.version: link.uid for link in chain}
             for batch in log_batches(ctx.storage, layout.COMMITS):
                 try:
@@ -422,23 +452,29 @@ def checkpoint(ctx: Context) -> Verdict:
     if meta.get("scenario_digest") != ctx.scenario.query_digest():
         return Verdict("checkpoint", FAIL, "the checkpoint belongs to another query",
                        expected=ctx.scenario.query_digest(), actual=meta.get("scenario_digest"))
+    found: list[Verdict] = []   # every finding: a tampered checkpoint is named whole, not one file at a time
     present = set(storage.list())
     gone = [f for f in ctx.outcome.checkpoint_files if f not in present]
     if gone:
-        return Verdict("checkpoint", FAIL, f"{len(gone)} file(s) the outcome lists are not in the checkpoint, "
-                                           f"first {gone[0]}", actual=gone[:5])
+        found.append(Verdict("checkpoint", FAIL, f"{len(gone)} file(s) the outcome lists are not in the checkpoint, "
+                                                 f"first {gone[0]}", actual=gone[:5]))
     commits = log_batches(storage, layout.COMMITS)
     last = ctx.outcome.batches[-1].id if ctx.outcome.batches else None
     if not ctx.outcome.error and mode_of(ctx.scenario).logs_every_batch and (commits[-1] if commits else None) != last:
-        return Verdict("checkpoint", FAIL, "the checkpoint's latest commit entry is not the outcome's last batch",
-                       expected=last, actual=commits[-1] if commits else None)
+        found.append(Verdict("checkpoint", FAIL, "the checkpoint's latest commit entry is not the outcome's last "
+                                                 "batch", expected=last, actual=commits[-1] if commits else None))
     damaged = _damaged_on_chain(ctx, storage)
-    if damaged is not None:
-        return damaged
-    broken = checkpoint_rules.violations(storage, ctx.scenario)
-    if broken:
-        rule, message = broken[0]
-        return Verdict("checkpoint", FAIL, f"{rule}: {message}")
+    found += [damaged] if damaged is not None else []
+    named = damaged.message.split(" ", 1)[0] if damaged is not None else None   # the file: not named twice
+    found += [Verdict("checkpoint", FAIL, f"{rule}: {message}")
+              for rule, message in checkpoint_rules.violations(storage, ctx.scenario)
+              if not (rule == "state_files" and message.startswith(f"{named}:"))]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        lines = [f.message for f in found[:MAX_FINDINGS]]
+        more = [f"... and {len(found) - MAX_FINDINGS} more"] if len(found) > MAX_FINDINGS else []
+        return Verdict("checkpoint", FAIL, f"{len(found)} problems: " + "\n      ".join(lines + more))
     return _logs_read_back(ctx, storage) or _sink_read_back(ctx, storage) or _state_read_back(ctx, storage)
 
 
@@ -485,11 +521,44 @@ def _logs_read_back(ctx: Context, storage: Storage) -> Verdict | None:
                            batch=b, expected=[list(ran.start_offsets or ()), list(ran.end_offsets)],
                            actual=[list(entry.start), list(entry.end)])
     for b in log_batches(storage, layout.COMMITS):
-        committed = CommitEntry.read(storage, b).watermark_ms
-        if b in batches and committed != ctx.expected.watermarks[b]:
+        commit = CommitEntry.read(storage, b)
+        if b in batches and commit.watermark_ms != ctx.expected.watermarks[b]:
             return Verdict("checkpoint", FAIL, f"{layout.commit_path(b)} holds another watermark than the "
                                                "failure-free run gives the batch", batch=b,
-                           expected=ctx.expected.watermarks[b], actual=committed)
+                           expected=ctx.expected.watermarks[b], actual=commit.watermark_ms)
+        wrong = _tracker_beyond_input(commit, ctx.expected.trackers.get(b)) if b in batches else None
+        if wrong is not None:   # what recovery resumes the watermark from
+            where, bound, found = wrong
+            return Verdict("checkpoint", FAIL, f"{layout.commit_path(b)}: {where} is {found}, beyond what the input "
+                                               "and the offset log allow the batch (the watermark recovery resumes "
+                                               "from)", batch=b, expected=bound, actual=found)
+    return None
+
+
+def _tracker_beyond_input(commit: CommitEntry, bound: Any) -> tuple[str, Any, Any] | None:
+    """The first field of a commit entry's ``next_trackers`` that the input and the offset log rule out, as
+    (field, what they allow, what it holds). ``bound`` is the failure-free run's trackers after the batch: each
+    input's largest event time up to the batch's end offsets, and the watermark they give. A run's own trackers
+    can only be lower (a restart forgets the event-time maxima, Spark keeping them in memory only), and each
+    tracker's late-events watermark is the watermark the batch ran with (the first one's is the commit's)."""
+    trackers = commit.next_trackers
+    if bound is None:
+        return None
+    if len(trackers) != len(bound):
+        return "next_trackers", f"{len(bound)} trackers, one per operator", len(trackers)
+    for i, (have, most) in enumerate(zip(trackers, bound)):
+        where = f"next_trackers[{i}]"
+        if not isinstance(have, dict) or not all(isinstance(have.get(k), int) and not isinstance(have.get(k), bool)
+                                                 for k in ("watermark_ms", "late_watermark_ms")) \
+                or not isinstance(have.get("max_event_ms"), dict):
+            return where, "{watermark_ms: int, late_watermark_ms: int, max_event_ms: {input: int}}", have
+        if i == 0 and have["late_watermark_ms"] != commit.watermark_ms:
+            return f"{where}.late_watermark_ms", commit.watermark_ms, have["late_watermark_ms"]
+        if have["watermark_ms"] > most["watermark_ms"] or have["watermark_ms"] < have["late_watermark_ms"]:
+            return f"{where}.watermark_ms", [have["late_watermark_ms"], most["watermark_ms"]], have["watermark_ms"]
+        for side, t in sorted(have["max_event_ms"].items()):
+            if side not in most["max_event_ms"] or not isinstance(t, int) or t > most["max_event_ms"][side]:
+                return f"{where}.max_event_ms.{side}", most["max_event_ms"].get(side), t
     return None
 
 
@@ -576,7 +645,7 @@ ORACLES: dict[str, Callable[[Context], Verdict]] = {
     "output_semantics": output_semantics,
     "replay_bound": replay_bound,
     "no_loss": no_loss,
-    "retention": retention,
+    "retention": _reading("retention", retention),
     "reconstruction": _reading("reconstruction", reconstruction),
     "lineage": _reading("lineage", lineage),
     "watermarks": watermarks,
@@ -587,7 +656,7 @@ ORACLES: dict[str, Callable[[Context], Verdict]] = {
 
 
 # Each failure condition of each oracle, listed once, with every way it can fail (a gap and an overlap, too
-# few and too many, below a floor and above a ceiling). tests/test_judge_both_ways.py crafts, for every way,
+# few and too many, below a floor and above a ceiling). tests/quick/test_judge_both_ways.py crafts, for every way,
 # an outcome that only that oracle rejects, and fails when a way has none. Too few re-runs is a way of
 # ``recoveries`` (a crash that left its batch un-re-run), too many of ``replay_bound``.
 FAILURE_WAYS: dict[str, dict[str, tuple[str, ...]]] = {

@@ -1,8 +1,8 @@
 """The scenario catalogue: every operator, every engine mode, and a scenario builder over them.
 
-One table of operators (each with Spark's semantics, SPEC section 1) and one
+One table of operators (each with Spark's semantics, spec section 1) and one
 of engine modes (each one Lightspeed feature over the synchronous baseline,
-SPEC section 2). The tests, the fault matrix and the native Spark tests all
+spec section 2). The tests, the fault matrix and the native Spark tests all
 build their scenarios here, so a test reads like the scenario it checks and
 no two places disagree on what "window_aggregate under pipelining" means.
 """
@@ -23,6 +23,9 @@ OPERATORS: dict[str, dict[str, Any]] = {
     "stateful_function": {"kind": "stateful_function", "timeout_ms": 20, "watermark_delay_ms": 10},
     "chain": {"kind": "chain", "operators": [{"kind": "dedup_within_watermark", "watermark_delay_ms": 20},
                                              {"kind": "aggregate", "agg": "sum"}]},
+    # Spark's plain dropDuplicates(key), on a stream without a watermark: its state only grows (last, so that
+    # the rotations over the catalogue that came before it keep their cases)
+    "dedup": {"kind": "dedup"},
 }
 
 # Engine modes, each one Lightspeed feature on top of the synchronous baseline.
@@ -57,6 +60,10 @@ def redelivering_source(batches: int = 4, per_batch: int = 6, keys: int = 4) -> 
 
 
 CATALOGUE_SOURCES = ("generated", "redelivering")
+# Keys of the source under an operator that needs more than the default: dedup's state only grows, and with
+# 4 keys every key is seen in batch 0 (and all 4 route to one state partition), so later batches would
+# change nothing.
+SOURCE_KEYS = {"dedup": 12}
 
 
 def scenario_dict(operator: str = "aggregate", mode: str = "sync", *, faults: list[dict[str, Any]] | None = None,
@@ -70,7 +77,9 @@ def scenario_dict(operator: str = "aggregate", mode: str = "sync", *, faults: li
     if source_kind not in CATALOGUE_SOURCES:
         raise ValueError(f"source_kind: expected one of {', '.join(CATALOGUE_SOURCES)}; got {source_kind!r}")
     redelivering = source_kind == "redelivering"
-    src = redelivering_source(batches) if redelivering else source(partitions=partitions, batches=batches)
+    keys = SOURCE_KEYS.get(operator, 4)
+    src = redelivering_source(batches, keys=keys) if redelivering else source(partitions=partitions, batches=batches,
+                                                                               keys=keys)
     d: dict[str, Any] = {"name": f"{operator}-{mode}" + ("-redelivering" if redelivering else ""), "seed": seed,
                          "query": {"operator": OPERATORS[operator], "state_partitions": 2},
                          "engine": eng, "faults": faults or []}

@@ -1,10 +1,10 @@
-"""The scenario's ``engine`` section (SPEC sections 1 and 2): which of the protocol's modes a run uses.
+"""The scenario's ``engine`` section (spec sections 1 and 2): which of the protocol's modes a run uses.
 
 Progress tracking (sync or async, with its checkpoint interval), log purge,
 the state store provider and its snapshot cadence, state checkpointing (sync
 or async), pipelining, the trigger, where timed backends cut batches, and
 parallel store commit, and Spark's real-time mode (``real_time``, with
-``trigger_interval_ms`` its batch duration). The section keeps the SPEC's name, ``engine``; in the
+``trigger_interval_ms`` its batch duration). The section keeps the spec's name, ``engine``; in the
 code, "the engine" is the PySpark engine (``spark_impl/engine``).
 """
 
@@ -34,10 +34,10 @@ class EngineConfig:
     pipelining: bool = False
     trigger_interval_ms: int = 0
     # How many batches may be planned and not yet committed under pipelining: batch b is planned only
-    # once batch b - pipeline_depth has committed. An extension of SPEC section 2, which leaves the
-    # depth open; 2 (the default) is the protocol the SPEC's examples assume.
+    # once batch b - pipeline_depth has committed. An extension of spec section 2, which leaves the
+    # depth open; 2 (the default) is the protocol the spec's examples assume.
     pipeline_depth: int = 2
-    # Where timed backends cut explicit and rate sources (SPEC section 1, triggers): "trigger" plans each
+    # Where timed backends cut explicit and rate sources (spec section 1, triggers): "trigger" plans each
     # batch by Spark's trigger on the backend's own clock, with everything that has arrived by then;
     # "fixed" cuts every batch_ms of arrival time on every backend, for deterministic differential tests.
     # Generated sources always have fixed-size batches; the untimed reference always cuts on its clock.

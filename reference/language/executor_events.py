@@ -1,4 +1,4 @@
-"""A scenario's executors and their joins and leaves (state rebalancing, an addition to SPEC section 1).
+"""A scenario's executors and their joins and leaves (state rebalancing, an addition to spec section 1).
 
 ``executors`` lists the executors present at the start; ``events`` lists
 executors joining and leaving, each before a batch is planned. Not faults:

@@ -1,4 +1,4 @@
-"""Faults that can never fire, or never end, refused before a run (SPEC section 2).
+"""Faults that can never fire, or never end, refused before a run (spec section 2).
 
 A fault that no step of any run can match tests nothing, and a run that
 carries it says so only in its outcome's ``faults_not_fired``. Where the

@@ -1,4 +1,4 @@
-"""A scenario's faults (SPEC section 2, ``faults[]``): what goes wrong, and where or when.
+"""A scenario's faults (spec section 2, ``faults[]``): what goes wrong, and where or when.
 
 A fault is placed at a named step of a batch (``before`` or ``after`` it, on a
 partition for task steps) or at a time, optionally in one incarnation only

@@ -1,4 +1,4 @@
-"""Reading a scenario's JSON field by field (SPEC section 1): every error names the field and what was expected.
+"""Reading a scenario's JSON field by field (spec section 1): every error names the field and what was expected.
 
 ``FieldReader`` gives typed access to one JSON object and names the dotted
 path of each field it reads (``engine.progress.mode``); ``done`` refuses a
@@ -10,6 +10,16 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+
+MAX_INTEGER = 2**63 - 1   # every integer of a scenario fits a Spark long (offsets, ms, counts, seeds)
+
+
+def _said(value: Any) -> str:
+    """A value for an error message: an integer too long to print whole is said by its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1:,} digits"
+    return repr(value)[:200]
 
 
 class ScenarioError(ValueError):
@@ -47,15 +57,20 @@ class FieldReader:
     def int(self, name: str, default: Any = ..., *, minimum: int | None = 0) -> int:
         value = self.get(name, default)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ScenarioError(self.at(name), f"expected an integer, got {value!r}")
+            raise ScenarioError(self.at(name), f"expected an integer, got {_said(value)}")
         if minimum is not None and value < minimum:
-            raise ScenarioError(self.at(name), f"expected an integer >= {minimum}, got {value}")
+            raise ScenarioError(self.at(name), f"expected an integer >= {minimum}, got {_said(value)}")
+        if abs(value) > MAX_INTEGER:
+            raise ScenarioError(self.at(name), f"expected an integer of at most {MAX_INTEGER:,} (a Spark long), got "
+                                               f"{_said(value)}")
         return value
 
     def num(self, name: str, default: Any = ..., *, minimum: float = 0) -> float:
         value = self.get(name, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ScenarioError(self.at(name), f"expected a number, got {value!r}")
+            raise ScenarioError(self.at(name), f"expected a number, got {_said(value)}")
+        if abs(value) > MAX_INTEGER:   # also before ``isfinite``, which cannot take an integer past a float
+            raise ScenarioError(self.at(name), f"expected a number of at most {MAX_INTEGER:,}, got {_said(value)}")
         if not math.isfinite(value):
             raise ScenarioError(self.at(name), f"expected a finite number, got {value!r}")
         if value < minimum:
@@ -80,7 +95,7 @@ class FieldReader:
     def done(self) -> None:
         extra = sorted(set(self.raw) - self.used)
         if extra:
-            raise ScenarioError(self.at(extra[0]), "unknown field (check the spelling against SPEC.md)")
+            raise ScenarioError(self.at(extra[0]), "unknown field (check the spelling against docs/spec.md)")
 
 
 def drop_none(d: dict[str, Any]) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 Python's ``json`` module accepts what no file of ours holds and what a hostile
 file can use against the reader: a key given twice (the last one silently
-wins), ``NaN`` and ``Infinity`` (not JSON at all), and nesting deep enough to
-exhaust the interpreter's stack. ``loads`` refuses each, with a message that
+wins), ``NaN`` and ``Infinity`` (not JSON at all), nesting deep enough to
+exhaust the interpreter's stack, and an integer of more digits than Python
+converts (4,300: a ``ValueError`` that was a traceback). ``loads`` refuses each, with a message that
 says what and where, and never the document's content.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from .size import MAX_JSON_DEPTH
@@ -46,6 +48,11 @@ def loads(text: str | bytes) -> Any:
         raise JsonInputError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except UnicodeDecodeError as exc:
         raise JsonInputError(f"not UTF-8 text (byte {exc.start})") from None
+    except JsonInputError:
+        raise
+    except ValueError:   # an integer past Python's conversion limit (4,300 digits): no field holds one
+        raise JsonInputError(f"holds an integer of more than {sys.get_int_max_str_digits():,} digits, more than "
+                             "any field holds or this reads") from None
     depth = nesting(value)
     if depth > MAX_JSON_DEPTH:
         raise JsonInputError(f"nested {depth} levels deep, deeper than the {MAX_JSON_DEPTH} this reads")

@@ -1,4 +1,4 @@
-"""A scenario's query (SPEC section 1, ``query.operator.kind``): the operators, each with Spark's semantics.
+"""A scenario's query (spec section 1, ``query.operator.kind``): the operators, each with Spark's semantics.
 
 The semantics themselves are in ``operators.py``; this module is the
 operator's specification as the scenario gives it: its kind and parameters,
@@ -12,7 +12,7 @@ from typing import Any
 
 from .field_reader import FieldReader, ScenarioError, drop_none
 
-OPERATOR_KINDS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "join",
+OPERATOR_KINDS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "dedup", "join",
                   "stateful_function", "chain")
 STATEFUL_KINDS = tuple(k for k in OPERATOR_KINDS if k not in ("map", "chain"))
 AGGS = ("count", "sum")
@@ -52,6 +52,9 @@ class OperatorSpec:
                                 watermark_delay_ms=o.int("watermark_delay_ms"))
         elif kind == "dedup_within_watermark":
             spec = OperatorSpec(kind, watermark_delay_ms=o.int("watermark_delay_ms"))
+        elif kind == "dedup":   # the watermark is optional: without one the state is never evicted
+            spec = OperatorSpec(kind, watermark_delay_ms=o.int("watermark_delay_ms") if "watermark_delay_ms" in o.raw
+                                else None)
         elif kind == "join":
             if in_chain:
                 raise ScenarioError(o.at("kind"), "a join takes two sources, so it cannot sit inside a chain")

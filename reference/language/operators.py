@@ -1,4 +1,4 @@
-"""Stateful operators with Spark's semantics, as pure functions (SPEC section 1).
+"""Stateful operators with Spark's semantics, as pure functions (spec section 1).
 
 ``apply_operator(spec, states, rows, watermark)`` takes one state partition's
 state (a dict per state store of the operator), the batch's rows routed to
@@ -15,14 +15,38 @@ Watermarks, as Spark 3.4+ (``IncrementalExecution``:
 - a row is late when ``event_time_ms <= late_ms`` (``WatermarkSupport``:
   ``LessThanOrEqual``), so in batch 0 a row at or before the epoch is late;
   a window is late when its end is ``<= late_ms``;
-- window state and dedup state are evicted when their end / expiry is
-  ``<= eviction_ms``; join state when its event time is ``< eviction_ms -
+- window state and dedup state are evicted when their end / expiry / event
+  time is ``<= eviction_ms``; join state when its event time is ``< eviction_ms -
   time_bound_ms``; a ``stateful_function`` key times out when its timeout
   timestamp is ``< eviction_ms``, and a timeout is never set before the
   current watermark (Spark refuses one, so it is clamped to it);
 - the watermark in force for batch b is ``max(previous, max event time seen
   in batches before b - delay)``; a join takes the minimum over its sides,
   and stays 0 until both have data.
+
+``dedup`` is Spark's plain ``dropDuplicates`` (``StreamingDeduplicateExec``,
+``BaseStreamingDeduplicateExec.doExecute`` in ``statefulOperators.scala``):
+a row whose dedup key the state holds is dropped, any other row is emitted
+and its key put into the state, first come first served in the batch's row
+order. Spark's value is a dummy row holding one null; the reference's store
+has no null values (None is a delete), so it keeps ``True``. The two forms:
+
+- without ``watermark_delay_ms`` (``dropDuplicates(key)`` on a stream with
+  no watermark): the key is the record key; nothing is late and nothing is
+  ever evicted, so the state grows with every new key, for ever;
+- with it (``withWatermark(ts, delay).dropDuplicates(key, ts)``, the form
+  Spark's guide gives for deduplication with a watermark): the key is the
+  record key and the event time (``timed_key``), a row is dropped when it is
+  late, and an entry is evicted when its event time is ``<= eviction_ms``
+  (``WatermarkSupport.removeKeysOlderThanWatermark``: the eviction predicate
+  exists only when the event-time column is one of the keys). Two rows are
+  duplicates only when both key and event time are equal; for "same key
+  within the delay" Spark has ``dropDuplicatesWithinWatermark``
+  (``dedup_within_watermark``). Spark's third form, a watermark on the stream
+  but only the record key as the dedup key (StreamingDeduplicationSuite,
+  SPARK-21546), drops late rows (the late-row filter reads the child's
+  event-time column) and never evicts (the eviction predicate reads the
+  keys); the reference does not model it.
 """
 
 from __future__ import annotations
@@ -105,8 +129,15 @@ def _aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm
     return sort_rows([Row(k, state[k], t) for k, t in latest.items()])
 
 
-def window_key(key: str, start_ms: int) -> str:
-    return f"{key}|{start_ms}"
+def timed_key(key: str, ms: int) -> str:
+    """The state key of a record key at a time: a window's start, or a ``dedup`` entry's event time."""
+    return f"{key}|{ms}"
+
+
+def split_timed_key(skey: str) -> tuple[str, int]:
+    """``timed_key``'s (record key, time); the record key may itself hold ``|``."""
+    key, _, ms = skey.rpartition("|")
+    return key, int(ms)
 
 
 def _window_aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: Watermark) -> list[Row]:
@@ -117,12 +148,11 @@ def _window_aggregate(spec: OperatorSpec, states: dict[str, State], rows: list[R
         start = row.event_time_ms - row.event_time_ms % size
         if wm.is_late(start + size):   # the window is late: its end is at or before the late-events watermark
             continue
-        skey = window_key(row.key, start)
+        skey = timed_key(row.key, start)
         state[skey] = state.get(skey, 0) + _agg_step(spec.agg, row)
     out = []
     for skey in sorted(state):
-        key, _, start_text = skey.rpartition("|")
-        start = int(start_text)
+        key, start = split_timed_key(skey)
         if start + size <= wm.eviction_ms:
             total = state.pop(skey)
             out.append(Row(key, [start, start + size, total], start + size - 1, measure=total))
@@ -141,6 +171,29 @@ def _dedup_within_watermark(spec: OperatorSpec, states: dict[str, State], rows: 
         out.append(Row(row.key, row.value, row.event_time_ms, measure=row.measure))
     for key in [k for k, expiry in state.items() if expiry <= wm.eviction_ms]:
         del state[key]
+    return sort_rows(out)
+
+
+DEDUP_SEEN = True   # the value of every ``dedup`` entry (Spark's is a row holding one null)
+
+
+def _dedup(spec: OperatorSpec, states: dict[str, State], rows: list[Row], wm: Watermark) -> list[Row]:
+    """Spark's ``dropDuplicates`` (module docs): by key alone without a watermark, by key and event time
+    with one, evicting entries whose event time the eviction watermark reached."""
+    state = states[""]
+    watermarked = spec.watermark_delay_ms is not None
+    out = []
+    for row in rows:
+        if watermarked and wm.is_late(row.event_time_ms):
+            continue
+        skey = timed_key(row.key, row.event_time_ms) if watermarked else row.key
+        if skey in state:
+            continue
+        state[skey] = DEDUP_SEEN
+        out.append(Row(row.key, row.value, row.event_time_ms, measure=row.measure))
+    if watermarked:
+        for skey in [k for k in state if split_timed_key(k)[1] <= wm.eviction_ms]:
+            del state[skey]
     return sort_rows(out)
 
 
@@ -197,6 +250,7 @@ _OPERATORS: dict[str, Callable[[OperatorSpec, dict[str, State], list[Row], Water
     "aggregate": _aggregate,
     "window_aggregate": _window_aggregate,
     "dedup_within_watermark": _dedup_within_watermark,
+    "dedup": _dedup,
     "join": _join,
     "stateful_function": _stateful_function,
 }

@@ -1,4 +1,4 @@
-"""Scenario types: the JSON of SPEC section 1, as frozen dataclasses.
+"""Scenario types: the JSON of spec section 1, as frozen dataclasses.
 
 ``Scenario.from_dict`` validates the language and raises ``ScenarioError``
 naming the offending field (as a dotted path, e.g. ``engine.progress.mode``)
@@ -15,7 +15,7 @@ whole: the rules across parts (what Spark refuses in every mode, faults that
 could never fire, executor events that cannot happen) and the file reader. Every name the
 parts define stays importable from here.
 
-Additions to the SPEC (documented in docs/spec-additions.md):
+Beyond the contract the project started from (all in docs/spec.md):
 - operator ``map``: a stateless pass-through, so asynchronous progress tracking
   can be used the way Spark allows it (stateless queries only);
 - state store provider ``snapshot``: RocksDB with changelog checkpointing off
@@ -42,6 +42,9 @@ from .operator_spec import AGGS, FUNCTIONS, OPERATOR_KINDS, STATEFUL_KINDS, Oper
 from .source_spec import (DEFAULT_BATCH_MS, MAX_REDELIVERING_MESSAGES, MAX_TIME_MS, SOURCE_KINDS, Broker, EventTime,
                           Source, check_key)
 from .steps import MAINTENANCE_STEPS, TASK_STEPS
+
+MAX_NAME_CHARS = 200     # a scenario's name: it is printed in every report (a 100 MB one was echoed whole)
+MAX_FAULTS = 10_000      # faults of one scenario, counted before any is read
 
 # the names this module held before its parts moved out, importable from here as before
 __all__ = ["AGGS", "DEFAULT_BATCH_MS", "DEFAULT_EXECUTORS", "EVENT_KINDS", "FUNCTIONS", "MAX_REDELIVERING_MESSAGES",
@@ -70,6 +73,9 @@ class Scenario:
         name = o.get("name")
         if not isinstance(name, str) or not name:
             raise ScenarioError("name", "expected a non-empty string")
+        if len(name) > MAX_NAME_CHARS or not name.isprintable():
+            raise ScenarioError("name", f"expected at most {MAX_NAME_CHARS} printable characters, got "
+                                        f"{len(name):,} characters{'' if name.isprintable() else ' with control ones'}")
         seed = o.int("seed", minimum=0)
         query = o.obj("query")
         operator = OperatorSpec.parse(query.obj("operator"))
@@ -83,6 +89,8 @@ class Scenario:
         raw_faults = o.get("faults", [])
         if not isinstance(raw_faults, list):
             raise ScenarioError("faults", "expected a list")
+        if len(raw_faults) > MAX_FAULTS:   # refused before any is read: a million faults took 13 s and 0.9 GB
+            raise ScenarioError("faults", f"{len(raw_faults):,} faults; a scenario holds at most {MAX_FAULTS:,}")
         faults = tuple(Fault.parse(FieldReader(f, f"faults[{i}]")) for i, f in enumerate(raw_faults))
         explore = o.bool("explore_unsupported", False)
         executors, events = parse_executors(o), parse_events(o)
@@ -163,7 +171,7 @@ class Scenario:
                                       "Set \"explore_unsupported\": true to run it anyway.")
 
     def check_faults(self) -> None:
-        """Refuse a fault that could never fire, or would fire where it means nothing (SPEC section 2)."""
+        """Refuse a fault that could never fire, or would fire where it means nothing (spec section 2)."""
         seen: dict[str, int] = {}
         restarting = sum(may_end_incarnation(f) for f in self.faults)
         for i, fault in enumerate(self.faults):

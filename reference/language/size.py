@@ -12,9 +12,13 @@ passes, by how much; ``refusal`` adds where the scenario would fit instead
 input.
 
 The same module bounds what is read from outside: a file named on the command
-line (``MAX_INPUT_FILE_BYTES``), one checkpoint file (``MAX_CHECKPOINT_FILE_BYTES``)
-and the nesting of any JSON document (``MAX_JSON_DEPTH``), so a hostile input
-is refused with the size and the limit, before memory is spent on it.
+line (``MAX_INPUT_FILE_BYTES``, a scenario ``MAX_SCENARIO_FILE_BYTES``), one
+checkpoint file (``MAX_CHECKPOINT_FILE_BYTES``) and the nesting of any JSON
+document (``MAX_JSON_DEPTH``), and what an exploration enumerates
+(``MAX_EXPLORE_GRAPH_NODES``), so a hostile input is refused with the size and
+the limit, before memory is spent on it. The bounds a scenario's parser applies
+as it reads live with it: ``field_reader.MAX_INTEGER`` (every integer field),
+``scenario.MAX_NAME_CHARS`` and ``scenario.MAX_FAULTS``.
 """
 
 from __future__ import annotations
@@ -25,9 +29,16 @@ from .scenario import Scenario
 from .source_spec import source_batches, source_records   # re-exported: a source's size is the source's own
 from .steps import DRIVER_STEPS, TASK_STEPS
 
-MAX_INPUT_FILE_BYTES = 256 * 2**20        # a scenario, outcome or profile file named on the command line
+MAX_INPUT_FILE_BYTES = 256 * 2**20        # an outcome, results or profile file named on the command line
+MAX_SCENARIO_FILE_BYTES = 16 * 2**20      # a scenario file (ours are under 1 KB; a million faults are 80 MB)
 MAX_CHECKPOINT_FILE_BYTES = 1 * 2**30     # one file of a checkpoint directory (a snapshot of a large state)
 MAX_JSON_DEPTH = 64                       # nesting of any JSON document read (ours nest fewer than 10 deep)
+
+
+# An exploration enumerates every crash cut of the step graph, and their number grows much faster than the
+# graph: counting them took 12 s for 360 steps (a 20-batch running count), 226 s for 720, and a 1,500-batch
+# scenario filled 6 GB before its plan was printed. A larger graph is refused before anything is built.
+MAX_EXPLORE_GRAPH_NODES = 400
 
 
 @dataclass(frozen=True)
@@ -36,10 +47,11 @@ class SizeEstimate:
     batches: int
     state_partitions: int
     graph_nodes: int
+    source_partitions: int = 1
 
     def describe(self) -> str:
-        return (f"{self.records:,} records in {self.batches:,} batches over {self.state_partitions:,} state "
-                f"partitions ({self.graph_nodes:,} protocol steps)")
+        return (f"{self.records:,} records in {self.batches:,} batches from {self.source_partitions:,} source "
+                f"partitions over {self.state_partitions:,} state partitions ({self.graph_nodes:,} protocol steps)")
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,7 @@ class SizeLimits:
     batches: int = 100_000
     state_partitions: int = 4_096
     graph_nodes: int = 5_000_000
+    source_partitions: int = 4_096            # every backend keeps offsets (or counts) per batch and partition
     what: str = "a backend that holds every record in memory"
 
 
@@ -65,13 +78,14 @@ def estimate(scenario: Scenario) -> SizeEstimate:
     batches = max(source_batches(src) for src in scenario.sources.values())
     parts = scenario.state_partitions
     per_batch = len(DRIVER_STEPS) + parts * (len(TASK_STEPS) + 1)
-    return SizeEstimate(records, batches, parts, batches * per_batch)
+    sources = sum(src.partitions for src in scenario.sources.values())
+    return SizeEstimate(records, batches, parts, batches * per_batch, sources)
 
 
 def too_large(scenario: Scenario, limits: SizeLimits = MATERIALISED) -> str | None:
     """None when the scenario fits ``limits``; else which limit it passes, with the numbers."""
     size = estimate(scenario)
-    for name in ("records", "batches", "state_partitions", "graph_nodes"):
+    for name in ("records", "batches", "state_partitions", "source_partitions", "graph_nodes"):
         have, allowed = getattr(size, name), getattr(limits, name)
         if have > allowed:
             return (f"{size.describe()}: {name.replace('_', ' ')} {have:,} exceed the {allowed:,} "
@@ -98,3 +112,17 @@ def file_too_large(size_bytes: int, limit_bytes: int) -> str | None:
     if size_bytes <= limit_bytes:
         return None
     return f"{size_bytes:,} bytes, more than the {limit_bytes:,} bytes this reads"
+
+
+def explore_refusal(scenario: Scenario) -> str | None:
+    """None when an exploration of ``scenario`` is within ``MAX_EXPLORE_GRAPH_NODES`` (and the reference can
+    hold it); else why not, with the numbers and the limit."""
+    why = too_large(scenario, MATERIALISED)
+    if why is not None:
+        return f"{why}; shrink the scenario"
+    nodes = estimate(scenario).graph_nodes
+    if nodes > MAX_EXPLORE_GRAPH_NODES:
+        return (f"its step graph has about {nodes:,} steps; an exploration enumerates every crash cut of it, and "
+                f"explores at most {MAX_EXPLORE_GRAPH_NODES:,} steps (about 20 batches of 2 state partitions) "
+                "before the count alone takes minutes: shrink the scenario (fewer batches or state partitions)")
+    return None

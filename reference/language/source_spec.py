@@ -1,4 +1,4 @@
-"""A scenario's sources (SPEC section 1, ``source.kind``): what data arrives, and when.
+"""A scenario's sources (spec section 1, ``source.kind``): what data arrives, and when.
 
 ``generated`` (seeded, fixed-size batches), ``explicit`` (records listed with
 their arrival times), ``rate`` (rows per second) and ``redelivering`` (a

@@ -1,4 +1,4 @@
-"""The named protocol steps of SPEC section 2: the crash-point vocabulary."""
+"""The named protocol steps of spec section 2: the crash-point vocabulary."""
 
 from __future__ import annotations
 

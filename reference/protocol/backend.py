@@ -1,4 +1,4 @@
-"""The backend interface of SPEC section 4, declared once: a scenario and options in, a run result out.
+"""The backend interface of spec section 4, declared once: a scenario and options in, a run result out.
 
 Every backend (the reference model here, the simulator in ``sim/``, the
 PySpark engine and the native Spark adapter in ``spark_impl/``) implements

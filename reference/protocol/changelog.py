@@ -1,4 +1,4 @@
-"""Binary state files: changelog, delta and snapshot (SPEC section 3).
+"""Binary state files: changelog, delta and snapshot (spec section 3).
 
 One record-stream format serves all three file kinds, in the shape of Spark's
 changelog V2 (``StateStoreChangelog.scala``)::

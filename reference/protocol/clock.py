@@ -1,6 +1,6 @@
 """The reference's clock (the ``Clock`` seam, ``seams.py``): logical time, and batches cut in advance.
 
-SPEC section 1 (triggers) and section 2 (async progress, faults at a time). The
+spec section 1 (triggers) and section 2 (async progress, faults at a time). The
 reference is untimed: batch ``b`` plans at logical time ``b x max(trigger
 interval, LOGICAL_BATCH_MS)``, and where each batch ends is known before the
 incarnation runs: the re-runs' logged offsets, the cuts another backend

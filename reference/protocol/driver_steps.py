@@ -1,4 +1,4 @@
-"""The driver's steps (SPEC section 2): the protocol's own effects, the same on every backend.
+"""The driver's steps (spec section 2): the protocol's own effects, the same on every backend.
 
 ``plan`` fixes a batch's offsets (asking the clock where an open batch ends),
 ``offset_log_write`` and ``commit_log_write`` write the two logs (under async

@@ -1,4 +1,4 @@
-"""How an incarnation ends before its input does (SPEC section 2): the exceptions the supervisor restarts on.
+"""How an incarnation ends before its input does (spec section 2): the exceptions the supervisor restarts on.
 
 A step raises one of these; the backend's scheduler stops the incarnation and
 ``supervisor.Supervisor`` decides what follows (``supervisor.RESTARTABLE``).

@@ -1,4 +1,4 @@
-"""Faults (SPEC section 2): which fault fires where, and what it does, written once for every backend.
+"""Faults (spec section 2): which fault fires where, and what it does, written once for every backend.
 
 A fault is the scenario's ``Fault`` value (``scenario.py``), on every backend.
 ``FaultBook`` decides when a fault fires: at the first step (or time) that

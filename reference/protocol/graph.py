@@ -1,4 +1,4 @@
-"""The protocol of SPEC section 2 as data: the step graph of one incarnation.
+"""The protocol of spec section 2 as data: the step graph of one incarnation.
 
 One node per (step, batch, partition), with edges that say what each step must
 wait for under the scenario's modes. Any topological order of the graph is a

@@ -1,4 +1,4 @@
-"""One incarnation of a query: the protocol of SPEC section 2, composed from its parts.
+"""One incarnation of a query: the protocol of spec section 2, composed from its parts.
 
 An incarnation is one life of the driver process, from start (or restart) to
 the end of input or a crash. Its step graph (``graph.py``) says which step
@@ -33,7 +33,7 @@ from . import layout
 from .clock import LogicalClock
 from .driver_steps import DriverSteps
 from .graph import Node, build_graph
-from .logs import check_metadata, log_batches, write_metadata
+from .logs import check_metadata, log_batches, query_id, write_metadata
 from .observer import Observer
 from .query import initial_trackers, pipeline_store_ids
 from .modes import mode_of
@@ -94,7 +94,7 @@ class Incarnation(TaskRetries, DriverSteps, InProcessTaskEffects, LogicalClock):
     def _setup(self, restart: RestartPlan) -> None:
         check_metadata(self.storage, self.sc.query_digest(), self.sc.name)
         if not self.storage.exists(layout.METADATA):
-            write_metadata(self.storage, f"query-{self.sc.seed}", self.sc.query_digest(), self.sc.name,
+            write_metadata(self.storage, query_id(self.sc.seed), self.sc.query_digest(), self.sc.name,
                            self.snapshot_format)
         first = restart.first_batch
         self.trackers[first] = restart.trackers if restart.trackers is not None else initial_trackers(self.ops)

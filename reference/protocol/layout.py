@@ -1,4 +1,4 @@
-"""Names of every file in the checkpoint layout (SPEC section 3).
+"""Names of every file in the checkpoint layout (spec section 3).
 
 ::
 
@@ -52,6 +52,18 @@ SOURCES = "sources"
 STATE_KINDS = ("changelog", "delta", "snapshot")
 SNAPSHOT_DATA = "SSTs"           # a store's folder of snapshot data in a backend's own format (Spark's RocksDB)
 RUN_LOCK = ".lightspeed-run.lock"
+
+# The fields of each JSON file of the layout (by ``classify``'s kind) and of each watermark tracker in a commit
+# entry's ``next_trackers``: a field outside these is a finding of the checkpoint rules (``fields``), never
+# silently ignored; "metadata"'s ``scenario`` and ``snapshot_format`` may be absent.
+FIELDS: dict[str, frozenset[str]] = {
+    "metadata": frozenset({"id", "scenario_digest", "scenario", "snapshot_format"}),
+    "offset": frozenset({"batch", "start_offsets", "end_offsets"}),
+    "commit": frozenset({"batch", "watermark_ms", "next_trackers", "state_lineage"}),
+    "manifest": frozenset({"batch", "files", "delivery"}),
+    "fetch_state": frozenset({"version", "batch", "through_ms", "ledger"}),
+}
+TRACKER_FIELDS = frozenset({"watermark_ms", "late_watermark_ms", "max_event_ms"})
 
 MAX_NAME_BYTES = 255            # one path component, as Linux's NAME_MAX
 MAX_PATH_BYTES = 4096           # a whole relative path, as Linux's PATH_MAX
@@ -137,7 +149,7 @@ _TEMP = re.compile(r"^\.(?P<name>.+?)(\.[0-9]+\.[0-9]+\.[0-9a-f]{8})?\.tmp$")
 
 
 def classify(path: str) -> Entry | None:
-    """The layout entry the file ``path`` is (SPEC section 3), or None when it is none."""
+    """The layout entry the file ``path`` is (spec section 3), or None when it is none."""
     folder, _, name = path.rpartition("/")
     temp = _TEMP.match(name)
     if temp is not None:

@@ -1,4 +1,4 @@
-"""What a state store's cleanup walk learned, kept in step with the store's files (SPEC section 2 ``purge``).
+"""What a state store's cleanup walk learned, kept in step with the store's files (spec section 2 ``purge``).
 
 ``reference.protocol.state_store.cleanup_store`` walks a store's lineage from its latest version down to the
 snapshot every retained version loads from, and deletes every file below it. Walked afresh at every

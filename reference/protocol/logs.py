@@ -1,4 +1,4 @@
-"""The offset log, the commit log and the metadata file (SPEC sections 2 and 3).
+"""The offset log, the commit log and the metadata file (spec sections 2 and 3).
 
 Entries are versioned JSON like Spark's ``HDFSMetadataLog``: a first line
 ``v1`` and then one JSON document. A missing, truncated or unparseable entry is
@@ -129,6 +129,12 @@ def _listed_batches(storage: Storage, folder: str) -> list[int]:
     return sorted(out)
 
 
+def query_id(seed: int) -> str:
+    """The id a query's ``metadata`` names: fixed by the scenario's seed, so every backend writes the same one
+    and the checkpoint rules recompute it."""
+    return f"query-{seed}"
+
+
 def write_metadata(storage: Storage, query_id: str, digest: str, name: str | None = None,
                    snapshot_format: str | None = None) -> None:
     """``metadata``: the query id, the scenario digest, and the format of the snapshots a backend writes
@@ -234,10 +240,10 @@ def purge_logs(storage: Storage, min_batches_to_retain: int, rule: PurgeRule) ->
     ``writtenToDurableStorage``). The threshold is the oldest of the newest ``min_batches_to_retain``
     offset entries on disk. Spark cuts each log at its own such entry, which can leave a commit entry
     whose offset entry is gone; one threshold for both logs keeps every commit entry's offset entry
-    (``tests/test_judge_purge_one_threshold.py`` pins this difference).
+    (``tests/quick/test_judge_purge_one_threshold.py`` pins this difference).
 
     Recovery reads the latest commit entry and every offset entry from the latest committed batch on
-    (SPEC section 2), so the threshold never passes the latest commit entry, whatever the retention.
+    (spec section 2), so the threshold never passes the latest commit entry, whatever the retention.
     """
     deleted: list[str] = []
     threshold = purge_threshold(storage, min_batches_to_retain, rule)

@@ -1,4 +1,4 @@
-"""What an outside observer sees across incarnations, and the outcome built from it (SPEC section 4).
+"""What an outside observer sees across incarnations, and the outcome built from it (spec section 4).
 
 The observer survives driver crashes: it is the client that watched the query,
 not part of the query. It records each planned batch, each restart and which

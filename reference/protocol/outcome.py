@@ -1,4 +1,4 @@
-"""The outcome of SPEC section 4, as one frozen, typed value that every backend returns.
+"""The outcome of spec section 4, as one frozen, typed value that every backend returns.
 
 Everything in an outcome is either observed across incarnations (the batch
 history, recoveries, deliveries, progress) or read back from the checkpoint
@@ -7,7 +7,7 @@ gives canonical bytes, so the ``determinism`` oracle can compare two runs byte
 for byte, and ``Outcome.from_dict`` reads a file back, naming the offending
 field of a malformed one.
 
-Additions to the SPEC shape: ``seed``; per batch ``start_offsets``; per sink
+Beyond the contract the project started from (docs/spec.md section 4): ``seed``; per batch ``start_offsets``; per sink
 entry ``delivery_digests`` (one per exactly-once commit, for idempotence);
 ``error`` (a loud failure) and ``state_errors`` (versions that would not load);
 ``timing`` (timed backends: the latency summary of ``timing.py`` and the run's
@@ -37,7 +37,7 @@ DURATION_KEYS = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "comm
 
 
 class OutcomeError(ValueError):
-    """An outcome does not have the shape of SPEC section 4. ``field`` names where."""
+    """An outcome does not have the shape of spec section 4. ``field`` names where."""
 
     def __init__(self, field_path: str, message: str):
         super().__init__(f"{field_path}: {message}")
@@ -160,7 +160,7 @@ class Timing:
 
 @dataclass(frozen=True)
 class Outcome:
-    """An outcome (SPEC section 4) as a value."""
+    """An outcome (spec section 4) as a value."""
 
     scenario: str
     backend: str
@@ -220,7 +220,7 @@ class Outcome:
                 raise OutcomeError(name, "required field is missing")
         unknown = sorted(set(raw) - set(OUTCOME_FIELDS))
         if unknown:
-            raise OutcomeError(unknown[0], "unknown field (check the spelling against SPEC.md section 4)")
+            raise OutcomeError(unknown[0], "unknown field (check the spelling against docs/spec.md section 4)")
         batches = tuple(_batch(b, f"batches[{i}]") for i, b in enumerate(_list(raw, "batches")))
         ids = [b.id for b in batches]
         if len(set(ids)) != len(ids):

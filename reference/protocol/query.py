@@ -4,12 +4,13 @@ This is the semantic core every backend shares. A task for state partition
 ``p`` of batch ``b`` calls ``run_partition`` with the states it loaded, and the
 driver folds the tasks' event-time maxima into the watermark trackers with
 ``advance_trackers``. ``run_sequential`` does the same failure-free and in
-order: it is what the oracles compare against (SPEC section 5).
+order: it is what the oracles compare against (spec section 5).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from ..language.operators import (
@@ -153,6 +154,7 @@ class SequentialRun:
     states: dict[int, dict[str, dict[int, list[list[Any]]]]]
     outputs: dict[int, list[list[Any]]]  # batch id -> sorted [key, value] rows
     watermarks: dict[int, int]           # batch id -> first operator's watermark
+    trackers: dict[int, Trackers] = field(default_factory=dict)   # batch id -> trackers after it (its commit's)
 
 
 def sink_rows(rows: Sequence[Row]) -> list[list[Any]]:
@@ -170,6 +172,7 @@ def run_sequential(scenario: Scenario, data: SourceData, bounds: Sequence[BatchB
     states: list[dict[str, State]] = [{sid: {} for sid in ids} for _ in range(parts)]
     trackers = initial_trackers(ops)
     out_states, outputs, wms = {}, {}, {}
+    after: dict[int, Trackers] = {}
     for b in bounds:
         routed = route(data.slice(b.start, b.end), parts)
         wm = watermarks_of(trackers)
@@ -179,5 +182,6 @@ def run_sequential(scenario: Scenario, data: SourceData, bounds: Sequence[BatchB
         trackers = advance_trackers(ops, trackers, [r.max_event_ms for r in results])
         outputs[b.batch] = sink_rows([row for r in results for row in r.output])
         wms[b.batch] = wm[0] if wm else 0
+        after[b.batch] = json.loads(json.dumps(trackers))   # as a commit entry holds them
         out_states[b.batch + 1] = {sid: {p: state_pairs(states[p][sid]) for p in range(parts)} for sid in ids}
-    return SequentialRun(out_states, outputs, wms)
+    return SequentialRun(out_states, outputs, wms, after)

@@ -1,4 +1,4 @@
-"""Where a restarted query resumes, read from the checkpoint alone (SPEC section 2).
+"""Where a restarted query resumes, read from the checkpoint alone (spec section 2).
 
 Let L be the latest offset entry and C the latest commit entry. If C = L the
 query runs L + 1 next (``resume_after``). Otherwise each mode has its rule

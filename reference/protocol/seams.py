@@ -1,6 +1,6 @@
 """The declared seams between the protocol and a backend: the only places where backends differ.
 
-The protocol of SPEC section 2 is written once (``incarnation.Incarnation``):
+The protocol of spec section 2 is written once (``incarnation.Incarnation``):
 its step graph, the driver steps' effects, the restart plan, the fault table.
 A backend (the reference, the simulator, the PySpark engine) runs that same
 protocol and differs from the others only here. Each seam is a small set of
@@ -36,7 +36,7 @@ and the hooks above are where a driver step meets a backend. Task steps are
 both: the protocol names them, and ``TaskEffects`` says where they happen. A
 model variant (a planted bug, a protocol alternative the explorer checks)
 overrides the step effects on ``Incarnation`` itself
-(``incarnation.MODEL_VARIANT_SURFACE``); ``tests/test_seams.py`` holds every
+(``incarnation.MODEL_VARIANT_SURFACE``); ``tests/quick/test_seams.py`` holds every
 backend class to these seams.
 
 Models: TigerBeetle's replica takes its storage, time and message bus as
@@ -59,7 +59,7 @@ from ..language.steps import NodeId
 
 
 class Clock(Protocol):
-    """When things happen to an incarnation: SPEC section 1 (triggers: where a batch ends, when it plans) and
+    """When things happen to an incarnation: spec section 1 (triggers: where a batch ends, when it plans) and
     section 2 (async progress persists an offset entry once ``checkpoint_interval_ms`` has passed; faults
     ``at.time_ms``).
 
@@ -89,7 +89,7 @@ class Clock(Protocol):
 
 
 class TaskEffects(Protocol):
-    """Where and how a task step's effect happens (SPEC section 2, the task steps; section 3, the files they
+    """Where and how a task step's effect happens (spec section 2, the task steps; section 3, the files they
     leave): in process in the reference (``task_effects.InProcessTaskEffects``), by counts in the simulator's
     volume mode, on Spark's executors in the PySpark engine (the driver's step records what the task reported).
 
@@ -107,7 +107,7 @@ class TaskEffects(Protocol):
     def step_sink_write(self, b: int, p: int) -> None: ...
 
     def uid(self, b: int, p: int) -> str:
-        """The lineage id of the current attempt of task (b, p) (SPEC section 3: files carry it)."""
+        """The lineage id of the current attempt of task (b, p) (spec section 3: files carry it)."""
         ...
 
     def event_time_maxima(self, b: int) -> list[list[dict[str, int]]]:
@@ -140,7 +140,7 @@ class StepNode(Protocol):
 
 
 class StepCosts(Protocol):
-    """What a step costs on a timed backend's clock: SPEC section 2's steps, whose times make section 4's
+    """What a step costs on a timed backend's clock: spec section 2's steps, whose times make section 4's
     ``durationMs``. The simulator implements it (``sim.timed_incarnation.TimedIncarnation`` charges the
     driver steps, its data and volume modes the task steps); the reference is untimed, and the PySpark
     engine's steps take the time they take."""
@@ -159,7 +159,7 @@ class StepCosts(Protocol):
 
 
 class ProgressReporter(Protocol):
-    """What a backend measures and reports of each batch: SPEC section 4's ``progress`` (Spark's
+    """What a backend measures and reports of each batch: spec section 4's ``progress`` (Spark's
     ``StreamingQueryProgress``, from its ``ProgressReporter``) and ``timing`` (when output became visible).
     The reference is untimed: its durations are 0 and it measures no latency."""
 
@@ -177,7 +177,7 @@ class ProgressReporter(Protocol):
 
 
 class StepGraph(Protocol):
-    """How a backend's scheduler holds and runs the step graph (SPEC section 2, ``graph.py``): the reference and
+    """How a backend's scheduler holds and runs the step graph (spec section 2, ``graph.py``): the reference and
     the PySpark engine take the whole graph up front, the simulator builds it batch by batch from the shape.
     An open-ended incarnation adds each batch's nodes when the batch before it plans."""
 

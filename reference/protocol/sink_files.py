@@ -1,4 +1,4 @@
-"""The sink's files in a checkpoint (SPEC section 3), decoded: what each batch's output is, read from its files.
+"""The sink's files in a checkpoint (spec section 3), decoded: what each batch's output is, read from its files.
 
 The exactly-once sink writes ``sink/<b>/part-<p>-<uid>.json`` (a JSON list of
 rows) per task attempt and commits batch b by writing ``sink/_manifest/<b>``:
@@ -48,7 +48,7 @@ def read_manifest(storage: Storage, batch: int) -> Manifest:
     """The manifest of ``batch``: of that batch, naming part files of that batch, delivered at least once."""
     path = layout.manifest_path(batch)
     body = _json(storage, path, "sink manifest")
-    if not isinstance(body, dict) or set(body) != {"batch", "files", "delivery"}:
+    if not isinstance(body, dict) or not layout.FIELDS["manifest"] <= set(body):   # more: the ``fields`` rule
         raise CheckpointFormatError(f"{path}: a sink manifest is {{\"batch\": b, \"files\": [...], \"delivery\": n}}")
     files, delivery = body["files"], body["delivery"]
     if body["batch"] != batch or isinstance(body["batch"], bool):

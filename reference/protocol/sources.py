@@ -1,4 +1,4 @@
-"""Sources: deterministic input records and where untimed backends cut batches (SPEC section 1).
+"""Sources: deterministic input records and where untimed backends cut batches (spec section 1).
 
 Every source partition is an append-only sequence of records; an offset is an
 index into it. A join's two sources are laid side by side: the left's

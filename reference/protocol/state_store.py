@@ -1,6 +1,6 @@
 """The reference state store: one per (operator store, partition).
 
-It models the three providers of SPEC section 2 over a ``Storage``:
+It models the three providers of spec section 2 over a ``Storage``:
 
 - ``changelog`` (RocksDB with changelog checkpointing): each commit writes
   ``<v>_<uid>.changelog``; a commit that is ``min_deltas_for_snapshot`` versions

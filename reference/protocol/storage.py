@@ -1,4 +1,4 @@
-"""Modelled durable storage: the checkpoint directory of SPEC section 3.
+"""Modelled durable storage: the checkpoint directory of spec section 3.
 
 The reference model never touches a real disk while it runs. It writes to a
 ``DurableStorage``: a map from slash-separated relative paths to bytes with the

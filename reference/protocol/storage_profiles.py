@@ -3,7 +3,7 @@
 The published Lightspeed runs wrote their checkpoints to a cloud object
 store, where each log write costs tens of milliseconds; on a local disk the
 same write costs about one. A profile gives the cost of each storage
-operation the protocol uses (SPEC section 3), so that the simulator charges
+operation the protocol uses (spec section 3), so that the simulator charges
 it on its clock and the Spark engine's checkpoint storage sleeps it on the
 wall clock (``spark_impl/engine/storage_latency.py``): the same named profile
 on both, so their results can be compared.
@@ -125,7 +125,7 @@ def storage_profile_from_dict(raw: object, path: str = "storage") -> StorageProf
 # Structured Streaming writes its checkpoint (spark_impl/native/java/lightspeed/checkpointfs/LatencyDraws.java,
 # a line-by-line twin of this code). The function uses integer hashing and the four IEEE operations (plus an
 # exact split by powers of two and the correctly rounded square root), which Python and Java compute to the
-# same bits; tests/test_native_checkpoint_fs.py runs both on the same test vector and requires equal numbers.
+# same bits; tests/spark/test_native_checkpoint_fs.py runs both on the same test vector and requires equal numbers.
 #
 # - the uniform variate: FNV-1a 64 of the UTF-8 key "<stream>/<kind>/<n>", then SplitMix64's output
 #   function (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014);

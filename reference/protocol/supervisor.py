@@ -1,4 +1,4 @@
-"""The restart loop of SPEC section 2, written once: incarnation after incarnation until the input is consumed.
+"""The restart loop of spec section 2, written once: incarnation after incarnation until the input is consumed.
 
 A ``driver_crash`` or a query failure ends an incarnation, and the next one
 starts from what ``recovery.plan_restart`` reads in the checkpoint alone. A

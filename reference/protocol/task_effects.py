@@ -1,6 +1,6 @@
 """The reference's task effects (the ``TaskEffects`` seam, ``seams.py``): each task step done in process.
 
-SPEC section 2's task steps, and the files of section 3 they leave: a task
+spec section 2's task steps, and the files of section 3 they leave: a task
 loads its partition's stores (the executor's cached copy, else the checkpoint),
 applies the batch's records, seals the new versions, writes and commits them,
 and writes its output. The reference and the simulator's data mode do all of

@@ -1,4 +1,4 @@
-"""A failed task attempt and a lost executor (SPEC section 2's ``task_failure`` and ``executor_loss``).
+"""A failed task attempt and a lost executor (spec section 2's ``task_failure`` and ``executor_loss``).
 
 Spark retries a failed attempt (up to ``spark.task.maxFailures``, the mode's
 ``task_attempts``; real-time mode retries none); the retry redoes the task's

@@ -1,4 +1,4 @@
-"""The timing block of an outcome (SPEC section 4): one latency summary for every timed backend.
+"""The timing block of an outcome (spec section 4): one latency summary for every timed backend.
 
 End-to-end latency is measured per record, from its creation (``arrival_ms``)
 to the moment it first becomes visible at the sink. A timed backend hands the
@@ -30,7 +30,7 @@ Segment = tuple[int, float, float]   # (records, low_ms, high_ms)
 
 
 class TimingError(ValueError):
-    """A timing block does not have the shape of SPEC section 4. ``field`` names where."""
+    """A timing block does not have the shape of spec section 4. ``field`` names where."""
 
     def __init__(self, field_path: str, message: str):
         super().__init__(f"{field_path}: {message}")
@@ -151,7 +151,7 @@ def first_visible_ms(deliveries: Iterable[tuple[Any, float]]) -> dict[Any, float
 
 @dataclass(frozen=True)
 class Throughput:
-    """Whether a run kept up with its input (SPEC section 4's timing block).
+    """Whether a run kept up with its input (spec section 4's timing block).
 
     ``input_rows_per_s``: records over the span of their creation times; ``processed_rows_per_s``: records
     over the span of their first visibility; ``latency_growth_ms_per_s``: the least-squares slope of each

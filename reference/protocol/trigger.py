@@ -1,4 +1,4 @@
-"""When a timed backend that cuts by its trigger plans the next batch, and where it cuts (SPEC section 1).
+"""When a timed backend that cuts by its trigger plans the next batch, and where it cuts (spec section 1).
 
 Spark's ``ProcessingTimeExecutor`` (``TriggerExecutor.scala``) runs the trigger
 handler at a trigger time T and then waits until ``nextBatchTime(T)``: T itself

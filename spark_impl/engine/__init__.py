@@ -1,4 +1,4 @@
-"""The protocol of SPEC section 2 on a real Spark cluster through PySpark (``--backend spark``).
+"""The protocol of spec section 2 on a real Spark cluster through PySpark (``--backend spark``).
 
 ``backend.SparkEngineBackend`` is the backend (``reference.protocol.backend.Backend``);
 ``run.run_spark`` runs a scenario to the end of its input through every fault

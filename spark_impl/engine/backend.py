@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import tempfile
-
 from reference.protocol.backend import RunOptions, RunResult, ScenarioRefused, refuse_too_large, refuse_unknown_options
 from reference.language.scenario import Scenario
 from reference.protocol.modes import checked, mode_of
 from reference.protocol.modes.real_time import RealTime
 from reference.protocol.storage import SnapshotReader
 
+from ..scratch import scratch_dir
 from ..session import missing
 from ..snapshot_reader import SNAPSHOT_FORMAT, read_manifest_snapshot
 from .driver_process import run_spark_processes
-from .run import BACKEND, run_spark
+from .run import BACKEND, WORKDIR_PREFIX, run_spark
 from .storage_latency import StorageLatency
 
 CRASH_MODES = ("in-process", "process")
@@ -56,7 +55,7 @@ class SparkEngineBackend:
         latency = None if options.storage_profile is None else \
             StorageLatency(options.storage_profile, scenario.seed)
         if options.crash == "process":
-            workdir = options.workdir or tempfile.mkdtemp(prefix="lightspeed-spark-")
+            workdir = options.workdir or str(scratch_dir(WORKDIR_PREFIX))
             return run_spark_processes(scenario, workdir, master=options.master, pace=options.pace,
                                        group=options.group, straggler=options.straggler,
                                        storage_latency=latency)

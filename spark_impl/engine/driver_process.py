@@ -123,7 +123,7 @@ def child_main(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     base = Path(args.workdir)
     try:
-        spark = session(args.master)
+        spark = session(args.master, driver_log=base / f"driver-{args.life}.log")
     except SparkUnavailable as exc:
         print(exc, file=sys.stderr)
         return EXIT_SPARK_UNAVAILABLE

@@ -46,7 +46,7 @@ from .task_spec import IndexedFault, TaskSpec
 
 ZOMBIE_WAIT_S = 30.0
 ZOMBIE_POLL_S = 0.005
-JOIN_TIMEOUT_S = 120.0   # how long a batch waits for an executor that joins before it to register
+JOIN_TIMEOUT_S = 120.0   # how long a batch waits for a free executor to bind a name to (a joining one registers)
 
 
 def cuts_by_trigger(scenario: Scenario, engine: EngineContext) -> bool:
@@ -153,13 +153,18 @@ class SparkIncarnation(Incarnation):
         return {p: self.executor_of(b, p) for p in range(self.parts)}
 
     def await_joins(self, b: int) -> None:
-        """On a cluster, the executors that join before batch ``b`` register before it is planned."""
-        if self.engine.spark.sparkContext.master.startswith("local"):
+        """On a cluster, when the scenario names its executors, each executor of the placement is bound to a live
+        Spark executor (``locality.Placement.bind``) before the incarnation's first batch and before a batch an
+        executor joins: the one that joins, or the replacement of one lost in a run before, registers first."""
+        if self.engine.spark.sparkContext.master.startswith("local") or not self.placement.named:
             return   # one executor, the driver's: a join only moves state (the reload of ``TaskSpec.moved``)
-        for event in self.sc.events:
-            if event.kind == "executor_join" and event.before_batch == b and \
-                    not self.engine.placement.wait_for_executor(event.executor, JOIN_TIMEOUT_S):
-                self.obs.note(f"executor {event.executor} did not register before batch {b}")
+        if b != self.restart.first_batch and \
+                not any(e.kind == "executor_join" and e.before_batch == b for e in self.sc.events):
+            return
+        names = set(self.placement.placement_at(b).executors)
+        for name in sorted(self.engine.placement.await_bound(names, JOIN_TIMEOUT_S)):
+            self.obs.note(f"no free Spark executor for executor {name} within {JOIN_TIMEOUT_S:.0f} s before "
+                          f"batch {b}: its partitions run where Spark puts them")
 
     def await_plan(self, b: int) -> None:
         """The executors that join before batch ``b`` register, and a paced run waits for the trigger and the

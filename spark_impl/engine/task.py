@@ -1,6 +1,6 @@
 """The task body: one Spark task attempt runs one partition of one micro-batch on an executor.
 
-A task attempt runs the task steps of SPEC section 2 back to back:
+A task attempt runs the task steps of spec section 2 back to back:
 ``state_load`` (the executor's cached store, or a load from the checkpoint:
 ``store_cache.py``), ``task_apply`` (``reference.protocol.query.apply_partition``),
 then (sync state checkpointing) ``changelog_write`` and ``state_commit``

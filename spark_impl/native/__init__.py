@@ -2,7 +2,7 @@
 
 ``backend.NativeBackend`` is the backend (``reference.protocol.backend.Backend``);
 ``run_native(scenario)`` runs the scenario's query with Spark's own operators,
-state store and restart logic, and returns the typed outcome of SPEC section 4
+state store and restart logic, and returns the typed outcome of spec section 4
 (backend ``"spark-native"``), so the reference oracles
 (``reference.judge.oracles.check_outcome``) judge Spark exactly as they judge the
 reference, the simulator and the PySpark engine.
@@ -28,7 +28,8 @@ How a scenario becomes a Spark query
   in the outcome are read back from Spark's own ``offsets/<b>`` and file-source
   log, not assumed.
 - Operators: see ``plan.py`` for the table (groupBy/agg, window + withWatermark,
-  dropDuplicatesWithinWatermark, stream-stream join, applyInPandasWithState).
+  dropDuplicates, dropDuplicatesWithinWatermark, stream-stream join,
+  applyInPandasWithState).
   ``chain`` is refused (``support.UNSUPPORTED_OPERATORS`` says why).
 - Configuration: the session's RocksDB provider with changelog checkpointing
   (``provider = changelog``; ``snapshot`` turns changelog checkpointing off,
@@ -112,8 +113,8 @@ late rows are filtered with the watermark in force for the batch before
 when ``event_time <= watermark`` (``WatermarkSupport``), a window is late when
 its end is, state is evicted with the current batch's watermark, and a
 session's event-time timeout fires strictly after its timestamp, which is
-never set before the current watermark. ``tests/test_spark_native.py`` runs
-the hand-derived boundary queries of ``tests/test_operator_boundaries.py``
+never set before the current watermark. ``tests/spark/test_spark_native.py`` runs
+the hand-derived boundary queries of ``tests/quick/test_operator_boundaries.py``
 here and requires Spark's rows and watermarks to be the ones derived by hand.
 The session's timeout timestamp is read back from Spark's state
 (``value.timeoutTimestamp``) as the reference state's fourth element.

@@ -19,7 +19,7 @@ from reference.protocol.modes.real_time import RealTime
 BACKEND = "spark-native"
 
 # Operators the adapter maps to Spark's own operators.
-SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "join",
+SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "dedup", "join",
                        "stateful_function")
 SUPPORTED_FAULTS = ("driver_crash", "task_failure", "corrupt_file", "delete_file")
 
@@ -42,7 +42,7 @@ UNSUPPORTED_OPERATORS = {
              "from that operator's own delay as the reference's chain does",
 }
 
-# Where a fault at a protocol step lands in Spark's micro-batch (SPEC section 2 step -> adapter point).
+# Where a fault at a protocol step lands in Spark's micro-batch (spec section 2 step -> adapter point).
 #   before_batch: the query stops after batch b-1 committed, before planning b
 #   pre_state:    inside batch b, after offsets/b is written, before the stateful plan runs
 #   post_state:   after the state of version b+1 is committed, before the sink writes
@@ -105,7 +105,7 @@ def uses_stat_sink(scenario: Scenario, realtime: bool) -> bool:
 
 # operators whose state depends on the order of a batch's rows (dedup keeps the first duplicate; a session's
 # function sees the rows in order): their rows must reach each state partition in (source partition, offset) order
-ORDER_SENSITIVE = ("dedup_within_watermark", "stateful_function")
+ORDER_SENSITIVE = ("dedup_within_watermark", "dedup", "stateful_function")
 
 
 def needs_file_order(scenario: Scenario, realtime: bool) -> bool:

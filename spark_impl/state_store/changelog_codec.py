@@ -1,4 +1,4 @@
-"""Fast writer and verified reader of the binary state-file format (SPEC section 3).
+"""Fast writer and verified reader of the binary state-file format (spec section 3).
 
 The bytes are *exactly* those of ``reference.protocol.changelog.encode_state_file``
 (header with uid and parent uid, put / delete records, end marker with record

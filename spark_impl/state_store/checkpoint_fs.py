@@ -1,4 +1,4 @@
-"""The state store's view of the checkpoint directory (SPEC section 3).
+"""The state store's view of the checkpoint directory (spec section 3).
 
 Every access to the checkpoint goes through ``reference.protocol.storage.Storage``
 (write / read / exists / delete / rename / list); nothing here calls ``os`` on a
@@ -85,7 +85,7 @@ class FsspecStorage:
 
     Needs ``open``, ``exists``, ``rm``, ``mv``, ``find`` and ``makedirs``.
     Atomic create is write-to-temp then ``mv``, as Spark's ``CheckpointFileManager``
-    does on filesystems with atomic rename. ``tests/test_rocksdb_store_fsspec.py``
+    does on filesystems with atomic rename. ``tests/quick/test_rocksdb_store_fsspec.py``
     runs the store's recovery round trip over it (an in-test filesystem with
     just these methods, and fsspec's memory and local filesystems when fsspec
     is installed).

@@ -1,4 +1,4 @@
-"""Which state files and SSTs retention lets go (SPEC section 2 ``purge``, section 5 ``retention``).
+"""Which state files and SSTs retention lets go (spec section 2 ``purge``, section 5 ``retention``).
 
 The rule is the reference's ``cleanup_store``, as Spark's
 ``RocksDBFileManager.deleteOldVersions`` applies it: walk the lineage down from

@@ -1,4 +1,4 @@
-"""The executor's background maintenance pool (SPEC section 2, ``snapshot_upload`` and ``purge``).
+"""The executor's background maintenance pool (spec section 2, ``snapshot_upload`` and ``purge``).
 
 Like Spark's ``StateStore`` maintenance task, a small per-process thread pool
 runs each store's ``do_maintenance`` (upload the newest pending snapshot) off

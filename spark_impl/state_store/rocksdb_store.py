@@ -1,6 +1,6 @@
 """A durable state store on RocksDB (rocksdict) with changelog checkpointing: the façade.
 
-Implements the state-store part of SPEC.md: the ``state_load``,
+Implements the state-store part of docs/spec.md: the ``state_load``,
 ``changelog_write``, ``state_commit`` and ``snapshot_upload`` steps of section
 2 for the three ``state_store.provider`` values, the checkpoint layout of
 section 3, and the lineage rule that makes the ``lineage`` and

@@ -1,4 +1,4 @@
-"""Taking a store's snapshots and uploading them (SPEC section 2, ``snapshot_upload``).
+"""Taking a store's snapshots and uploading them (spec section 2, ``snapshot_upload``).
 
 The snapshot half of Spark's ``RocksDB.scala`` (``commit`` takes a checkpoint
 when ``minDeltasForSnapshot`` versions have passed, ``doMaintenance`` uploads it)

@@ -1,6 +1,6 @@
 """RocksDB snapshots in the checkpoint: shared SST files plus a small manifest.
 
-Implements the ``<v>_<uid>.snapshot`` file of SPEC section 3 for the RocksDB
+Implements the ``<v>_<uid>.snapshot`` file of spec section 3 for the RocksDB
 providers (``changelog`` and ``snapshot``), in the spirit of Spark's
 ``RocksDBFileManager`` (not its code):
 

@@ -1,4 +1,4 @@
-"""Loading a version from the checkpoint directory alone (SPEC section 2 ``state_load``, section 5).
+"""Loading a version from the checkpoint directory alone (spec section 2 ``state_load``, section 5).
 
 Spark's ``RocksDB.load`` with ``RocksDBFileManager.loadCheckpointFromDfs`` and
 the changelog reader of ``StateStoreChangelog.scala``: loading version ``j``

@@ -1,4 +1,4 @@
-"""Speed of the RocksDB state store (SPEC section 2, ``state_store.provider``).
+"""Speed of the RocksDB state store (spec section 2, ``state_store.provider``).
 
 Run with ``.venv/bin/pytest tests/bench/test_bench_state_store.py --benchmark-only``.
 Every figure is a ratio of two measurements taken side by side in one run,

@@ -28,6 +28,7 @@ from experiments import exit_codes
 from experiments.checkpoint_dir import LOCK, write_checkpoint
 from reference.protocol.changelog import decode_state_file, encode_state_file
 from reference.protocol.logs import OffsetEntry
+from reference.language.size import MAX_INPUT_FILE_BYTES, MAX_SCENARIO_FILE_BYTES
 from hostile_cli import failed_lines, lightspeed, write_crashed_count
 from streamtest import check, crash, fault, make, scenario_dict
 
@@ -742,10 +743,11 @@ def test_a_device_a_fifo_or_a_huge_file_as_input_is_refused_without_reading_it(
         path = tmp_path / "huge.json"
         with open(path, "wb") as handle:
             handle.truncate(300 * 2**20)   # sparse: 300 MB that take no disk
-    for args in (["validate", path], ["check", path, "--scenario", work / "scenario.json"]):
+    for args, limit in ((["validate", path], MAX_SCENARIO_FILE_BYTES),
+                        (["check", path, "--scenario", work / "scenario.json"], MAX_INPUT_FILE_BYTES)):
         code, _, err = lightspeed(capsys, *args)
         assert code == exit_codes.BAD_INPUT and str(path) in one_line(err), err
-        assert ("more than the 268,435,456 bytes" in err) if special == "huge" else ("not a regular file" in err)
+        assert (f"more than the {limit:,} bytes" in err) if special == "huge" else ("not a regular file" in err)
 
 
 def test_duplicate_keys_are_refused_in_a_scenario_and_an_outcome(capsys: pytest.CaptureFixture[str],
@@ -807,7 +809,7 @@ def test_diff_out_at_a_file_and_zoo_out_under_a_file_are_refused_before_they_run
     code, _, err = lightspeed(capsys, "diff", work / "scenario.json", "--out", work / "outcome.json")
     assert code == exit_codes.BAD_INPUT and "outcome.json: is not a directory" in one_line(err)
     assert "running on" not in err
-    code, _, err = lightspeed(capsys, "zoo", "--out", work / "outcome.json" / "zoo.json", "--no-paper")
+    code, _, err = lightspeed(capsys, "zoo", "--out", work / "outcome.json" / "zoo.json")
     assert code == exit_codes.BAD_INPUT and "outcome.json is not a directory" in one_line(err)
     assert "planting" not in err
 

@@ -16,6 +16,7 @@ import errno
 import functools
 import json
 import os
+import re
 import signal
 import shutil
 import subprocess
@@ -219,25 +220,38 @@ def leftovers(work: Path) -> list[str]:
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM", "SIGKILL"])
 @pytest.mark.parametrize("phase", ["planning", "compute", "write", "swap", "cleanup"])
 def test_an_interrupted_overwrite_leaves_the_old_checkpoint_or_the_new_one_whole(
-        work: Path, replacement: tuple[Path, dict[str, Any]], phase: str, signame: str) -> None:
+        capsys: pytest.CaptureFixture[str], work: Path, replacement: tuple[Path, dict[str, Any]],
+        monkeypatch: pytest.MonkeyPatch, phase: str, signame: str) -> None:
     """Issue 36: a Ctrl-C or SIGTERM just after "outcome written" took a 4,525-file checkpoint to 0 files. A signal
     delivered in each phase (by a hook, not a sleep) now leaves the old checkpoint whole (before the swap) or the
-    new one (from the swap on); a SIGTERM or Ctrl-C also removes the half-built new one."""
+    new one (from the swap on); a SIGTERM or Ctrl-C also removes the half-built new one. SIGINT and SIGTERM are
+    delivered to this process (the command line turns both into an interrupt, exit 130); SIGKILL to a child."""
     new_scenario, new_tree = replacement
     old_tree = tree(work / "checkpoint")
     number = int(getattr(signal, signame))
-    done = subprocess.run([sys.executable, "-c", INTERRUPT, phase, str(number), "run", str(new_scenario), "--out",
-                           str(work / "new-outcome.json"), "--checkpoint", str(work / "checkpoint"), "--overwrite"],
-                          capture_output=True, text=True, timeout=120)
-    assert "Traceback" not in done.stderr, done.stderr
+    argv = ["run", str(new_scenario), "--out", str(work / "new-outcome.json"), "--checkpoint",
+            str(work / "checkpoint"), "--overwrite"]
+    if signame == "SIGKILL":
+        done = subprocess.run([sys.executable, "-c", INTERRUPT, phase, str(number), *argv], capture_output=True,
+                              text=True, timeout=120)
+        code, err = done.returncode, done.stderr
+    else:
+        from experiments import checkpoint_dir, cli
+
+        def hook(now: str) -> None:
+            if now == phase:
+                os.kill(os.getpid(), number)
+        monkeypatch.setattr(cli, "claimed", functools.partial(checkpoint_dir.claimed, hook=hook))
+        code, _out, err = lightspeed(capsys, *argv)
+    assert "Traceback" not in err, err
     after = tree(work / "checkpoint")
     after.pop(LOCK, None)   # a killed run leaves its lock file; the kernel dropped the lock itself
     assert after == (new_tree if phase == "cleanup" else old_tree), (phase, signame, sorted(after))
     if signame == "SIGKILL":
-        assert done.returncode == -signal.SIGKILL
+        assert code == -signal.SIGKILL
         assert len(leftovers(work)) <= 1   # the sibling it was building in (or the old one, swapped out)
     else:
-        assert done.returncode == 130, done.stderr
+        assert code == 130, err
         assert leftovers(work) == []
 
 
@@ -410,3 +424,347 @@ def test_experiment_out_that_cannot_take_results_is_refused_before_any_point_run
     code, _out, err = lightspeed(capsys, *EXPERIMENT, "--out", out)
     assert code == 2 and str(out) in err, err
     assert time.perf_counter() - started < 2
+
+
+# ======================================================== 3. a tampered checkpoint fails check, naming file and field
+
+
+@pytest.fixture(scope="module")
+def windowed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A window aggregate (its watermark moves) with a crash after a state commit."""
+    return write_crashed_count(tmp_path_factory.mktemp("windowed"), "window_aggregate", batches=6)
+
+
+def edit_entry(path: Path, change: Any) -> None:
+    """Change the JSON of a log entry or metadata (``v1`` then one JSON document), as a tamperer can."""
+    head, body = path.read_text().split("\n", 1)
+    document = json.loads(body)
+    change(document)
+    path.write_text(head + "\n" + json.dumps(document, sort_keys=True, separators=(",", ":")))
+
+
+def nudge_max_event(entry: dict[str, Any]) -> None:
+    for side in entry["next_trackers"][0]["max_event_ms"]:
+        entry["next_trackers"][0]["max_event_ms"][side] += 100_000
+
+
+TAMPERS = {   # (file, edit, what the failure line must name besides the file)
+    "next_trackers max_event_ms": ("commits/4", nudge_max_event, "next_trackers[0].max_event_ms"),
+    "next_trackers watermark": ("commits/3", lambda e: e["next_trackers"][0].update(
+        watermark_ms=e["next_trackers"][0]["watermark_ms"] + 1000), "next_trackers[0].watermark_ms"),
+    "commit watermark": ("commits/4", lambda e: e.update(watermark_ms=e["watermark_ms"] + 1000), "watermark"),
+    "metadata id": ("metadata", lambda e: e.update(id="query-404"), "id"),
+    "metadata scenario": ("metadata", lambda e: e.update(scenario="../../etc/passwd"), "scenario"),
+    "offset extra field": ("offsets/3", lambda e: e.update(path="../../etc/passwd"), '"path"'),
+    "commit extra field": ("commits/2", lambda e: e.update(note="x"), '"note"'),
+    "tracker extra field": ("commits/2", lambda e: e["next_trackers"][0].update(extra=1),
+                            "next_trackers[0].extra"),
+    "metadata extra field": ("metadata", lambda e: e.update(path="/etc/passwd"), '"path"'),
+}
+
+
+@pytest.mark.parametrize("how", list(TAMPERS))
+def test_a_tampered_log_entry_or_metadata_fails_check_naming_the_file_and_the_field(
+        capsys: pytest.CaptureFixture[str], windowed: Path, tmp_path: Path, how: str) -> None:
+    """Issue 36: each of these passed ``check`` (12 of 12 held). The commit entry's trackers are what recovery
+    resumes the watermark from: the check recomputes them from the input and the offset log."""
+    work = tmp_path / "w"
+    shutil.copytree(windowed, work)
+    file, change, field = TAMPERS[how]
+    edit_entry(work / "checkpoint" / file, change)
+    code, out, _err = check_cli(capsys, work)
+    assert code == 1, out
+    assert any(file in line and field in line for line in out.splitlines()), out
+
+
+def test_a_sink_manifest_with_an_extra_field_fails_check_naming_it(capsys: pytest.CaptureFixture[str],
+                                                                   work: Path) -> None:
+    manifest = work / "checkpoint" / "sink" / "_manifest" / "2"
+    body = json.loads(manifest.read_text())
+    body["path"] = "../../etc/passwd"
+    manifest.write_text(json.dumps(body))
+    code, out, _err = check_cli(capsys, work)
+    assert code == 1 and any("sink/_manifest/2" in line and '"path"' in line for line in out.splitlines()), out
+
+
+def test_oracles_with_nothing_to_read_fail_naming_what_is_missing(capsys: pytest.CaptureFixture[str],
+                                                                  work: Path) -> None:
+    """Issue 36: with the state files deleted (as after a SIGKILL), ``reconstruction`` and ``retention`` passed:
+    a check that read nothing is no evidence that it holds."""
+    for path in (work / "checkpoint" / "state").rglob("*"):
+        if path.is_file():
+            path.unlink()
+    code, out, _err = check_cli(capsys, work)
+    assert code == 1
+    failed = {found[1]: line for line in failed_lines(out) if (found := re.search(r"\[FAIL\] (\w+)", line))}
+    assert {"reconstruction", "retention", "lineage"} <= set(failed), out
+    assert "state/0/0/5_r1b4p0a0.changelog" in failed["reconstruction"]
+    assert "version 3" in failed["retention"] and "missing" in failed["retention"]
+
+
+def test_check_names_every_layout_problem_not_only_the_first(capsys: pytest.CaptureFixture[str], work: Path) -> None:
+    """Issue 36: ``check`` reported the first layout problem only, while the README says it names every one."""
+    checkpoint = work / "checkpoint"
+    (checkpoint / "stray-file").write_text("x")
+    (checkpoint / "offsets" / "07").write_text("x")
+    (checkpoint / "stray-folder" / "deep").mkdir(parents=True)
+    (checkpoint / "stray-folder" / "deep" / "f").write_text("x")
+    (checkpoint / "state" / "0" / "9").mkdir()
+    code, out, _err = check_cli(capsys, work)
+    assert code == 1
+    for name in ("stray-file", "offsets/07", "stray-folder", "state/0/9"):
+        assert f"layout: {name}" in out, out
+    assert "stray-folder/deep" not in out   # inside a stray folder: named once, with its folder
+
+
+# ======================================================== 4. reads outside, size refusals, tracebacks, flags
+
+
+def test_a_profile_name_never_reads_a_file_outside_the_shipped_profiles(
+        capsys: pytest.CaptureFixture[str], work: Path, sandbox: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: ``--profile ../../x`` read a JSON file outside ``sim/profiles/``. A name is looked up only when it
+    is a shipped profile's; a path is read only where it names a file as given."""
+    from sim.cost_model import PROFILE_DIR
+    evil = sandbox / "evil.json"
+    evil.write_text((Path(PROFILE_DIR) / "local_spark.json").read_text())
+    name = os.path.relpath(sandbox / "evil", PROFILE_DIR)
+    (sandbox / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(sandbox / "a" / "b")   # where the name, as a path, names nothing
+    assert not os.path.exists(name)
+    code, _out, err = lightspeed(capsys, "run", work / "scenario.json", "--backend", "sim", "--profile", name,
+                                 "--out", sandbox / "o.json")
+    assert code == 2 and "no such" in err and not (sandbox / "o.json").exists(), err
+
+
+def test_terminal_escapes_in_checkpoint_names_are_escaped_on_display(capsys: pytest.CaptureFixture[str],
+                                                                     work: Path) -> None:
+    """Issue 36: a file named with terminal escapes reached the terminal raw, so a checkpoint could forge what
+    ``check`` prints."""
+    forged = "\x1b[2K\r  [PASS] checkpoint: all good\x1b[8m"
+    (work / "checkpoint" / forged).write_text("x")
+    code, out, err = check_cli(capsys, work)
+    assert code == 1 and "\x1b" not in out + err and "\r" not in out + err
+    assert "\\x1b[2K\\x0d" in out, out
+    code, out, err = lightspeed(capsys, "check", work / "outcome.json", "--scenario", work / "scenario.json",
+                                "--checkpoint", work / forged)
+    assert code == 2 and "\x1b" not in out + err, err
+
+
+def rate_scenario(partitions: int) -> dict[str, Any]:
+    return {"name": "rate", "seed": 1, "source": {"kind": "rate", "partitions": partitions, "rows_per_second": 1,
+                                                 "duration_s": 1},
+            "query": {"operator": {"kind": "map"}, "state_partitions": 1}}
+
+
+def quick_refusal(capsys: pytest.CaptureFixture[str], *argv: Any) -> str:
+    """Run a command that must be refused at once: exit 2 in under 2 s; its stderr."""
+    started = time.perf_counter()
+    code, _out, err = lightspeed(capsys, *argv)
+    assert code == 2, err
+    assert time.perf_counter() - started < 2, f"refused after {time.perf_counter() - started:.1f} s"
+    return err
+
+
+def test_a_rate_source_of_a_billion_partitions_is_refused_at_once_even_in_volume_mode(
+        capsys: pytest.CaptureFixture[str], sandbox: Path) -> None:
+    """Issue 36: ``validate`` said valid and a volume-mode run reached 5.2 GB in 20 s."""
+    path = sandbox / "rate.json"
+    path.write_text(json.dumps(rate_scenario(10**9)))
+    err = quick_refusal(capsys, "run", path, "--backend", "sim", "--sim-mode", "volume", "--out", sandbox / "o.json")
+    assert "source partitions" in err and "4,096" in err
+    code, out, _err = lightspeed(capsys, "validate", path)
+    assert "too large" in out and "source partitions" in out
+
+
+def test_explore_of_a_scenario_too_large_to_enumerate_is_refused_with_the_limit(
+        capsys: pytest.CaptureFixture[str], work: Path) -> None:
+    """Issue 36: ``explore`` on a 1,500-batch scenario took 5-6 GB in 20 s; the space is estimated first."""
+    raw = json.loads((work / "scenario.json").read_text())
+    raw["source"]["batches"] = 1_500
+    (work / "long.json").write_text(json.dumps(raw))
+    err = quick_refusal(capsys, "explore", work / "long.json", "--quiet")
+    assert "400" in err and "steps" in err
+
+
+def test_experiment_seeds_and_workers_beyond_their_limits_are_refused_at_once(
+        capsys: pytest.CaptureFixture[str], sandbox: Path) -> None:
+    """Issue 36: ``experiment --seeds 100000000`` reached 10 GB in 60 s."""
+    assert "--seeds" in quick_refusal(capsys, *EXPERIMENT, "--seeds", 100_000_000, "--out", sandbox / "r")
+    assert "--workers" in quick_refusal(capsys, *EXPERIMENT, "--workers", 10**12, "--out", sandbox / "r")
+
+
+def test_a_million_faults_or_a_huge_name_are_refused_at_once_without_echoing_them(
+        capsys: pytest.CaptureFixture[str], work: Path) -> None:
+    """Issue 36: a million repeated faults took 13 s and 0.9 GB before the refusal; a 100 MB name was echoed whole
+    to the terminal."""
+    raw = json.loads((work / "scenario.json").read_text())
+    fault = json.dumps(raw["faults"][0])
+    for count in (1_000_000, 20_000):
+        (work / "faults.json").write_text(json.dumps({**raw, "faults": "@@"}).replace('"@@"', "[" + ",".join(
+            [fault] * count) + "]"))
+        err = quick_refusal(capsys, "validate", work / "faults.json")
+        assert ("bytes" in err if count == 1_000_000 else "10,000" in err), err
+    for size in (100 * 2**20, 10_000):
+        (work / "name.json").write_text(json.dumps({**raw, "name": "@@"}).replace("@@", "n" * size))
+        err = quick_refusal(capsys, "validate", work / "name.json")
+        assert len(err) < 2_000, len(err)
+
+
+@pytest.mark.parametrize("field", ["seed", "source.batches", "source.event_time.step_ms", "query.state_partitions"])
+@pytest.mark.parametrize("number", ["1" + "0" * 309, "1e308", "1" + "0" * 5_000])
+def test_numbers_that_overflow_are_bad_input_naming_the_field(capsys: pytest.CaptureFixture[str], work: Path,
+                                                              field: str, number: str) -> None:
+    """Issue 36: integers of 10^309 and more, and floats of 1e308, gave an ``OverflowError`` (``validate`` accepted
+    most of them); integers over 4,300 digits a ``ValueError`` traceback."""
+    raw = json.loads((work / "scenario.json").read_text())
+    where = raw
+    *folders, last = field.split(".")
+    for name in folders:
+        where = where[name]
+    where[last] = "@@"
+    (work / "big.json").write_text(json.dumps(raw).replace('"@@"', number))
+    for command in ("validate", "run"):
+        err = quick_refusal(capsys, command, work / "big.json", *(["--out", work / "o.json"] if command == "run" else []))
+        assert (field in err if len(number) < 4_000 else "4,300 digits" in err), err
+        assert len(err) < 2_000
+
+
+def test_over_long_integers_in_an_outcome_or_an_offset_entry_never_give_a_traceback(
+        capsys: pytest.CaptureFixture[str], work: Path) -> None:
+    outcome = (work / "outcome.json").read_text()
+    (work / "long.json").write_text(outcome.replace('"seed": 1', '"seed": 1' + "0" * 5_000, 1))
+    code, _out, err = lightspeed(capsys, "check", work / "long.json", "--scenario", work / "scenario.json")
+    assert code == 2 and "4,300 digits" in err and "long.json" in err, err
+    entry = work / "checkpoint" / "offsets" / "3"
+    head, body = entry.read_text().split("\n", 1)
+    entry.write_text(head + "\n" + body.replace('"batch":3', '"batch":3' + "0" * 5_000))
+    code, out, _err = check_cli(capsys, work)
+    assert code == 1 and any("offsets/3" in line and "4,300 digits" in line for line in failed_lines(out)), out
+
+
+@pytest.mark.parametrize("option", ["--out", "--checkpoint", "scenario", "check --checkpoint"])
+def test_paths_too_long_for_the_system_are_bad_input(capsys: pytest.CaptureFixture[str], work: Path,
+                                                     option: str) -> None:
+    """Issue 36: paths over 4,096 bytes or with a component over 255 gave ``ENAMETOOLONG`` tracebacks."""
+    for long in (work / ("x" * 256), work / "/".join(["y" * 200] * 25)):
+        if option == "scenario":
+            argv: list[Any] = ["run", long, "--out", work / "o.json"]
+        elif option == "check --checkpoint":
+            argv = ["check", work / "outcome.json", "--scenario", work / "scenario.json", "--checkpoint", long]
+        else:
+            argv = ["run", work / "scenario.json", option, long] + (["--out", work / "o.json"]
+                                                                    if option == "--checkpoint" else [])
+        err = quick_refusal(capsys, *argv)
+        assert "long" in err or "File name too long" in err, err
+
+
+def test_a_full_disk_while_taking_the_lock_is_bad_input_and_leaves_nothing(
+        capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import experiments.checkpoint_dir as claim
+
+    def full(_fd: int, _data: Any) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(claim.os, "write", full)
+    code, _out, err = lightspeed(capsys, "run", work / "scenario.json", "--out", work / "o.json", "--checkpoint",
+                                 work / "new-cp")
+    assert code == 2 and os.strerror(errno.ENOSPC) in err and "lock" in err, err
+    assert not (work / "new-cp").exists()
+
+
+def test_a_checkpoint_folder_that_cannot_be_read_is_bad_input_naming_it(
+        capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: ``EACCES`` on ``check --checkpoint`` gave a traceback. (Root may read anything, so the refusal is
+    made by the listing, as the kernel makes it for another user.)"""
+    import experiments.checkpoint_dir as claim
+    denied = str(work / "checkpoint" / "state" / "0")
+    real = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if str(path) == denied:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), denied)
+        return real(path)
+    monkeypatch.setattr(claim.os, "scandir", scandir)
+    code, _out, err = check_cli(capsys, work)
+    assert code == 2 and denied in err and os.strerror(errno.EACCES) in err, err
+
+
+@pytest.mark.parametrize("master", ["local[0]", "local[99999999999999999999]", "local[2,0]", "spark://host:0",
+                                    "spark://host:99999"])
+def test_a_master_that_cannot_be_is_refused_at_once(capsys: pytest.CaptureFixture[str], work: Path,
+                                                    master: str) -> None:
+    """Issue 36: ``local[0]`` and ``local[99999999999999999999]`` gave exit 3 after 7 s of Spark start-up."""
+    for argv in (["run", work / "scenario.json", "--backend", "spark", "--out", work / "o.json"],
+                 ["explore", work / "scenario.json", "--quiet"], EXPERIMENT):
+        assert "--master" in quick_refusal(capsys, *argv, "--master", master)
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["run", "{scenario}", "--overwrite", "--out", "{o}"], "--overwrite"),
+    (["run", "{scenario}", "--backend", "sim", "--backend", "reference"], "--backend"),
+    (["run", "{scenario}", "--out", "{o}", "--out", "{o}2"], "--out"),
+    ([*EXPERIMENT, "--master", "local[2]"], "--master"),
+    ([*EXPERIMENT[:-3], "--executor", "inline", "--no-spark"], "--executor"),
+    (["zoo", "--no-paper", "--paper-out", "{o}"], "--paper-out"),
+])
+def test_conflicting_or_repeated_flags_are_refused(capsys: pytest.CaptureFixture[str], work: Path,
+                                                   argv: list[str], names: str) -> None:
+    """Issue 36: ``run --overwrite`` without ``--checkpoint``, ``--backend`` given twice and ``experiment --master X
+    --no-spark`` were accepted silently."""
+    argv = [a.format(scenario=work / "scenario.json", o=work / "o.json") for a in argv]
+    err = quick_refusal(capsys, *argv)
+    assert names in err, err
+    assert not (work / "o.json").exists()
+
+
+# ======================================================== 5. the property: nothing outside the sandbox changes
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+PIECES = ["..", ".", "", "/", "~", "victim", "keep.txt", "CURRENT", "x" * 300, "\x00", "\x1b[31m", "\n", "é", "%s"]
+
+
+def hostile_names(victim: Path) -> st.SearchStrategy[Any]:
+    """Names a tamperer could put in a checkpoint file: paths built of hostile pieces, the victim's own path, or
+    no name at all."""
+    built = st.lists(st.sampled_from(PIECES), min_size=1, max_size=6).map("/".join)
+    return st.one_of(built, st.just(str(victim / "keep.txt")), st.just(f"../../../{victim.name}/keep.txt"),
+                     st.integers(), st.none(), st.lists(st.text(max_size=3), max_size=2))
+
+
+@settings(max_examples=20)
+@given(data=st.data())
+def test_property_no_tampered_manifest_or_metadata_makes_check_or_run_write_outside(
+        written: Path, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    """Issue 36: hostile names in a snapshot manifest (its files and SSTs), in ``metadata`` and in a sink manifest;
+    ``check`` and ``run --checkpoint --overwrite`` on that checkpoint must leave everything outside the sandbox as
+    it was, and never print a traceback."""
+    top = tmp_path_factory.mktemp("property")
+    (top / "victim").mkdir()
+    (top / "victim" / "keep.txt").write_text("the user's file\n")
+    sandbox = top / "sandbox"
+    shutil.copytree(written, sandbox / "w")
+    work = sandbox / "w"
+    checkpoint = work / "checkpoint"
+    names = hostile_names(top / "victim")
+    as_spark_checkpoint(checkpoint)
+    plant_manifest(checkpoint,
+                   other_files=[inline(data.draw(names, "inline name")) if data.draw(st.booleans(), "valid shape")
+                                else {"name": data.draw(names), "size_bytes": data.draw(st.integers()),
+                                      "data_b64": data.draw(st.text(max_size=8))}],
+                   ssts=[{**sst(checkpoint, "000001.sst"), "local_name": data.draw(names, "sst name")}],
+                   extra=data.draw(st.dictionaries(st.sampled_from(["path", "version", "uid"]), names, max_size=2)))
+    edit_entry(checkpoint / "metadata", lambda meta: meta.update(data.draw(st.dictionaries(
+        st.sampled_from(["scenario", "id", "snapshot_format", "path"]), names, max_size=3), "metadata")))
+    manifest = checkpoint / "sink" / "_manifest" / "1"
+    body = json.loads(manifest.read_text())
+    body["files"] = data.draw(st.lists(names, max_size=3), "sink files") + body["files"]
+    manifest.write_text(json.dumps(body))
+    before = outside(sandbox)
+    for argv in (["check", work / "outcome.json", "--scenario", work / "scenario.json", "--checkpoint", checkpoint],
+                 ["run", work / "scenario.json", "--out", work / "again.json", "--checkpoint", checkpoint,
+                  "--overwrite"]):
+        code = main([str(a) for a in argv])
+        assert code in (0, 1, 2), argv
+        assert outside(sandbox) == before, argv
+    shutil.rmtree(top)

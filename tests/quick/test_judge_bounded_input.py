@@ -102,11 +102,13 @@ def test_the_estimate_counts_records_batches_partitions_and_steps_without_alloca
 def test_too_large_names_the_first_limit_passed_with_the_numbers():
     assert too_large(scenario()) is None
     tight = SizeLimits(records=23, batches=3, state_partitions=1, graph_nodes=10, what="a tight backend")
-    assert too_large(scenario(), tight) == ("24 records in 4 batches over 2 state partitions (72 protocol steps): "
-                                            "records 24 exceed the 23 a tight backend can run here")
+    assert too_large(scenario(), tight) == ("24 records in 4 batches from 2 source partitions over 2 state "
+                                            "partitions (72 protocol steps): records 24 exceed the 23 a tight "
+                                            "backend can run here")
     assert "batches 4 exceed the 3" in (too_large(scenario(), SizeLimits(batches=3)) or "")
     assert "state partitions 2 exceed the 1" in (too_large(scenario(), SizeLimits(state_partitions=1)) or "")
     assert "graph nodes 72 exceed the 71" in (too_large(scenario(), SizeLimits(graph_nodes=71)) or "")
+    assert "source partitions 2 exceed the 1" in (too_large(scenario(), SizeLimits(source_partitions=1)) or "")
     assert too_large(scenario(), SizeLimits(records=24, batches=4, state_partitions=2, graph_nodes=72)) is None
 
 

@@ -1,6 +1,6 @@
 """Every number the judge enforces comes from the step graph (``reference/judge/bounds.py``), never from a table of modes.
 
-The expected numbers here are derived by hand from the protocol (SPEC section 2
+The expected numbers here are derived by hand from the protocol (spec section 2
 and ``reference/protocol/graph.py``'s edges), each with its derivation, not read from
 the code under test.
 """

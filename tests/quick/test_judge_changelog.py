@@ -1,4 +1,4 @@
-"""The binary state file byte by byte (reference/protocol/changelog.py, SPEC section 3).
+"""The binary state file byte by byte (reference/protocol/changelog.py, spec section 3).
 
 Found by mutation testing the judge: the format was pinned only by round
 trips, so a changed format version, unsorted JSON values or a wrong byte

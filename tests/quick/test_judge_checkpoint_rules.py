@@ -2,7 +2,7 @@
 
 Found by mutation testing the judge. The checkpoint is a running count over
 5 batches, retaining 3: commit entries 1..4 remain, state versions are written
-by attempt ``r0b<batch>p<partition>a0`` (SPEC additions: a file's uid is the
+by attempt ``r0b<batch>p<partition>a0`` (docs/spec.md: a file's uid is the
 writing attempt's lineage id).
 """
 
@@ -18,7 +18,7 @@ from reference.protocol import layout
 from reference.language.catalogue import make
 from reference.protocol.changelog import decode_state_file
 from reference.judge.checkpoint_rules import LINE_RULES, RULES, in_flight_limit, violations
-from reference.protocol.logs import CommitEntry, encode_entry
+from reference.protocol.logs import CommitEntry, encode_entry, query_id
 from reference.protocol.run import run_scenario
 from reference.protocol.storage import DurableStorage, LocalStorage
 
@@ -158,7 +158,7 @@ def test_layout_takes_a_manifest_only_of_an_exactly_once_sink_and_snapshot_data_
     found = violations(storage, at_least_once)
     assert found[0][0] == "layout" and "a sink manifest, but this query's sink is at-least-once" in found[0][1]
     foreign = storage.copy()
-    foreign.write("metadata", encode_entry({"id": "q", "scenario_digest": scenario.query_digest(),
+    foreign.write("metadata", encode_entry({"id": query_id(scenario.seed), "scenario_digest": scenario.query_digest(),
                                              "snapshot_format": "rocksdb-sst-manifest"}), overwrite=True)
     foreign.write("state/0/0/SSTs/000008-ab-v3.sst", b"x")
     assert violations(foreign, scenario) == []

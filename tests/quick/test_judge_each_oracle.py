@@ -1,4 +1,4 @@
-"""Every named check of SPEC section 5 convicts a crafted wrong outcome, naming itself (issue 14, item 2).
+"""Every named check of spec section 5 convicts a crafted wrong outcome, naming itself (issue 14, item 2).
 
 Each test starts from a correct run, makes one thing wrong by hand, and
 requires a FAIL verdict from that check; where the wrong outcome touches
@@ -182,7 +182,7 @@ def test_at_least_once_output_of_an_uncommitted_batch_needs_a_re_run_and_known_r
 
 @pytest.mark.parametrize("mode, allowed", [("sync", 1), ("async_state", 2), ("pipelining", 2)])
 def test_replay_bound_allows_what_the_mode_allows_and_convicts_one_more(mode, allowed):
-    """SPEC section 5: a restart re-runs 1 batch (sync), 2 (async state checkpointing); pipelining at the
+    """spec section 5: a restart re-runs 1 batch (sync), 2 (async state checkpointing); pipelining at the
     default depth of 2 keeps two batches in flight."""
     scenario = make("aggregate", mode, batches=5)
     outcome = run_scenario(scenario).outcome()
@@ -203,7 +203,7 @@ def test_replay_bound_under_async_progress_convicts_a_gap_and_a_range_beyond_the
     """checkpoint_interval_ms 200 on a 100 ms logical batch clock: an entry persists every 2 batches, and at
     most 2 batches are planned and not committed, the latest persisted entry's among them: a restart re-runs
     the 2 batches up to that entry and 1 more, so 3 re-run batches are allowed and 4 are not; a re-run range
-    has no holes. (The explorer reaches 3, ``tests/test_judge_tightness.py``.)"""
+    has no holes. (The explorer reaches 3, ``tests/slow/test_judge_tightness.py``.)"""
     scenario = make("map", "async_progress", batches=8)
     outcome = run_scenario(scenario).outcome()
     assert failed(scenario, re_run(outcome, 1, 2, 3), crashes=1) == {}

@@ -1,4 +1,4 @@
-"""The reference model's protocol under faults, with outcomes worked out from SPEC sections 2 and 4.
+"""The reference model's protocol under faults, with outcomes worked out from spec sections 2 and 4.
 
 Found by mutation testing the judge (the incarnation, once reference/engine.py): task retries up to
 Spark's ``spark.task.maxFailures`` (4), a zombie writer's file, the batches a
@@ -71,7 +71,7 @@ def test_a_crash_after_an_offset_entry_re_runs_exactly_that_batch():
 
 
 def test_a_zombie_sink_writer_lands_the_failed_attempts_part_file_beside_the_retry():
-    """SPEC additions: a zombie writer of a sink part file lands the failed attempt's own rows, which are the
+    """docs/spec.md: a zombie writer of a sink part file lands the failed attempt's own rows, which are the
     rows its retry computes (the same input and state)."""
     _, storage = judged(make("aggregate", batches=3, faults=[fault("zombie_write", "sink_write", 1, partition=1)]))
     assert sorted(storage.list("sink/1/")) == ["sink/1/part-0-r0b1p0a0.json", "sink/1/part-1-r0b1p1a0.json",

@@ -14,6 +14,7 @@ import pytest
 
 from reference.protocol import layout
 from reference.language.catalogue import make, scenario_dict
+from reference.judge.checkpoint_rules import violations
 from reference.language.fault_reach import MAX_LATENCY_FAULT_MS, unreachable
 from reference.protocol.modes import checked, mode_of
 from reference.protocol.layout import Entry, classify, classify_folder, number
@@ -144,13 +145,23 @@ def test_a_part_file_that_is_not_a_list_of_rows_is_named():
 @pytest.mark.parametrize("body", [b'{"batch": true, "files": [], "delivery": 1}',
                                   b'{"batch": 1, "files": [], "delivery": true}',
                                   b'{"batch": 1, "files": [3], "delivery": 1}',
-                                  b'{"batch": 1, "files": [], "delivery": 1, "more": 0}',
+                                  b'{"batch": 1, "files": []}',
                                   b'[1]'])
 def test_a_manifest_of_another_shape_is_named(body):
     storage = DurableStorage()
     storage.write("sink/_manifest/1", body)
     with pytest.raises(CheckpointFormatError, match=r"^sink/_manifest/1: "):
         read_manifest(storage, 1)
+
+
+def test_a_manifest_with_a_field_more_is_named_by_the_one_rule_of_unknown_fields():
+    """An unknown field is the ``fields`` rule's finding (reference/checkpoint_rules.py), for every checkpoint
+    file alike; the manifest's reader reads the fields it knows."""
+    storage = DurableStorage()
+    storage.write("sink/_manifest/1", b'{"batch": 1, "files": [], "delivery": 1, "more": 0}')
+    assert read_manifest(storage, 1).delivery == 1
+    found = [m for rule, m in violations(storage, make("map", batches=2), ("fields",)) if rule == "fields"]
+    assert found == ['sink/_manifest/1: holds the field "more", which a sink manifest does not have (tampered?)']
 
 
 # ------------------------------------------------------------------------ faults that cannot fire

@@ -1,4 +1,4 @@
-"""The offset log, commit log and metadata file byte by byte (reference/protocol/logs.py, SPEC sections 2 and 3).
+"""The offset log, commit log and metadata file byte by byte (reference/protocol/logs.py, spec sections 2 and 3).
 
 Found by mutation testing the judge: nothing pinned the canonical form of a
 log entry, the errors that name a malformed entry, or what the metadata file

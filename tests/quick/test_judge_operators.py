@@ -1,4 +1,4 @@
-"""Operator boundaries the mutation run found unpinned (reference/language/operators.py, SPEC section 1 additions).
+"""Operator boundaries the mutation run found unpinned (reference/language/operators.py, spec section 1 additions).
 
 Join condition: ``|left.event_time - right.event_time| <= time_bound_ms``, so two rows exactly the bound
 apart join and one millisecond further do not, from either side.

@@ -1,4 +1,4 @@
-"""What the oracles' verdicts say, beyond pass or fail (reference/judge/oracles.py, SPEC section 5).
+"""What the oracles' verdicts say, beyond pass or fail (reference/judge/oracles.py, spec section 5).
 
 Found by mutation testing the judge: which batch, partition and rows a
 failing verdict names, how many versions a passing one counted, when a check
@@ -170,7 +170,7 @@ def test_reconstruction_counts_every_load_from_every_base(count):
     assert v.status == PASS and v.message == "22 loads from every base equal the failure-free run"
 
 
-def test_checkpoint_verdicts_name_the_first_of_several_problems(count):
+def test_checkpoint_verdicts_name_every_one_of_several_problems(count):
     scenario, outcome, storage = count
     half = storage.copy()
     half.delete("commits/4")
@@ -181,19 +181,19 @@ def test_checkpoint_verdicts_name_the_first_of_several_problems(count):
     for path in listed[:6]:
         thin.delete(path)
     v = verdict(scenario, outcome, "checkpoint", thin)
-    assert v.message == f"6 file(s) the outcome lists are not in the checkpoint, first {listed[0]}"
-    assert v.actual == listed[:5]
+    assert v.message.startswith(f"2 problems: 6 file(s) the outcome lists are not in the checkpoint, first "
+                                f"{listed[0]}\n") and f"sink_files: {listed[0]}: file not found" in v.message
     two = storage.copy()
     two.delete("commits/2")
     two.delete("offsets/3")
     v = verdict(scenario, dataclasses.replace(outcome, checkpoint_files=tuple(two.list())), "checkpoint", two)
-    assert v.message.startswith("commit_order: commits/2 is missing")
+    assert v.message.startswith("3 problems: commit_order: commits/2 is missing") and "commit_has_offsets" in v.message
 
 
 def test_retention_names_the_first_version_that_would_not_load(count):
     scenario, outcome, _ = count
     v = verdict(scenario, dataclasses.replace(outcome, state_errors=("first error", "second error")), "retention")
-    assert v.message == "a retained version would not load: first error"
+    assert v.message == "a retained version would not load: first error (and 1 more)"
 
 
 def test_an_unreadable_commit_entry_is_a_verdict_not_a_traceback(count):

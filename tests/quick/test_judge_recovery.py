@@ -1,4 +1,4 @@
-"""Where a restarted query resumes, from hand-written logs (reference/protocol/recovery.py, SPEC section 2).
+"""Where a restarted query resumes, from hand-written logs (reference/protocol/recovery.py, spec section 2).
 
 Found by mutation testing the judge: the restart plan was pinned only through
 whole runs. Here each log layout is written by hand and the plan spelled out:

@@ -3,7 +3,7 @@
 Found by mutation testing the judge. The checkpoint is a running count over 5
 batches retaining 3, with a snapshot every second version: partition 1 keeps
 ``2_r0b1p1a0`` (changelog and snapshot), ``3_r0b2p1a0``, ``4_r0b3p1a0`` (both)
-and ``5_r0b4p1a0`` (SPEC additions: version v is written by batch v-1, the uid
+and ``5_r0b4p1a0`` (docs/spec.md: version v is written by batch v-1, the uid
 names the writing attempt); each test breaks it by hand.
 """
 

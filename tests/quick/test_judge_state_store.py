@@ -1,9 +1,9 @@
-"""The reference state store driven by hand (reference/protocol/state_store.py, SPEC sections 2 and 3).
+"""The reference state store driven by hand (reference/protocol/state_store.py, spec sections 2 and 3).
 
 Found by mutation testing the judge: the store was pinned only through whole
 runs, so which file a commit writes, when a snapshot is due, how a load
 plans its base and falls back, and what cleanup deletes could change unseen.
-Every expected file name and value below is worked out from the SPEC rules:
+Every expected file name and value below is worked out from the rules of docs/spec.md:
 version v is the state after v commits; ``<v>_<uid>.<kind>``; a snapshot is
 due when a version is ``min_deltas_for_snapshot`` past the last one.
 """

@@ -1,4 +1,4 @@
-"""Cleanup's remembered lineage walk gives the walk afresh's answer (reference/protocol/lineage_memo.py, SPEC section 2).
+"""Cleanup's remembered lineage walk gives the walk afresh's answer (reference/protocol/lineage_memo.py, spec section 2).
 
 ``cleanup_store`` over a ``DurableStorage`` remembers its walk between purges
 (``reference.protocol.lineage_memo``) so a purge costs what changed since the last one.

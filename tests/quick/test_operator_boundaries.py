@@ -11,7 +11,7 @@ timeout timestamp is ``< eviction``; a timeout is never set before the
 current watermark.
 
 The ``SCENARIOS`` at the end run whole queries over explicit records through
-the watermark's progression; ``tests/test_spark_native.py`` runs the same ones
+the watermark's progression; ``tests/spark/test_spark_native.py`` runs the same ones
 on Spark's own Structured Streaming.
 """
 
@@ -157,6 +157,22 @@ SCENARIOS: dict[str, tuple[dict[str, Any], list[list[Any]], list[list[Any]], lis
         {"kind": "dedup_within_watermark", "watermark_delay_ms": 0},
         [[0, "z", 9, 0, 0], [0, "a", 1, 100, 0], [0, "b", 2, 100, 1000], [0, "c", 3, 100, 2000]],
         [[["a", 1]], [["b", 2]], []], [0, 100, 100]),
+    # plain dropDuplicates(key), no watermark: a at the epoch is not late; a's second row is dropped in its own
+    # batch, in the next one, and b's in batch 2 though its event time is far behind; the watermark stays 0
+    "dedup-for-ever": (
+        {"kind": "dedup"},
+        [[0, "a", 1, 0, 0], [0, "a", 2, 5, 0], [0, "b", 3, 10, 0], [0, "a", 4, 1000, 1000],
+         [0, "c", 5, 1000, 1000], [0, "b", 6, 0, 2000], [0, "d", 7, 3, 2000]],
+        [[["a", 1], ["b", 3]], [["c", 5]], [["d", 7]]], [0, 0, 0]),
+    # dropDuplicates(key, ts), delay 10: batch 0 (late 0, evict 0) drops a's copy at 100 and z at the epoch,
+    # keeps a at 105; batch 1 (late 0, evict 95) drops a at 100 (held), emits b at 95 and evicts it at once;
+    # batch 2 (late 95, evict 190) drops b at 95 (late) and a at 100 (still held: 100 > 95), emits d at 150
+    "dedup-by-key-and-event-time": (
+        {"kind": "dedup", "watermark_delay_ms": 10},
+        [[0, "a", 1, 100, 0], [0, "a", 2, 100, 0], [0, "a", 3, 105, 0], [0, "z", 9, 0, 0],
+         [0, "a", 4, 100, 1000], [0, "b", 5, 95, 1000], [0, "c", 6, 200, 1000],
+         [0, "b", 7, 95, 2000], [0, "a", 8, 100, 2000], [0, "d", 9, 150, 2000]],
+        [[["a", 1], ["a", 3]], [["b", 5], ["c", 6]], [["d", 9]]], [0, 95, 190]),
     # batch 1 runs with late 0 and eviction 105: the row at 55 is not late, its window [50, 60) is
     # emitted at once; [100, 110) waits; batch 2 keeps b's window [120, 130)
     "window-behind-the-watermark": (

@@ -189,7 +189,7 @@ def test_the_same_bytes_under_different_hash_seeds():
 # ---------------------------------------------------------------- hand-derived examples
 
 def test_the_default_placement_is_partition_p_on_executor_p_mod_2():
-    """Without executor events a scenario runs on executors "0" and "1" (SPEC: ``executors``), partition p
+    """Without executor events a scenario runs on executors "0" and "1" (docs/spec.md: ``executors``), partition p
     on executor p % 2; the engines take it from the placement, not from a rule of their own."""
     assert DEFAULT_EXECUTORS == ("0", "1")
     for partitions in range(1, 17):

@@ -1,4 +1,4 @@
-"""The reference replays the batch boundaries a timed backend chose (SPEC section 1, triggers).
+"""The reference replays the batch boundaries a timed backend chose (spec section 1, triggers).
 
 A timed backend cuts explicit and rate sources by its trigger on its own
 clock, so its boundaries differ from the untimed clock's. Given those

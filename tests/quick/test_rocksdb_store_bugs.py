@@ -1,4 +1,4 @@
-"""One test per state-store bug of SPEC section 6, rebuilt against the RocksDB store.
+"""One test per state-store bug of spec section 6, rebuilt against the RocksDB store.
 
 Each test replays the sequence of events from the Spark bug report (JIRA /
 pull request description), shared with ``lightspeed zoo`` in

@@ -1,4 +1,4 @@
-"""The store's fast state-file codec against the reference's (SPEC section 3).
+"""The store's fast state-file codec against the reference's (spec section 3).
 
 The writer must produce the reference's bytes exactly, and the replay, with
 its speculative whole-record and 32-record block reads, must hand on exactly

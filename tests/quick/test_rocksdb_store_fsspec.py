@@ -1,4 +1,4 @@
-"""The RocksDB state store over ``FsspecStorage`` (SPEC section 3: any filesystem with atomic create).
+"""The RocksDB state store over ``FsspecStorage`` (spec section 3: any filesystem with atomic create).
 
 ``fsspec`` is not a dependency of this project, so the store is run over a
 small in-memory filesystem written here that has exactly the methods

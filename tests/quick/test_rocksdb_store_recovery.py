@@ -1,6 +1,6 @@
 """Recovery from the checkpoint directory alone, format compatibility and the memory bound.
 
-SPEC section 5 (``reconstruction``, ``retention``): with no local RocksDB files
+spec section 5 (``reconstruction``, ``retention``): with no local RocksDB files
 a fresh store loads every retained version to exactly the state the live store
 had, for all three providers; the reference's own reader decodes this store's
 changelogs; and 32 stores in one process stay within the configured memory.
@@ -85,7 +85,7 @@ def test_recovery_uses_the_newest_snapshot_and_reference_reads_our_changelogs(tm
 
 
 def test_reference_loads_read_our_manifests_only_through_the_storage_readers(tmp_path: Path):
-    """SPEC section 5 (``reconstruction``) on a RocksDB checkpoint: the reference's loader decodes
+    """spec section 5 (``reconstruction``) on a RocksDB checkpoint: the reference's loader decodes
     our snapshot manifests when, and only when, the storage carries the manifest reader. Nothing
     is registered process-wide: a storage without it fails, naming the manifest, even after the
     reader was imported (and used) in this process."""

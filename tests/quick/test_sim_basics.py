@@ -1,4 +1,4 @@
-"""Determinism, profiles, trace, outcome shape and the backend interface of the simulator (SPEC sections 4, 5)."""
+"""Determinism, profiles, trace, outcome shape and the backend interface of the simulator (spec sections 4, 5)."""
 
 from __future__ import annotations
 

@@ -80,6 +80,33 @@ CASES = {
         def test_soak_in_quick():
             pass
     """,
+    "spark/test_py4j_threads.py": """
+        import threading
+
+        import pytest
+
+        GO, SENT = threading.Event(), threading.Event()
+
+        @pytest.mark.spark
+        def test_a_marked_test_leaves_a_thread():
+            from py4j.java_gateway import GatewayConnection
+
+            def later():
+                GO.wait(10)
+                GatewayConnection().send_command("x")
+                SENT.set()
+            threading.Thread(target=later, daemon=True).start()
+
+        def test_an_earlier_tests_thread_talks_meanwhile():
+            GO.set()
+            assert SENT.wait(10)
+
+        def test_its_own_thread_talks():
+            from py4j.java_gateway import GatewayConnection
+            own = threading.Thread(target=lambda: GatewayConnection().send_command("x"))
+            own.start()
+            own.join()
+    """,
     "elsewhere/test_no_tier.py": """
         def test_outside_the_tiers():
             pass
@@ -100,6 +127,9 @@ EXPECTED = {
     "test_spark_in_quick": "it lives in tests/quick/ but is marked ['spark']: it belongs in tests/spark/",
     "test_soak_in_quick": "it lives in tests/quick/ but is marked ['soak']: it belongs in",
     "test_outside_the_tiers": "it lives in tests/elsewhere and no tier folder",
+    "test_a_marked_test_leaves_a_thread": None,
+    "test_an_earlier_tests_thread_talks_meanwhile": None,   # a leftover thread's doing is not this test's
+    "test_its_own_thread_talks": "sends a command to the JVM through py4j",
 }
 
 
@@ -115,9 +145,11 @@ def guarded_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[boo
         (scratch / path).write_text(textwrap.dedent(body))
     markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
     (scratch.parent / "pytest.ini").write_text("[pytest]\nmarkers =\n" + "".join(f"    {m}\n" for m in markers))
-    for package in ("pyspark", "typst"):   # stand-ins: importing them is what is watched
+    for package in ("pyspark", "typst", "py4j"):   # stand-ins: importing them is what is watched
         (scratch.parent / package).mkdir()
         (scratch.parent / package / "__init__.py").write_text("")
+    (scratch.parent / "py4j" / "java_gateway.py").write_text(
+        "class GatewayConnection:\n    def send_command(self, command):\n        return command\n")
     bin_dir = scratch.parent / "bin"
     bin_dir.mkdir()
     (bin_dir / "java").write_text("#!/bin/sh\nexit 0\n")

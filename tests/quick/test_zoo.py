@@ -105,14 +105,14 @@ def test_the_command_prints_the_table_and_writes_the_rows_the_paper_reads(tmp_pa
 
 def test_a_plant_that_slips_through_fails_the_command(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(planted_stores.PLANTED, "SPARK-55510", ("nothing planted", RocksDBStateStore))
-    code = main(["zoo", "--only", "SPARK-55510", "--out", str(tmp_path / "z.json"), "--no-paper", "--quiet"])
+    code = main(["zoo", "--only", "SPARK-55510", "--out", str(tmp_path / "z.json"), "--quiet"])
     printed = capsys.readouterr().out
     assert code == exit_codes.CHECK_FAILED
     assert "NOT CAUGHT" in printed and "0 of 1 planted bugs caught" in printed
 
 
 def test_an_unknown_id_is_bad_input_naming_it(tmp_path, capsys):
-    code = main(["zoo", "--only", "SPARK-1", "--out", str(tmp_path / "z.json"), "--no-paper"])
+    code = main(["zoo", "--only", "SPARK-1", "--out", str(tmp_path / "z.json")])
     assert code == exit_codes.BAD_INPUT
     assert "--only 'SPARK-1': not a bug of the zoo" in capsys.readouterr().err
 

@@ -4,7 +4,7 @@ A bound no schedule reaches lets a backend that re-runs, keeps or delivers more
 than the protocol can pass. For each scenario the explorer's report names, per
 bound, the most extreme value a schedule gave and that schedule; the test runs
 the named schedule again and measures the value itself. The bound values are
-derived by hand in ``tests/test_judge_bounds.py``; the scenarios are long
+derived by hand in ``tests/quick/test_judge_bounds.py``; the scenarios are long
 enough for the input not to cut a bound short (the offset-entry ceiling needs
 ``min_batches_to_retain`` + 2 batches, the async-progress re-run range 6).
 """
@@ -194,7 +194,7 @@ def test_the_shares_combine_to_the_most_extreme_reach_and_the_earliest_schedule(
 # ------------------------------------------------------------------ explorations
 
 
-# bound values by hand (tests/test_judge_bounds.py); None: not in force; "versions_kept" under inline purge is
+# bound values by hand (tests/quick/test_judge_bounds.py); None: not in force; "versions_kept" under inline purge is
 # out of the reference's reach by design (reference/judge/bounds.py: the last inline purge runs before the last commit)
 PINNED = {
     # sync, retain 3: 1 re-run, no pending state commit, 4 offset entries, 3 commit entries, ceiling 5

@@ -29,7 +29,7 @@ from reference.language.catalogue import make, supported_pairs
 SHORT_PAIRS = [("map", "async_progress"), ("aggregate", "sync"), ("aggregate", "async_state"),
                ("window_aggregate", "pipelining"), ("join", "sync"), ("join", "parallel_store_commit"),
                ("dedup_within_watermark", "async_purge"), ("stateful_function", "snapshot_provider"),
-               ("chain", "delta_provider")]
+               ("chain", "delta_provider"), ("dedup", "sync")]
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""A state store under test against the reference model, step by step (SPEC sections 2, 5).
+"""A state store under test against the reference model, step by step (spec sections 2, 5).
 
 A Hypothesis state machine in the manner of zarr-python's stateful tests: the
 reference's in-memory ``StateStore`` over ``DurableStorage`` is the model,

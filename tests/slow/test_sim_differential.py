@@ -1,6 +1,6 @@
 """Differential tests: the simulator (data mode) against the reference model and its oracles.
 
-The reference model plays the store "assumed to be perfect" (SPEC section 5):
+The reference model plays the store "assumed to be perfect" (spec section 5):
 every simulated outcome must pass every oracle the reference's own outcome of
 the same scenario passes, and fault-free or synchronous runs must agree with
 the reference's outcome (``reference.judge.compare.first_difference``). The judge

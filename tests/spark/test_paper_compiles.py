@@ -1,5 +1,5 @@
 """The paper compiles with typst, from the committed results and from results with some backends absent or
-added (moved from tests/quick/test_paper.py, whose checks need no typst; these do, so they carry its marker)."""
+added (moved from tests/slow/test_paper.py, whose checks need no typst; these do, so they carry its marker)."""
 
 from __future__ import annotations
 

@@ -47,8 +47,9 @@ def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
         d = scenario_dict(op, mode, faults=faults)
         d["name"] = f"cluster-{op}-{mode}-{faults[0]['kind'] if faults else 'none'}"
         scenarios.append(d)
-    # before the executor loss: its replacement executor would take the id the joining worker's gets
-    scenarios.insert(1, rebalancing_case())
+    # after the executor loss: the scenario's executor names are bound to the executors that exist then (the lost
+    # executor's replacement has a new Spark id), not to the ids "0", "1", "2"
+    scenarios.append(rebalancing_case())
     for d in scenarios:
         path = tmp_path / f"{d['name']}.json"
         path.write_text(json.dumps(d))
@@ -76,12 +77,19 @@ def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
     # after the executor loss, partition 1 ran somewhere else and reloaded its stores there
     lost = cases["cluster-dedup_within_watermark-sync-executor_loss"]
     assert len(lost["executors"]["1"]) >= 2, lost["executors"]
-    # state rebalancing: the outcome records both moves; p2 ran on 0, then on the joined executor 2, then on 0
-    # again; it loaded from the checkpoint at each move and found its store open the batch after
+    # state rebalancing: the outcome records both moves; p2 ran on the executor bound to "0", then on the one the
+    # joining worker started (bound to "2"), then on "0"'s again; it loaded from the checkpoint at each move and
+    # found its store open the batch after
     moved = cases["cluster-aggregate-rebalance"]
     assert moved["moves"] == [{"batch": 2, "partition": 2, "from": "0", "to": "2"},
                               {"batch": 4, "partition": 2, "from": "2", "to": "0"}], moved["moves"]
-    assert moved["executors"] == {"0": ["0"], "1": ["1"], "2": ["0", "2", "0"]}, moved["executors"]
+    bound = moved["bound_executors"]
+    assert sorted(bound) == ["0", "1", "2"] and all(len(ids) == 1 for ids in bound.values()), bound
+    e0, e1, e2 = bound["0"][0], bound["1"][0], bound["2"][0]
+    assert moved["executors"] == {"0": [e0], "1": [e1], "2": [e0, e2, e0]}, (moved["executors"], bound)
+    # the loss case killed executor "0" or "1": one of the names is bound to its replacement, a new Spark id, and
+    # the joining worker's executor is newer still
+    assert {e0, e1} != {"0", "1"} and int(e2) > max(int(e0), int(e1)), bound
     assert moved["moved_partition_tasks"] == [[2, 2, 0], [3, 2, 1], [4, 2, 0], [5, 2, 1]], moved
 
 

@@ -100,12 +100,13 @@ def native_sink(outcome: Outcome) -> dict[int, list[Any]]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("operator", ["map", "aggregate", "window_aggregate", "dedup_within_watermark", "join"])
+@pytest.mark.parametrize("operator", ["map", "aggregate", "window_aggregate", "dedup_within_watermark", "dedup",
+                                      "join"])
 def test_operator_on_spark_passes_the_oracles(spark, tmp_path, operator):
     scenario = make(operator)
     outcome = run(scenario, tmp_path)
     assert outcome.backend == "spark-native" and outcome.error is None, outcome.error
-    assert Outcome.from_json(outcome.to_json()) == outcome  # the shape of SPEC section 4, typed
+    assert Outcome.from_json(outcome.to_json()) == outcome  # the shape of spec section 4, typed
     assert_oracles_hold(scenario, outcome)
     # the boundaries are Spark's own (read from its offset and file-source logs) and equal the plan
     reference = run_scenario(scenario).outcome()
@@ -246,7 +247,7 @@ def test_corrupt_changelog_fails_loudly(spark, tmp_path):
 @pytest.mark.spark
 @pytest.mark.parametrize("name", sorted(BOUNDARIES))
 def test_operator_boundaries_give_spark_s_own_rows_and_watermarks(spark, tmp_path, name):
-    """The hand-derived boundary queries of ``tests/test_operator_boundaries.py`` on Spark itself.
+    """The hand-derived boundary queries of ``tests/quick/test_operator_boundaries.py`` on Spark itself.
 
     Each puts records exactly at the late-events watermark, a window's end, a dedup expiry or a session's
     timeout, including rows at the epoch in batch 0. Spark must emit the rows and run with the watermarks

@@ -26,7 +26,7 @@ from spark_impl.engine.storage_latency import LatencyStorage, StorageLatency, st
 def _expected(profile_name: str, seed: int | str, stream: str, ops: list[tuple[str, int]]) -> list[float]:
     """Each operation's sleep in seconds, from the profile's parameters by hand: the n-th operation of a kind
     draws the uniform of key "<seed>/<stream>/<kind>/<n>" (its hash is checked against published vectors in
-    tests/test_native_checkpoint_fs.py), mapped through the standard library's normal quantile and exp; an
+    tests/spark/test_native_checkpoint_fs.py), mapped through the standard library's normal quantile and exp; an
     atomic write is a create and a rename."""
     p = STORAGE_PROFILES[profile_name]
     sequence: dict[str, int] = {}

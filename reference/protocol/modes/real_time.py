@@ -40,7 +40,7 @@ from .micro_batch import MicroBatch, ReplayRule
 # ``spark.sql.streaming.realTimeMode.minBatchDuration`` (SQLConf, default 5000 ms): the shortest batch
 # ``StreamingQueryManager.createQuery`` accepts
 REAL_TIME_MIN_BATCH_MS = 5_000
-REAL_TIME_OPERATORS = ("map", "aggregate", "window_aggregate")
+REAL_TIME_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup")
 REAL_TIME_SOURCES = ("rate", "explicit", "redelivering")
 
 _REFUSED_OPERATORS = {
@@ -222,7 +222,9 @@ class RealTime(MicroBatch):
 
         - operators: the allowlist lists the physical operators a real-time plan may hold. It allows
           projections and filters (``map``), the streamline aggregation (``aggregate``, and a windowed one
-          with a watermark, ``window_aggregate``), ``dropDuplicates`` and the JVM ``transformWithState``; it
+          with a watermark, ``window_aggregate``), ``dropDuplicates`` (``StreamingDeduplicateExec``: ``dedup``,
+          with or without a watermark, since ``EventTimeWatermarkExec`` is allowed too) and the JVM
+          ``transformWithState``; it
           does not allow ``StreamingSymmetricHashJoinExec`` (stream-stream joins),
           ``StreamingDeduplicateWithinWatermarkExec`` (until SPARK-59385, after 4.3) or
           ``FlatMapGroupsWithStateExec``;

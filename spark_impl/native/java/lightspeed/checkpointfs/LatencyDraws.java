@@ -5,7 +5,7 @@
  * the same order, so the same (stream, kind, sequence number) gives the same latency to the bit in the
  * simulator, the Spark engine and native Spark's checkpoint filesystem (LatencyFileSystem).
  *
- * Standalone use prints a test vector (tests/test_native_checkpoint_fs.py compares it with Python's):
+ * Standalone use prints a test vector (tests/spark/test_native_checkpoint_fs.py compares it with Python's):
  *   java -cp <jar> lightspeed.checkpointfs.LatencyDraws <stream> <name=value,...> <kind:bytes>...
  * one line per operation: kind, bytes, the latency in ms, and its IEEE 754 bits in hex.
  */

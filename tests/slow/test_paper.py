@@ -52,8 +52,8 @@ ALLOWED = (
     (r"\bFLIP-\d+\b", "a Flink improvement proposal id"),
     # versions of the software named (what changed when, not what was measured)
     (r"\bSpark \d+(\.\d+)+\b", "a Spark release"),
-    # the project's own SPEC sections, which the prose cites by number (section structure)
-    (r"\bSPEC section \d+\b", "a section of the project's SPEC"),
+    # the project's own spec sections, which the prose cites by number (section structure)
+    (r"\bspec section \d+\b", "a section of the project's spec (docs/spec.md)"),
     # Young's formula: the constant of a published formula, not a measurement
     (r"sqrt\(2 C M\)", "Young's formula"),
     # batch-index arithmetic of the protocol (b+1 is the next batch)
