@@ -90,7 +90,7 @@ def unreachable_because(scenario: Scenario) -> dict[str, str]:
 
     The log counts (``LOG_COUNTS``) count entries: a scenario of fewer batches (``last_batch``) than the
     ceiling inline purge may leave never writes that many, and one of fewer batches than a floor (Spark's
-    default ``min_batches_to_retain`` is 100) never shows it.
+    default ``min_batches_to_retain`` is 100) never shows it; nor does it show the versions floor.
 
     ``versions_kept`` is the protocol's floor (Spark's state cleanup keeps exactly ``min_batches_to_retain``
     versions; it runs on the executors' maintenance, apart from the batches). The model purges state files in
@@ -111,6 +111,9 @@ def unreachable_because(scenario: Scenario) -> dict[str, str]:
         return out
     e = scenario.engine
     reasons = []
+    if e.min_batches_to_retain > batches:
+        reasons.append(f"the scenario runs at most {batches} batches, so no more than {batches} versions are ever "
+                       f"committed, where the floor asks {e.min_batches_to_retain}")
     if _every_commit_waits_for_purge(scenario):
         reasons.append(f"every purge runs before its batch's commit entry ({e.log_purge_mode} purge), so a run's "
                        f"last purge sees the version before the last and a finished run keeps at least "

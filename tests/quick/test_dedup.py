@@ -171,7 +171,8 @@ def test_every_operator_kind_is_either_accepted_or_refused_by_real_time_mode():
     assert not set(REAL_TIME_OPERATORS) & set(_REFUSED_OPERATORS)
     raw = json.loads((SCENARIOS / "real-time-dedup.json").read_text())
     for operator in ({"kind": "dedup"}, {"kind": "dedup", "watermark_delay_ms": 2000}):
-        assert checked(Scenario.from_dict({**raw, "query": {"operator": operator, "state_partitions": 2}})).engine.real_time
+        scenario = Scenario.from_dict({**raw, "query": {"operator": operator, "state_partitions": 2}})
+        assert checked(scenario).engine.real_time
 
 
 def test_the_catalogue_holds_plain_dedup_with_keys_that_keep_arriving():

@@ -314,3 +314,14 @@ def test_a_ceiling_longer_than_the_scenario_says_the_scenario_is_too_short():
     short = unreachable_because(make("window_aggregate", "async_state", batches=4))
     assert "at most 4 batches" in short["offset_entries_ceiling"] and "allows 5" in short["offset_entries_ceiling"]
     assert "offset_entries_ceiling" not in unreachable_because(make("window_aggregate", "async_state", batches=5))
+
+
+def test_a_floor_longer_than_the_scenario_says_the_scenario_is_too_short():
+    """Spark's default ``min_batches_to_retain`` is 100: a 4-batch scenario never commits 100 versions nor logs 100
+    entries, so the explorer never measures those floors, and says why rather than only "never measured"."""
+    from reference.judge.tightness import unreachable_because
+    why = unreachable_because(make("aggregate", "snapshot_provider", retain=100))
+    for name in ("versions_kept", "offset_entries_kept", "commit_entries_kept"):
+        assert "at most 4 batches" in why[name], name
+    enough = unreachable_because(make("aggregate", "snapshot_provider", retain=3))
+    assert "at most 4 batches" not in enough["versions_kept"]

@@ -466,7 +466,8 @@ class SecondJobLogsFirst(Incarnation):
 
     def step_commit_log_write(self, b: int) -> None:
         if b == 1 and self.number == 0 and self.FOLDER == layout.COMMITS:
-            lineage = {sid: {str(p): self.lineage[(sid, p, b + 1)] for p in range(self.parts)} for sid in self.store_ids}
+            lineage = {sid: {str(p): self.lineage[(sid, p, b + 1)] for p in range(self.parts)}
+                       for sid in self.store_ids}
             same = CommitEntry(b, watermarks_of(self.trackers_for(b))[0], self.trackers_after(b), lineage)
             self.storage.write(layout.commit_path(1), same.encode())
         super().step_commit_log_write(b)

@@ -11,7 +11,7 @@ from reference.judge.explorer import Model, explore
 from reference.language.scenario import Scenario
 
 
-@pytest.mark.parametrize("name", ["real-time-aggregate", "real-time-window"])
+@pytest.mark.parametrize("name", ["real-time-aggregate", "real-time-window", "real-time-dedup"])
 def test_the_explorer_finds_no_violation_on_real_time_scenarios(name):
     report = explore(Scenario.from_dict(load(name)), workers=1)
     assert report.schedules > 100 and not report.violations and not report.truncated
