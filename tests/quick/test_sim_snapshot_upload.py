@@ -62,22 +62,29 @@ def test_rocksdb_uploads_what_changed_since_its_last_snapshot_and_hdfs_the_whole
         assert uploads["delta"][1:] == sorted(uploads["delta"][1:]) and uploads["delta"][-1] > 1, uploads
 
 
-def test_the_state_kept_counts_one_rocksdb_snapshot_per_store_and_every_hdfs_snapshot():
-    """Store 0/0 holds snapshots of versions 2 (3 keys) and 4 (4 keys) and changelogs of versions 3 and 4 (one
-    entry each); store 0/1 a snapshot of version 4 (2 keys). HDFS (``delta``): every file is a copy, 3 + 4 + 1 +
-    1 + 2 = 11 entries. RocksDB (``changelog``): the newest snapshot of each store, 4 + 2, and the changelogs,
-    1 + 1: 8."""
+def test_the_state_kept_counts_each_rocksdb_version_s_changes_and_every_hdfs_snapshot_whole():
+    """Store 0/0 holds snapshots of versions 2 ({k0: 1, k1: 1, k2: 1}) and 4 ({k0: 2, k1: 1, k2: 1, k3: 1}) and
+    changelogs of versions 3 and 4 (one entry each); store 0/1 a snapshot of version 4 (two keys). HDFS
+    (``delta``): every file is a copy, 3 + 4 + 1 + 1 + 2 = 11 entries. RocksDB (``changelog``): version 2 whole
+    (3), version 4's new SST holds only what changed since version 2 (k0 changed, k3 is new: 2), the
+    changelogs 1 + 1, store 0/1's snapshot 2: 9. Counting the newest snapshot alone would give 4 + 2 + 2 = 8,
+    leaving out version 2's value of k0, which its SST still holds."""
     from experiments.changelog_checkpointing.definition import kept_state_keys
     from reference.protocol import layout
     from reference.protocol.changelog import StateFileHeader, encode_state_file
 
-    def file(partition: int, version: int, kind: str, keys: int) -> tuple[str, bytes]:
+    def file(partition: int, version: int, kind: str, state: dict[str, int]) -> tuple[str, bytes]:
         path = layout.state_file("0", partition, version, f"u{version}", kind)
-        changes = [(f"k{i}", i) for i in range(keys)]
-        return path, encode_state_file(StateFileHeader(kind, version, f"u{version}", f"u{version - 1}"), changes)
+        header = StateFileHeader(kind, version, f"u{version}", f"u{version - 1}")
+        return path, encode_state_file(header, sorted(state.items()))
 
-    files = dict([file(0, 2, "snapshot", 3), file(0, 4, "snapshot", 4), file(0, 3, "changelog", 1),
-                  file(0, 4, "changelog", 1), file(1, 4, "snapshot", 2)])
+    files = dict([file(0, 2, "snapshot", {"k0": 1, "k1": 1, "k2": 1}),
+                  file(0, 4, "snapshot", {"k0": 2, "k1": 1, "k2": 1, "k3": 1}),
+                  file(0, 3, "changelog", {"k3": 1}), file(0, 4, "changelog", {"k0": 2}),
+                  file(1, 4, "snapshot", {"k0": 1, "k1": 1})])
     files["offsets/0"] = b"not a state file"
     assert kept_state_keys(files, "delta") == 11
-    assert kept_state_keys(files, "changelog") == 8
+    assert kept_state_keys(files, "changelog") == 9
+    # a key dropped between two retained snapshots is a tombstone in the later one's new file
+    files.update([file(0, 6, "snapshot", {"k1": 1, "k2": 1, "k3": 1})])
+    assert kept_state_keys(files, "snapshot") == 9 + 1
