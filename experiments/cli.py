@@ -58,6 +58,7 @@ from experiments.zoo import ZooError, all_held, resolve, run_zoo, table_lines, w
 from reference.protocol.backend import BackendError, BackendUnavailable, RunOptions
 from reference.judge.explorer import ExplorationInterrupted
 from reference.judge.oracles import check_outcome, failures
+from reference.protocol.modes import mode_of
 from reference.protocol.outcome import OutcomeError
 from reference.language.scenario import Scenario, ScenarioError
 from reference.language.size import MATERIALISED, explore_refusal, refusal
@@ -78,7 +79,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     print(f"{args.scenario}: valid scenario {scenario.name!r} (seed {scenario.seed}, "
           f"operator {scenario.operator.kind}, {len(scenario.faults)} fault(s))")
-    for path, why in scenario.unsupported_reasons():
+    for path, why in mode_of(scenario).unsupported_reasons(scenario):
         print(f"  note: explores an unsupported combination ({path}): {why}")
     large = refusal(scenario, MATERIALISED)
     if large is not None:

@@ -19,6 +19,7 @@ from typing import Any
 from reference.language.json_input import JsonInputError, loads
 from reference.language.scenario import Scenario, ScenarioError
 from reference.language.size import MAX_INPUT_FILE_BYTES, MAX_SCENARIO_FILE_BYTES, file_too_large
+from reference.protocol.modes import checked
 from reference.protocol.storage import entry_kind
 
 
@@ -75,11 +76,11 @@ def read_json(path: str | Path, expected: str, limit: int = MAX_INPUT_FILE_BYTES
 
 
 def load_scenario(path: str) -> Scenario:
-    """Read and validate a scenario file (``read_json``, then ``Scenario.from_dict``); a ``ScenarioError`` names
-    the file and the field."""
+    """Read and validate a scenario file (``read_json``, then ``Scenario.from_dict`` and its mode's rules,
+    ``modes.checked``); a ``ScenarioError`` names the file and the field."""
     raw = read_json(path, "a scenario JSON file", MAX_SCENARIO_FILE_BYTES)
     try:
-        return Scenario.from_dict(raw)
+        return checked(Scenario.from_dict(raw))
     except ScenarioError as exc:   # the file first, then the field
         exc.args = (f"{path}: {exc}",)
         raise

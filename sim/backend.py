@@ -23,6 +23,7 @@ import importlib.util
 from reference.protocol.backend import RunOptions, RunResult, refuse_too_large, refuse_unknown_options
 from reference.language.scenario import Scenario
 from reference.language.size import MATERIALISED, VOLUME
+from reference.protocol.modes import checked
 from reference.protocol.storage import SnapshotReader
 
 REQUIRED_PACKAGES = ("simpy", "numpy")
@@ -45,7 +46,7 @@ class SimBackend:
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         """Simulate ``scenario`` to the end: the outcome, and the checkpoint in data mode (None in volume mode)."""
         refuse_unknown_options(self, options)
-        refuse_too_large(self.name, scenario, VOLUME if options.sim_mode == "volume" else MATERIALISED)
+        refuse_too_large(self.name, checked(scenario), VOLUME if options.sim_mode == "volume" else MATERIALISED)
         from .simulation import simulate   # simpy and numpy are imported only to run
         profile = options.profile
         if options.storage_profile is not None:   # the checkpoint storage of the engine's --storage-profile

@@ -19,13 +19,11 @@ import numpy as np
 
 from reference.protocol.outcome import ProgressEvent
 from reference.protocol.query import route
-from reference.protocol.real_time import deadline_ms
 from reference.protocol.seams import StepNode
 from reference.protocol.state_store import plan_load
 
 from .cost_model import store_commits_ms
 from .latency import RecordLatency
-from .real_time import long_running_task
 from .timed_incarnation import TimedIncarnation
 
 MISS_STREAM = 7   # the seed component of a task's state-cache draw (``state_cache_miss_probability``)
@@ -45,29 +43,19 @@ class DataIncarnation(TimedIncarnation):
         return b in self.plans
 
     def plan_ready_ms(self, b: int) -> float:
-        """Plan at the first trigger that finds the batch's (fixed) input arrived. Real-time mode plans the
-        next long-running batch as soon as the last one committed (Spark runs it with
-        ``ProcessingTimeTrigger(0)``): its tasks read records as they arrive."""
-        if self.cfg.real_time:
-            return self.clock.now
+        """When the mode lets the batch plan (``mode_costs``): at the first trigger that finds the batch's
+        (fixed) input arrived; in real-time mode as soon as the last batch committed."""
         plan = self.plans[b]
-        return self.trigger_ms(float(self.data.input_ready_ms(*plan.bounds)))
+        return self.mode_costs.plan_ready_ms(self.clock.now,
+                                             lambda: self.trigger_ms(float(self.data.input_ready_ms(*plan.bounds))))
 
     # ------------------------------------------------------------- costs
-    def cost_ms(self, node: StepNode) -> float:
-        """The driver's and the tasks' costs; in real-time mode's bounded-replay variant a persisted progress
-        point inside a batch is no new plan (the long-running tasks go on), so it costs nothing."""
-        if node.step == "plan" and self.cfg.real_time and node.batch != self.restart.first_batch and \
-                node.batch % self.cfg.real_time_steps_per_batch:
-            return 0.0
-        return super().cost_ms(node)
-
     def task_cost_ms(self, node: StepNode) -> float:
         step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service
         if step == "state_load":
             return self._state_load_ms(b, p)
-        if step == "task_apply" and self.cfg.real_time:
+        if step == "task_apply" and self.mode_costs.long_running():
             return self._long_running_task_ms(b, p)
         if step == "task_apply":
             plan = self.plans[b]
@@ -89,22 +77,23 @@ class DataIncarnation(TimedIncarnation):
         if step == "snapshot_upload":
             return self._snapshot_ms(p)
         assert step == "sink_write", f"no cost for task step {step}"
-        if self.cfg.real_time:
+        if self.mode_costs.long_running():
             return 0.0   # each record was delivered while the task ran (``_long_running_task_ms``)
         result = self.tasks[(b, p)].result
         rows = len(result.output) if result else 0
         return self.sink_write_ms(rows * prof.bytes_per_output_row)
 
     def _long_running_task_ms(self, b: int, p: int) -> float:
-        """Real-time mode: the task reads partition p's records of batch b as they arrive, delivers each to
-        the sink on its own (its latency ends there), and stops at the batch's deadline (``real_time.py``)."""
-        now = self.clock.now
+        """A long-running task (real-time mode, ``mode_costs``): it reads partition p's records of batch b as
+        they arrive and delivers each to the sink on its own, where its latency ends."""
         records = sorted(route(self.data.slice(*self.plans[b].bounds), self.parts)[p], key=lambda r: r.arrival_ms)
-        task = long_running_task([r.arrival_ms for r in records], now,
-                                 deadline_ms(b, self.cfg.real_time_step_ms), self.profile, bool(self.store_ids))
-        for record, visible_ms in zip(records, task.delivered_ms):
+
+        def delivered(i: int, visible_ms: float) -> None:
+            record = records[i]
             self.latency_book.delivered([(record.source_partition, record.offset, record.arrival_ms)], visible_ms)
-        return task.end_ms - now
+        return self.mode_costs.task_apply_ms([r.arrival_ms for r in records], self.clock.now, b, self.profile,
+                                             bool(self.store_ids), self.profile.straggler_factor(self.rng),
+                                             delivered)
 
     def _state_load_ms(self, b: int, p: int) -> float:
         prof, svc = self.profile, self.service

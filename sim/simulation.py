@@ -21,6 +21,7 @@ import simpy
 
 from reference.protocol.backend import BackendError
 from reference.protocol.faults import FaultBook
+from reference.protocol.modes import mode_of
 from reference.protocol.observer import Observer, build_outcome
 from reference.protocol.outcome import Outcome
 from reference.protocol.recovery import RestartPlan
@@ -34,6 +35,7 @@ from .data_mode import DataIncarnation
 from .faults import fault_clock, split_faults
 from .incarnation_run import IncarnationRun
 from .latency import RangeLatency, RecordLatency, timing_of
+from .mode_costs import costs_of
 from .random_draws import Draws
 from .storage_service import StorageService
 from .timed_incarnation import TimedIncarnation
@@ -61,9 +63,9 @@ class Simulation:
         if mode == "volume" and any(src.kind == "redelivering" for src in scenario.sources.values()):
             raise SimModeError(mode, "a redelivering source needs data mode: its fetch layer dedups real message "
                                      "ids, which volume mode does not hold")
-        if mode == "volume" and scenario.engine.real_time:
-            raise SimModeError(mode, "real-time mode needs data mode: its long-running tasks deliver each record "
-                                     "on its own, and volume mode holds counts, not records")
+        self.mode_costs = costs_of(mode_of(scenario))
+        if mode == "volume" and not self.mode_costs.runs_in_volume_mode:
+            raise SimModeError(mode, self.mode_costs.needs_data_mode)
         self.scenario, self.profile, self.mode = scenario, profile, mode
         self.env = env if env is not None else simpy.Environment()
         self.rng = Draws(np.random.default_rng(scenario.seed))
@@ -83,7 +85,7 @@ class Simulation:
             self.data, self.latency_book = SourceData.of(scenario), RecordLatency()
         else:
             self.data, self.latency_book = VolumeSource(scenario), RangeLatency()
-        self.supervisor = Supervisor(self.service.files, scenario.engine.restart_mode, len(self.data.partitions),
+        self.supervisor = Supervisor(self.service.files, mode_of(scenario), len(self.data.partitions),
                                      self.observer)
         self.clock_faults_left = len(clock_faults)   # clock faults that may still fire
         self.clock_faults = clock_faults
@@ -94,7 +96,7 @@ class Simulation:
 
     def new_incarnation(self, restart: RestartPlan, number: int) -> TimedIncarnation:
         common: dict[str, Any] = dict(clock=self.env, profile=self.profile, storage_service=self.service,
-                                      rng=self.rng)
+                                      rng=self.rng, mode_costs=self.mode_costs)
         if isinstance(self.data, SourceData):
             assert isinstance(self.latency_book, RecordLatency)
             return DataIncarnation(self.scenario, self.data, self.service.files, restart, number, self.observer,

@@ -38,6 +38,7 @@ from reference.protocol.trigger import next_batch_time_ms, trigger_plan_ms
 
 from .cost_model import Profile
 from .graph import SimNode
+from .mode_costs import MicroBatchCosts
 from .random_draws import Draws
 from .storage_service import StorageService
 
@@ -67,8 +68,9 @@ class TimedIncarnation(Incarnation, StepCosts):
     store_commit_nodes = False
 
     def __init__(self, *args: Any, clock: simpy.Environment, profile: Profile, storage_service: StorageService,
-                 rng: Draws, **kwargs: Any):
+                 rng: Draws, mode_costs: MicroBatchCosts, **kwargs: Any):
         self.clock, self.profile, self.service, self.rng = clock, profile, storage_service, rng
+        self.mode_costs = mode_costs   # what the execution mode's steps cost (``mode_costs.py``)
         self.timing: dict[tuple[str, int], tuple[float, float]] = {}   # (step, batch) -> (start, end)
         self.purge_rounds: dict[int, PurgeRound | None] = {}   # batch -> the round its purge decided at start
         self.commit_ms: dict[int, float] = {}   # batch -> its tasks' state commit costs, summed (commitTimeMs)
@@ -148,7 +150,8 @@ class TimedIncarnation(Incarnation, StepCosts):
                 self.commit_ms[b] = self.commit_ms.get(b, 0.0) + cost
             return cost
         if step == "plan":
-            return prof.latest_offset_ms + prof.planning_ms
+            return 0.0 if self.mode_costs.plan_is_free(b, self.restart.first_batch) else \
+                prof.latest_offset_ms + prof.planning_ms
         if step == "offset_log_write":
             return svc.atomic_write_ms(SMALL_FILE_BYTES) if self.offsets_persist_due(b) else 0.0
         if step == "purge":
@@ -158,14 +161,14 @@ class TimedIncarnation(Incarnation, StepCosts):
                 return 0.0
             return svc.atomic_write_ms(SMALL_FILE_BYTES)   # the manifest, from the tasks' commit messages
         if step == "commit_log_write":
-            persisted = self.cfg.progress_mode == "sync" or b in self.persisted_offsets
+            persisted = self.mode.commit_entry_due(b, self.persisted_offsets)
             return svc.atomic_write_ms(SMALL_FILE_BYTES) if persisted else 0.0
         assert step == "source_commit", f"no cost for driver step {step}"
         return prof.source_commit_ms
 
     def purge_round_of(self, b: int) -> PurgeRound | None:
         """The round decided when purge ``b`` started (``purge_cost_ms``); its effect lands at its end."""
-        return self.purge_rounds.pop(b) if b in self.purge_rounds else self.next_purge_round()
+        return self.purge_rounds.pop(b) if b in self.purge_rounds else self.next_purge_round(b)
 
     def purge_cost_ms(self, b: int) -> float:
         """One purge round, as Spark's ``HDFSMetadataLog.purge`` does it on each of the two logs.
@@ -183,7 +186,7 @@ class TimedIncarnation(Incarnation, StepCosts):
         moves only when a durable offset entry lands, once per ``checkpoint_interval_ms``: the rounds
         in between cost nothing.
         """
-        rnd = self.purge_rounds[b] = self.next_purge_round()   # what the step's effect will run
+        rnd = self.purge_rounds[b] = self.next_purge_round(b)   # what the step's effect will run
         if rnd is None:
             return 0.0
         svc = self.service

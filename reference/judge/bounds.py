@@ -1,30 +1,34 @@
 """Every numeric bound the judge enforces, derived in one place from the scenario's step graph.
 
 An oracle or a checkpoint rule that allows "at most n" or "at least n" reads n
-here, and n is read off the step graph (``graph.shape_of``): never from a
-table of modes. Each bound is the largest (or smallest) value some legal
+here, and n is read off the step graph of the scenario's mode
+(``modes.shape_of``, ``graph.most_not_waiting``): never from a table of modes. Each bound is the largest (or smallest) value some legal
 schedule of the graph gives, so a backend that re-runs, keeps or delivers more
 than the protocol can is convicted:
 
 - ``in_flight``: batches with an offset entry and no commit entry at once
-  under sync progress, so the batches a restart re-runs (``replay_bound``,
-  the ``offsets_committed`` rule). The largest number of batches b' >= b whose
-  ``offset_log_write`` does not wait for ``commit_log_write`` of b.
+  under sync progress (the ``offsets_committed`` rule). The largest number of
+  batches b' >= b whose ``offset_log_write`` does not wait for
+  ``commit_log_write`` of b.
 - ``pending_state_commits``: batches whose state is not durable while a later
   batch's task of the same partition runs (async state checkpointing: one). It
   is part of ``in_flight`` (the batch whose state is pending is in flight), and
   is listed on its own so the report shows it.
-- ``async_progress_rerun``: async progress on the untimed clock, the batches a
-  restart re-runs: from the batch after the previous persisted offset entry to
-  the newest planned (``async_progress_rerun``); the clock gives the spacing of
-  persisted entries, the graph how many batches are planned and not committed
-  (``planned_in_flight``).
+- ``replay``: the most batches one restart re-runs (``replay_bound``), as the
+  scenario's mode reads it off its graph (``modes``, ``replay_most``): under
+  sync progress ``in_flight``; under async progress on the untimed clock from
+  the batch after the previous persisted offset entry to the newest planned
+  (the clock gives the spacing of persisted entries, the graph how many
+  batches are planned and not committed, ``planned_in_flight``); in real-time
+  mode ``planned_in_flight``, from the last committed offsets.
 - ``copies_per_rerun``: at-least-once sink, how many more copies of a batch's
   rows each re-run or retried attempt may deliver (one: an attempt writes each
   part once).
 - ``offset_entries_kept`` and ``commit_entries_kept``: the fewest log entries
-  purge leaves under sync progress (purge cuts both logs below the latest
-  offset entry minus ``min_batches_to_retain``, never past the latest commit).
+  purge leaves while every batch is logged, by the mode's own purge rule
+  (``log_floors``): micro-batch purge cuts both logs below the latest offset
+  entry minus ``min_batches_to_retain``, never past the latest commit; real-time
+  purge below the batch being built minus it, before that batch's entry exists.
   ``offset_entries_ceiling``: the most it leaves under inline purge, given how
   many offset entries the graph lets be written before a batch's purge runs
   (``purge_lag``: one, the batch's own, without pipelining); None under async
@@ -40,7 +44,7 @@ than the protocol can is convicted:
 
 A mode whose batches are made otherwise is one more ``BatchShape``; its bounds
 come from its own graph by the same derivation, as long as it names the same
-steps. A shape may also supply its bounds itself: a method ``judge_bounds(scenario)``
+steps, and its replay by its own reading (``replay_most``). A shape may also supply its bounds itself: a method ``judge_bounds(scenario)``
 returning ``Bounds`` takes precedence over the derivation.
 """
 
@@ -50,16 +54,9 @@ import functools
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from ..protocol.graph import LOGICAL_BATCH_MS, BatchShape, Node, build_graph, shape_of
 from ..language.scenario import Scenario
-from ..language.steps import NodeId
-
-GRAPH_BATCHES = 8          # the graph the bounds are read from starts this long, and doubles ...
-GRAPH_BATCHES_MAX = 64     # ... up to this (GRAPH_BATCHES times a power of two), while no batch waits at all
-
-
-class UnboundedGraph(ValueError):
-    """The step graph lets a count grow with the number of batches: the protocol bounds nothing there."""
+from ..protocol.graph import BatchShape, UnboundedGraph, most_not_waiting
+from ..protocol.modes import MicroBatch, mode_of, shape_of
 
 
 @dataclass(frozen=True)
@@ -69,7 +66,7 @@ class Bounds:
     in_flight: int
     pending_state_commits: int
     planned_in_flight: int
-    async_progress_rerun: int | None
+    replay: int | None
     copies_per_rerun: int
     offset_entries_kept: int
     commit_entries_kept: int
@@ -87,7 +84,7 @@ def bounds_of(scenario: Scenario) -> Bounds:
     own: Callable[[Scenario], Bounds] | None = getattr(shape, "judge_bounds", None)
     if own is not None:
         return own(scenario)
-    return derive(shape, scenario)
+    return derive(shape, mode_of(scenario))
 
 
 @dataclass(frozen=True)
@@ -126,14 +123,22 @@ def _purge_lag(shape: BatchShape) -> int | None:
         return None
 
 
-def derive(shape: BatchShape, scenario: Scenario) -> Bounds:
-    """Every bound, read off ``shape``'s step graph (and, for the async-progress cadence, its clock)."""
-    e = scenario.engine
+def derive(shape: BatchShape, mode: MicroBatch) -> Bounds:
+    """Every bound, read off ``shape``'s step graph (the replay, by the mode's own reading of it)."""
+    try:
+        return _derived(shape, mode)   # type: ignore[arg-type]   # a shape is hashable, or the except reads it
+    except TypeError:   # a shape that is not hashable is read every time
+        return _derive(shape, mode)
+
+
+@functools.lru_cache(maxsize=256)
+def _derived(shape: BatchShape, mode: MicroBatch) -> Bounds:
+    return _derive(shape, mode)
+
+
+def _derive(shape: BatchShape, mode: MicroBatch) -> Bounds:
     counts = graph_counts(shape)
-    rerun = None
-    if e.progress_mode == "async":
-        rerun = async_progress_rerun(scenario, counts.planned_in_flight)
-    retain = e.min_batches_to_retain
+    retain = mode.cfg.min_batches_to_retain
     lag: int | None = None
     ceiling: int | None = None
     if counts.purge_lag is not None:
@@ -141,54 +146,8 @@ def derive(shape: BatchShape, scenario: Scenario) -> Bounds:
         # then, L - C <= in_flight), offset entries of b on are written until purge b runs
         lag = counts.purge_lag
         ceiling = lag + max(retain, counts.in_flight) + 1
+    offsets_kept, commits_kept = mode.log_floors(retain, counts.in_flight)
     return Bounds(in_flight=counts.in_flight, pending_state_commits=counts.pending_state_commits,
-                  planned_in_flight=counts.planned_in_flight, async_progress_rerun=rerun, copies_per_rerun=1,
-                  offset_entries_kept=retain + 1, commit_entries_kept=max(1, retain + 1 - counts.in_flight),
+                  planned_in_flight=counts.planned_in_flight, replay=mode.replay_most(shape), copies_per_rerun=1,
+                  offset_entries_kept=offsets_kept, commit_entries_kept=commits_kept,
                   purge_lag=lag, offset_entries_ceiling=ceiling, versions_kept=retain)
-
-
-def async_progress_rerun(scenario: Scenario, planned_in_flight: int) -> int:
-    """Async progress on the untimed clock: a restart re-runs from the batch after the previous persisted offset
-    entry P through the newest batch planned. An entry persists once ``checkpoint_interval_ms`` has passed on
-    the clock that plans batch b at ``b * max(trigger_interval_ms, LOGICAL_BATCH_MS)`` (a ``clock_skew`` fault
-    only sets it forward, which persists an entry sooner), so the latest persisted entry L is at most
-    ``between`` batches after P; and at most ``planned_in_flight`` batches from L on are planned and not
-    committed (L itself among them)."""
-    e = scenario.engine
-    batch_ms = max(e.trigger_interval_ms, LOGICAL_BATCH_MS)
-    between = -(-e.checkpoint_interval_ms // batch_ms)   # ceil
-    return between + planned_in_flight - 1
-
-
-def most_not_waiting(shape: BatchShape, first: str, then: str, partition: int = -1) -> int:
-    """The most batches b' >= b whose ``then`` step may run before ``first`` of batch b (b' = b counts when
-    ``then`` of b does not wait for ``first`` of b): over every b of a graph longer than the count. A shape
-    without ``first`` steps (a stateless query's state commits) gives 0."""
-    batches = GRAPH_BATCHES
-    while True:
-        nodes = build_graph(shape, range(batches))
-        found = _most_not_waiting(nodes, batches, first, then, partition)
-        if found < batches:   # some batch waits: the count is the bound (it is below the graph's length)
-            return found
-        if batches == GRAPH_BATCHES_MAX:
-            raise UnboundedGraph(f"the step graph lets {found} batches run {then} before {first} of an earlier "
-                                 f"one in {batches} batches: it bounds nothing")
-        batches *= 2
-
-
-def _most_not_waiting(nodes: dict[NodeId, Node], batches: int, first: str, then: str, partition: int) -> int:
-    ancestors: dict[NodeId, frozenset[NodeId]] = {}
-    for n, each in nodes.items():
-        acc: set[NodeId] = set()
-        for d in each.deps:
-            acc.add(d)
-            acc |= ancestors[d]
-        ancestors[n] = frozenset(acc)
-    most = 0
-    for b in range(batches):   # (the last batches see fewer after them: they never give the most)
-        waited = NodeId.of(first, b, partition)
-        if waited in nodes:   # (``first`` and ``then`` are other steps: a missing ``then`` node waits)
-            free = sum(1 for later in range(b, batches)
-                       if waited not in ancestors.get(NodeId.of(then, later, partition), {waited}))
-            most = max(most, free)
-    return most

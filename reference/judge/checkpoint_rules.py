@@ -70,6 +70,7 @@ from ..language.scenario import MAX_NAME_CHARS, Scenario
 from ..protocol.sink_files import read_manifest, read_part
 from ..protocol.state_store import read_state_file
 from ..protocol.storage import CheckpointFormatError, Storage, excerpt, inventory
+from ..protocol.modes import mode_of
 
 RULES = ("layout", "metadata", "fields", "log_entries", "commit_order", "commit_has_offsets", "offsets_committed", "log_retention",
          "watermark_monotone", "lineage_reachable", "state_files", "sink_files", "fetch_state")
@@ -109,7 +110,7 @@ def violations(storage: Storage, scenario: Scenario, rules: Collection[str] = RU
     broken = _offset_entries(storage, scenario, offsets) if "log_entries" in rules else None
     if broken is not None:
         return out + [("log_entries", broken)]
-    sync = scenario.engine.progress_mode == "sync"
+    sync = mode_of(scenario).logs_every_batch
     if sync and commits:
         missing = sorted(set(range(commits[0], commits[-1] + 1)) - set(commits))
         if missing:

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator
 
 from . import checkpoint_rules
 from ..protocol.incarnation import Incarnation
+from ..protocol.modes import mode_of
 from .oracles import Context, Verdict, check_outcome, failures
 from ..protocol.observer import Observer
 from ..protocol.recovery import plan_restart
@@ -134,7 +135,7 @@ def _note_outcome(tally: Tally, scenario: Scenario, result: FinishedRun, label: 
 
 def first_graph(scenario: Scenario, model: Model) -> Incarnation:
     data = SourceData.of(scenario)
-    restart = plan_restart(DurableStorage(), scenario.engine.progress_mode, len(data.partitions))
+    restart = plan_restart(DurableStorage(), mode_of(scenario), len(data.partitions))
     return model.incarnation_class(scenario, data, DurableStorage(), restart, 0, Observer())
 
 

@@ -37,6 +37,7 @@ from typing import Any
 from ..protocol.outcome import Outcome
 from ..language.scenario import Fault, Scenario
 from ..language.steps import DRIVER_STEPS, TASK_STEPS
+from ..protocol.modes import mode_of
 
 QUIET_KINDS = ("storage_latency", "clock_skew")            # faults that never end an incarnation
 DAMAGE_KINDS = ("corrupt_file", "delete_file")
@@ -91,7 +92,7 @@ def _numbering(outcome: Outcome) -> Finding | None:
 
 def _unfired(scenario: Scenario, outcome: Outcome) -> Finding | None:
     """A fault listed as never fired although its step ran: at a committed batch, alone at its point."""
-    if outcome.error or scenario.engine.progress_mode != "sync":
+    if outcome.error or not mode_of(scenario).logs_every_batch:
         return None
     steps = EVERY_BATCH_STEPS + (STATEFUL_STEPS if scenario.store_ids else ())
     committed = {b.id for b in outcome.batches}
@@ -134,7 +135,7 @@ def _replanned(scenario: Scenario, outcome: Outcome) -> Finding | None:
             return Finding(f"batch {batch.id} was planned {batch.attempts} times, but no restart re-ran it",
                            batch=batch.id, expected=1, actual=batch.attempts)
     resumed = any(r.restart == 0 for r in outcome.recoveries)   # a checkpoint this run did not write
-    if scenario.engine.progress_mode != "sync" or resumed:
+    if not mode_of(scenario).logs_every_batch or resumed:
         return None
     attempts = {b.id: b.attempts for b in outcome.batches}
     for r in outcome.recoveries:
@@ -171,7 +172,7 @@ def _redelivered(scenario: Scenario, outcome: Outcome, fired: list[int]) -> Find
 def _crash_reruns(scenario: Scenario, outcome: Outcome, fired: list[int]) -> Finding | None:
     """Sync progress: a crash that fired between planning b and commits/b re-ran b; after b's exactly-once
     sink commit, it delivered b again. (Damage faults can take the manifest that counts deliveries.)"""
-    if outcome.error or scenario.engine.progress_mode != "sync" \
+    if outcome.error or not mode_of(scenario).logs_every_batch \
             or any(f.kind in DAMAGE_KINDS for f in scenario.faults):
         return None
     rerun = {b for r in outcome.recoveries for b in r.rerun_batches}

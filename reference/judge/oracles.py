@@ -34,6 +34,7 @@ from typing import Any, Callable
 from . import checkpoint_rules
 from ..protocol import layout
 from .bounds import bounds_of
+from ..protocol.modes import mode_of
 from ..protocol.logs import CommitEntry, OffsetEntry, log_batches, read_metadata
 from ..protocol.outcome import Outcome, canonical_rows, digest_rows
 from ..protocol.query import BatchBounds, SequentialRun, pipeline_store_ids, run_sequential
@@ -266,60 +267,27 @@ def _rerun_batches(outcome: Outcome) -> set[int]:
 
 
 def replay_bound(ctx: Context) -> Verdict:
-    """A restart re-runs at most what the step graph lets be in flight (spec section 5, ``bounds.py``)."""
-    e = ctx.scenario.engine
-    if e.real_time:
-        return _real_time_bound(ctx)
-    if e.progress_mode == "async":
-        return _async_progress_bound(ctx)
-    bound = bounds_of(ctx.scenario).in_flight   # batches planned but not committed
-    for r in ctx.outcome.recoveries:
-        if len(r.rerun_batches) > bound:
-            return Verdict("replay_bound", FAIL, f"a restart re-ran {len(r.rerun_batches)} batches; at most {bound} "
-                                                 "allowed in these modes", expected=bound, actual=list(r.rerun_batches))
-    return Verdict("replay_bound", PASS, f"every restart re-ran at most {bound} batch(es)")
-
-
-def _real_time_bound(ctx: Context) -> Verdict:
-    """Real-time mode: a restart replays everything since the last commit entry, from its end offsets
-    (``real_time.py``): as many batches as the step graph lets be planned and not committed, which is one
-    (``real_time.uncommitted_at_most``), and always the batches right after the last commit."""
-    bound = checkpoint_rules.in_flight_limit(ctx.scenario)
+    """A restart re-runs at most what the scenario's mode lets be in flight, read off its step graph (spec
+    section 5, ``bounds.Bounds.replay``), in the shape the mode says (``modes``, ``replay``): one contiguous
+    range under async progress, from the last committed offsets in real-time mode. Under async progress the
+    limit comes from the untimed clock's spacing of persisted entries, so a timed backend is held to the
+    range only."""
+    rule = mode_of(ctx.scenario).replay
+    limit = bounds_of(ctx.scenario).replay if rule.clock_free or ctx.outcome.timing is None else None
     for r in ctx.outcome.recoveries:
         rerun = list(r.rerun_batches)
-        if len(rerun) > bound:
-            return Verdict("replay_bound", FAIL, f"a real-time restart re-ran {len(rerun)} batches; the step graph "
-                                                 f"leaves at most {bound} uncommitted", expected=bound, actual=rerun)
-        if rerun and r.resumed_at != rerun[0]:
-            return Verdict("replay_bound", FAIL, "a real-time restart must replay from the last committed offsets, "
+        if rule.contiguous and rerun and rerun != list(range(rerun[0], rerun[-1] + 1)):
+            return Verdict("replay_bound", FAIL, f"{rule.what} re-ran a non-contiguous range", actual=rerun)
+        if limit is not None and len(rerun) > limit:
+            return Verdict("replay_bound", FAIL, f"{rule.what} re-ran {len(rerun)} batches; at most {limit} "
+                                                 "allowed, as the step graph lets be in flight",
+                           expected=limit, actual=rerun)
+        if rule.from_last_commit and rerun and r.resumed_at != rerun[0]:
+            return Verdict("replay_bound", FAIL, f"{rule.what} must replay from the last committed offsets, "
                                                  "starting with the first uncommitted batch",
                            batch=r.resumed_at, expected=rerun[0], actual=r.resumed_at)
-    return Verdict("replay_bound", PASS, f"real-time mode: every restart replayed at most {bound} batch(es), from "
-                                         "the last committed offsets")
-
-
-def async_progress_replay_limit(scenario: Scenario) -> int:
-    """Async progress, untimed clock: batches planned since the last persisted offset entry, plus those in
-    flight (``bounds.Bounds.async_progress_rerun``)."""
-    limit = bounds_of(scenario).async_progress_rerun
-    assert limit is not None, "async progress has a re-run limit"
-    return limit
-
-
-def _async_progress_bound(ctx: Context) -> Verdict:
-    limit = async_progress_replay_limit(ctx.scenario) if ctx.outcome.timing is None else None
-    for r in ctx.outcome.recoveries:
-        rerun = list(r.rerun_batches)
-        if rerun and rerun != list(range(rerun[0], rerun[-1] + 1)):
-            return Verdict("replay_bound", FAIL, "async progress re-ran a non-contiguous range", actual=rerun)
-        if limit is not None and len(rerun) > limit:
-            return Verdict("replay_bound", FAIL, f"async progress re-ran {len(rerun)} batches; with "
-                                                 f"checkpoint_interval_ms {ctx.scenario.engine.checkpoint_interval_ms}"
-                                                 f" at most {limit} can be unpersisted or in flight",
-                           expected=limit, actual=rerun)
     bound = f"at most {limit} batches" if limit is not None else "a contiguous range (timed clock)"
-    return Verdict("replay_bound", PASS, f"async progress: every restart re-ran {bound} since the last persisted "
-                                         "offset entry")
+    return Verdict("replay_bound", PASS, f"{rule.what}: every restart re-ran {bound}")
 
 
 def no_loss(ctx: Context) -> Verdict:
@@ -492,7 +460,7 @@ def checkpoint(ctx: Context) -> Verdict:
                                                  f"first {gone[0]}", actual=gone[:5]))
     commits = log_batches(storage, layout.COMMITS)
     last = ctx.outcome.batches[-1].id if ctx.outcome.batches else None
-    if not ctx.outcome.error and ctx.scenario.engine.progress_mode == "sync" and (commits[-1] if commits else None) != last:
+    if not ctx.outcome.error and mode_of(ctx.scenario).logs_every_batch and (commits[-1] if commits else None) != last:
         found.append(Verdict("checkpoint", FAIL, "the checkpoint's latest commit entry is not the outcome's last "
                                                  "batch", expected=last, actual=commits[-1] if commits else None))
     damaged = _damaged_on_chain(ctx, storage)
@@ -538,7 +506,7 @@ def _logs_read_back(ctx: Context, storage: Storage) -> Verdict | None:
     batches = {b.id: b for b in ctx.outcome.batches}
     last = max(batches, default=-1)
     totals = list(ctx.data.totals)
-    whole = ctx.scenario.engine.progress_mode == "sync"
+    whole = mode_of(ctx.scenario).logs_every_batch
     for b in log_batches(storage, layout.OFFSETS):
         entry, path = OffsetEntry.read(storage, b), layout.offset_path(b)
         if any(end > total for end, total in zip(entry.end, totals)):

@@ -6,8 +6,8 @@ outcome it judges, the value each bound constrains, keeps the most extreme
 value and the first schedule that gave it, and the report says, per bound,
 whether some schedule reached it (``tight``). What is measured:
 
-- ``replay`` (the bound ``in_flight`` under sync progress, ``async_progress_rerun``
-  under async progress): the batches the restart after a crash re-ran;
+- ``replay`` (the mode's ``replay`` bound): the batches the restart after a crash
+  re-ran;
 - ``pending_state_commits``: at the crash, on partition 0, the batches whose
   task ran and whose state commit did not, less one (the batch running);
 - ``offset_entries_kept``, ``commit_entries_kept`` (floors, sync progress): the
@@ -30,7 +30,9 @@ from typing import Any, Callable, Iterable
 
 from ..protocol import layout
 from .bounds import Bounds, bounds_of
+from ..protocol.graph import UnboundedGraph, most_not_waiting
 from ..protocol.logs import log_batches
+from ..protocol.modes import mode_of, shape_of
 from ..protocol.outcome import Outcome
 from ..language.scenario import Scenario
 from ..language.steps import NodeId
@@ -51,6 +53,9 @@ class Reach:
     schedule: str | None = None
     order: int | None = None
     reproduce: dict[str, Any] | None = None   # as a violation's: the crash prefix, or the faults and schedule
+    # why this model's schedules cannot reach the bound, where the bound is the protocol's and not the model's
+    # (``unreachable_because``); said when the bound is not reached
+    why: str | None = None
 
     @property
     def tight(self) -> bool | None:
@@ -58,15 +63,19 @@ class Reach:
 
     def to_dict(self) -> dict[str, Any]:
         return {"bound": self.bound, "reached": self.reached, "tight": self.tight, "schedule": self.schedule,
-                "reproduce": self.reproduce}
+                "reproduce": self.reproduce, "why": None if self.tight else self.why}
+
+
+# the bounds that count log entries: a scenario has at most one of each per batch
+LOG_COUNTS = ("offset_entries_kept", "commit_entries_kept", "offset_entries_ceiling")
 
 
 def in_force(scenario: Scenario) -> dict[str, int | None]:
     """The value of each measured bound for ``scenario``; None where the bound is not in force."""
     b: Bounds = bounds_of(scenario)
-    sync = scenario.engine.progress_mode == "sync"
+    sync = mode_of(scenario).logs_every_batch
     stateful = bool(scenario.store_ids)
-    return {"replay": b.in_flight if sync else b.async_progress_rerun,
+    return {"replay": b.replay,
             "pending_state_commits": b.pending_state_commits if stateful else None,
             "offset_entries_kept": b.offset_entries_kept if sync else None,
             "commit_entries_kept": b.commit_entries_kept if sync else None,
@@ -75,18 +84,71 @@ def in_force(scenario: Scenario) -> dict[str, int | None]:
             "copies_per_rerun": b.copies_per_rerun if scenario.sink_mode == "at_least_once" else None}
 
 
+def unreachable_because(scenario: Scenario) -> dict[str, str]:
+    """Why the model's own schedules cannot reach a bound the judge holds every backend to, read off the mode's
+    step graph, the scenario's length and the state store's settings (a bound the model can reach has no entry).
+
+    The log counts (``LOG_COUNTS``) count entries: a scenario of fewer batches (``last_batch``) than the
+    ceiling inline purge may leave never writes that many, and one of fewer batches than a floor (Spark's
+    default ``min_batches_to_retain`` is 100) never shows it; nor does it show the versions floor.
+
+    ``versions_kept`` is the protocol's floor (Spark's state cleanup keeps exactly ``min_batches_to_retain``
+    versions; it runs on the executors' maintenance, apart from the batches). The model purges state files in
+    its ``purge`` step, from the latest commit entry:
+
+    - when every ``commit_log_write`` of batch b or later waits for ``purge`` of b (inline purge: the tasks wait
+      for it), the last purge of a run sees the version before the last, and a finished run keeps one more;
+    - versions load from the newest snapshot at or below the oldest one kept, and cleanup keeps every version
+      above it: unless a snapshot is written at each commit (the snapshot provider), the fewest kept is the
+      floor only when a snapshot lands exactly there."""
+    out: dict[str, str] = {}
+    batches = mode_of(scenario).last_batch(scenario)
+    for name, bound in in_force(scenario).items():
+        if name in LOG_COUNTS and bound is not None and bound > batches:
+            out[name] = (f"the scenario runs at most {batches} batches, so no more than {batches} log entries ever "
+                         f"exist, where the {'floor asks' if DIRECTIONS[name] == MIN else 'ceiling allows'} {bound}")
+    if not scenario.store_ids:
+        return out
+    e = scenario.engine
+    reasons = []
+    if e.min_batches_to_retain > batches:
+        reasons.append(f"the scenario runs at most {batches} batches, so no more than {batches} versions are ever "
+                       f"committed, where the floor asks {e.min_batches_to_retain}")
+    if _every_commit_waits_for_purge(scenario):
+        reasons.append(f"every purge runs before its batch's commit entry ({e.log_purge_mode} purge), so a run's "
+                       f"last purge sees the version before the last and a finished run keeps at least "
+                       f"{e.min_batches_to_retain + 1}; Spark's state cleanup, apart from the batches, keeps "
+                       f"{e.min_batches_to_retain}")
+    if e.provider != "snapshot":
+        reasons.append(f"versions load from the newest snapshot at or below the oldest one kept, and the {e.provider} "
+                       f"provider writes one every {e.min_deltas_for_snapshot} versions at the most, so every "
+                       "version above the snapshot before it stays unless a snapshot lands exactly there")
+    if reasons:
+        out["versions_kept"] = "; ".join(reasons)
+    return out
+
+
+def _every_commit_waits_for_purge(scenario: Scenario) -> bool:
+    """Whether ``commit_log_write`` of every batch b or later waits for ``purge`` of b in the mode's graph."""
+    try:
+        return most_not_waiting(shape_of(scenario), "purge", "commit_log_write") == 0
+    except UnboundedGraph:   # (async purge: no commit waits for a purge round)
+        return False
+
+
 class Tally:
     """The reach of every bound over the schedules one share of an exploration measured."""
 
     def __init__(self, scenario: Scenario):
-        self.reach = {name: Reach(bound) for name, bound in in_force(scenario).items()}
+        why = unreachable_because(scenario)
+        self.reach = {name: Reach(bound, why=why.get(name)) for name, bound in in_force(scenario).items()}
 
     def note(self, name: str, value: int | None, schedule: str, order: int,
              reproduce: Callable[[], dict[str, Any]]) -> None:
         """Keep ``value`` when it is more extreme than what ``name`` reached so far (the earlier order on a tie)."""
         held = self.reach[name]
         if value is not None and held.bound is not None and _better(name, value, order, held):
-            self.reach[name] = Reach(held.bound, value, schedule, order, reproduce())
+            self.reach[name] = Reach(held.bound, value, schedule, order, reproduce(), held.why)
 
     def note_cut(self, scenario: Scenario, storage: Storage, prefix: list[NodeId], schedule: str,
                  order: int) -> None:
@@ -166,14 +228,18 @@ def combined(tallies: Iterable[dict[str, Reach]]) -> dict[str, Reach]:
 
 
 def describe(reach: dict[str, Reach]) -> list[str]:
-    """One line per bound: its value, what the exploration reached, and where."""
+    """One line per bound, read the way the bound runs: a ceiling "at most n; the most seen was m", a floor "at
+    least n; the fewest seen was m"; whether that is the bound (and, where the model cannot reach it, why), and
+    the schedule that showed it."""
     lines = []
     for name, r in reach.items():
         if r.bound is None:
             lines.append(f"  {name}: not in force")
             continue
-        got = "never measured" if r.reached is None else f"reached {r.reached}"
-        verdict = "tight" if r.tight else "NOT REACHED"
+        floor = DIRECTIONS[name] == MIN
+        limit = f"at least {r.bound}" if floor else f"at most {r.bound}"
+        got = "never measured" if r.reached is None else f"the {'fewest' if floor else 'most'} seen was {r.reached}"
+        verdict = "tight" if r.tight else "NOT REACHED" + (f": {r.why}" if r.why else "")
         where = f" by {r.schedule}" if r.schedule else ""
-        lines.append(f"  {name}: bound {r.bound}, {got} ({verdict}){where}")
+        lines.append(f"  {name}: {limit}; {got} ({verdict}){where}")
     return lines

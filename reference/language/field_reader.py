@@ -28,6 +28,10 @@ class ScenarioError(ValueError):
     def __init__(self, field_path: str, message: str):
         super().__init__(f"{field_path}: {message}")
         self.field = field_path
+        self.message = message
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:   # crosses a process pool whole
+        return ScenarioError, (self.field, self.message)
 
 
 class FieldReader:

@@ -1,16 +1,18 @@
 """Scenario types: the JSON of spec section 1, as frozen dataclasses.
 
-``Scenario.from_dict`` validates everything and raises ``ScenarioError`` naming
-the offending field (as a dotted path, e.g. ``engine.progress.mode``) and what
-was expected. ``to_dict`` gives back canonical JSON, so a scenario survives a
+``Scenario.from_dict`` validates the language and raises ``ScenarioError``
+naming the offending field (as a dotted path, e.g. ``engine.progress.mode``)
+and what was expected. What an execution mode refuses of a scenario (Spark's
+refusals when a query starts, and a fault no step of the mode can reach) is
+the mode's own rule, checked before a run (``reference.protocol.modes.checked``). ``to_dict`` gives back canonical JSON, so a scenario survives a
 round trip byte for byte.
 
 A scenario is made of parts, each in its own module: its sources
 (``source_spec``), its query (``operator_spec``), its ``engine`` section
 (``engine_config``), its faults (``fault_spec``) and its executors
 (``executor_events``), all read by ``field_reader``. This module holds the
-whole: the rules across parts (what Spark refuses, faults that could never
-fire, executor events that cannot happen) and the file reader. Every name the
+whole: the rules across parts (what Spark refuses in every mode, faults that
+could never fire, executor events that cannot happen) and the file reader. Every name the
 parts define stays importable from here.
 
 Beyond the contract the project started from (all in docs/spec.md):
@@ -21,7 +23,7 @@ Beyond the contract the project started from (all in docs/spec.md):
 - ``explore_unsupported``: run a mode combination Spark forbids, to observe why;
 - ``faults[].at.restart``: fire only in that incarnation (a fault during recovery);
 - ``engine.real_time``: Spark's real-time mode, with what it refuses of the query, sources and sink
-  (``real_time_rules``).
+  (``reference/protocol/modes/real_time.py``).
 """
 
 from __future__ import annotations
@@ -34,11 +36,9 @@ from typing import Any
 
 from .engine_config import PROVIDERS, EngineConfig
 from .executor_events import DEFAULT_EXECUTORS, EVENT_KINDS, ExecutorEvent, parse_events, parse_executors
-from .fault_reach import unreachable   # faults no step can match, or that never end
 from .fault_spec import Fault, FaultAt, check_checkpoint_path, may_end_incarnation
 from .field_reader import FieldReader, ScenarioError
 from .operator_spec import AGGS, FUNCTIONS, OPERATOR_KINDS, STATEFUL_KINDS, OperatorSpec
-from .real_time_rules import check_real_time
 from .source_spec import (DEFAULT_BATCH_MS, MAX_REDELIVERING_MESSAGES, MAX_TIME_MS, SOURCE_KINDS, Broker, EventTime,
                           Source, check_key)
 from .steps import MAINTENANCE_STEPS, TASK_STEPS
@@ -85,7 +85,7 @@ class Scenario:
         sink = o.obj("sink", {})
         sink_mode = sink.choice("mode", ("exactly_once", "at_least_once"), "exactly_once")
         sink.done()
-        engine = EngineConfig.parse(o.obj("engine", {}))
+        engine = EngineConfig.parse(o.obj("engine", {}), stateful=operator.stateful)
         raw_faults = o.get("faults", [])
         if not isinstance(raw_faults, list):
             raise ScenarioError("faults", "expected a list")
@@ -97,8 +97,6 @@ class Scenario:
         o.done()
         scenario = Scenario(name, seed, sources, operator, state_partitions, sink_mode, engine, faults, explore,
                             executors, events)
-        if engine.real_time:
-            check_real_time({side: src.kind for side, src in sources.items()}, operator, sink_mode)
         scenario.check_supported()
         scenario.check_faults()
         scenario.check_events()
@@ -155,20 +153,10 @@ class Scenario:
 
     # ------------------------------------------------------------ rules
     def unsupported_reasons(self) -> list[tuple[str, str]]:
-        """Mode combinations Spark refuses, each with the field and the reason."""
+        """Combinations Spark refuses whatever the execution mode, each with the field and the reason (a
+        mode adds its own: ``reference.protocol.modes``, ``unsupported_reasons``)."""
         reasons = []
         e = self.engine
-        if e.progress_mode == "async" and self.operator.stateful:
-            reasons.append(("engine.progress.mode",
-                            "asynchronous progress tracking is refused for stateful queries: after a restart "
-                            "the unpersisted batches are folded into one with new boundaries, but state "
-                            "versions of the old boundaries survive, so state would be counted twice "
-                            "(Spark: AsyncProgressTrackingMicroBatchExecution refuses stateful operators)"))
-        if e.progress_mode == "async" and self.sink_mode == "exactly_once":
-            reasons.append(("sink.mode",
-                            "asynchronous progress tracking gives at-least-once output: re-run batches get "
-                            "new ids and boundaries, so an exactly-once commit by batch id cannot dedupe them; "
-                            "use sink.mode = at_least_once"))
         if e.state_checkpoint == "async" and e.provider != "changelog":
             reasons.append(("engine.state_checkpoint",
                             "asynchronous state checkpointing needs the RocksDB provider with changelog "
@@ -212,9 +200,6 @@ class Scenario:
                                     "fault at an async state commit or an executor_loss)")
             if fault.kind in ("corrupt_file", "delete_file"):
                 check_checkpoint_path(fault.path or "", f"{where}.path")
-        refused = unreachable(self)
-        if refused is not None:
-            raise ScenarioError(*refused)
 
     def check_events(self) -> None:
         """Refuse an executor event that cannot happen: out of batch order or range, a join of an executor

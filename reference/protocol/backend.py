@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from .outcome import Outcome
+from .modes import checked
 from .run import run_scenario
 from ..language.scenario import Scenario
 from ..language.size import MATERIALISED, SizeLimits, refusal
@@ -129,6 +130,6 @@ class ReferenceBackend:
 
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         refuse_unknown_options(self, options)
-        refuse_too_large(self.name, scenario)
+        refuse_too_large(self.name, checked(scenario))
         finished = run_scenario(scenario)
         return RunResult(finished.outcome(), finished.storage)

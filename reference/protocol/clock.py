@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from .graph import LOGICAL_BATCH_MS
 from .incarnation_state import BatchPlan, IncarnationState
-from .real_time import deadline_ms
 from .recovery import RestartPlan
 from ..language.size import MATERIALISED
 
@@ -55,14 +54,9 @@ class LogicalClock(IncarnationState):
                 raise RuntimeError("planning did not converge on the end of input")
 
     def untimed_cut(self, b: int) -> tuple[int, ...]:
-        """Where the untimed clock ends batch ``b``: the source's planned cut; in real-time mode the batch's
-        deadline, ``(b + 1) x`` the batch duration (Spark: ``RealTimeStreamScanExec`` sets the deadline to
-        the batch's start plus its duration, and a reader returns no more records once it has passed;
-        ``real_time.deadline_ms``)."""
-        if self.cfg.real_time:
-            ends_ms = deadline_ms(b, self.cfg.real_time_step_ms)
-            return self.data.arrived_by(ends_ms - 1, (0,) * len(self.data.partitions))
-        return tuple(self.data.planned_end_offsets(b))
+        """Where the untimed clock ends batch ``b``: the mode says (the source's planned cut; in real-time mode
+        the batch's deadline)."""
+        return self.mode.untimed_cut(b, self.data)
 
     def cut_now(self, b: int) -> tuple[int, ...]:
         """An open batch's end offsets: what has arrived by the time ``plan`` runs (timed backends only)."""

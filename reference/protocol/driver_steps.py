@@ -18,9 +18,15 @@ from __future__ import annotations
 from . import layout
 from .failures import QueryFailure
 from .incarnation_state import IncarnationState
-from .logs import CommitEntry, OffsetEntry, PurgeRound, log_batches, purge_round, run_purge_round, threshold_of
+from .logs import CommitEntry, OffsetEntry, PurgeRound, log_batches, purge_round, run_purge_round
 from .outcome import DURATION_KEYS, ProgressEvent, StateOperatorProgress
 from .query import watermarks_of
+
+
+def concurrent_update(path: str, b: int) -> str:
+    """Spark's failure when a log entry it adds exists already (``HDFSMetadataLog.add`` returns false;
+    ``QueryExecutionErrors.concurrentStreamLogUpdate``): another job wrote it, whatever it holds."""
+    return f"{path}: Concurrent update to the log. Multiple streaming jobs detected for {b}"
 
 
 class DriverSteps(IncarnationState):
@@ -29,8 +35,7 @@ class DriverSteps(IncarnationState):
     def step_plan(self, b: int) -> None:
         self.await_plan(b)
         plan = self.plans[b]
-        if self.cfg.real_time:
-            self.start_at_committed_end(b)
+        self.start_where_the_mode_says(b)
         if plan.end is None:
             end = self.cut_now(b)
             assert all(s <= e <= t for s, e, t in zip(plan.start, end, self.data.totals)), \
@@ -54,45 +59,40 @@ class DriverSteps(IncarnationState):
                 layer.fetch(self.data.partitions[sp][end - 1].arrival_ms)
             layer.persist(self.storage, b)
 
-    def start_at_committed_end(self, b: int) -> None:
-        """Real-time mode: batch ``b`` starts where batch b-1's offset entry ended (Spark: ``committedOffsets
-        ++= endOffsets`` in ``markMicroBatchEnd``, then ``runBatch`` reads from them); its deadline cut never
-        lies before its start."""
+    def start_where_the_mode_says(self, b: int) -> None:
+        """Batch ``b`` starts where its mode says (``batch_start``: in real-time mode where batch b-1's offset
+        entry ended); a cut never lies before its start."""
         plan = self.plans[b]
-        start = self.reported_ends.get(b - 1)
-        if start is None or start == plan.start:
+        start = self.mode.batch_start(b, plan.start, self.reported_ends)
+        if start == plan.start:
             return
         plan.start = start
         if plan.end is not None:
             plan.end = tuple(max(e, s) for e, s in zip(plan.end, start))
 
     def offsets_to_log(self, b: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The offsets ``offsets/b`` holds. Micro-batch: the planned ones, logged before the tasks run.
-        Real-time mode: the end is collected from the tasks at the end of the batch (Spark:
-        ``populateBatchOffsetsForRTM`` reads each task's report from ``RealTimeStreamScanExec``'s
-        accumulator and merges them): every task that reached the deadline reported the batch's cut; while a
-        task has not reported, the driver has only the batch's start."""
+        """The offsets ``offsets/b`` holds, as the mode says (``logged_offsets``: the planned ones, or in
+        real-time mode the end the tasks reported, which is then where the next batch starts)."""
         plan = self.plans[b]
-        if not self.cfg.real_time:
-            return plan.bounds
         reported = all(self.tasks.get((b, p)) is not None and self.tasks[(b, p)].result is not None
                        for p in range(self.parts))
-        end = plan.bounds[1] if reported else plan.start
-        self.reported_ends[b] = end
-        self.obs.batches[b]["end_offsets"] = list(end)
-        return plan.start, end
+        start, end = self.mode.logged_offsets(*plan.bounds, reported)
+        if self.mode.offsets_from_tasks:
+            self.reported_ends[b] = end
+            self.obs.batches[b]["end_offsets"] = list(end)
+        return start, end
 
     def step_offset_log_write(self, b: int) -> None:
-        if self.cfg.progress_mode == "async" and not self._persist_offsets(b):
+        if not self._persist_offsets(b):
             return
         start, end = self.offsets_to_log(b)
         entry = OffsetEntry(b, start, end)
         path = layout.offset_path(b)
         if self.storage.exists(path):
+            if not self.plans[b].rerun:   # only a batch re-run after a restart finds its entry written
+                raise QueryFailure(concurrent_update(path, b))
             logged = OffsetEntry.read(self.storage, b)
-            # async progress folds unlogged batches into a re-run, so only its end is fixed
-            same = logged.end == end and (self.cfg.progress_mode == "async" or logged.start == start)
-            if not same:
+            if not self.mode.same_offset_entry(logged, start, end):
                 raise QueryFailure(f"{path}: already logged with other offsets; a batch must re-run "
                                    f"with exactly its logged offsets")
         else:
@@ -101,12 +101,10 @@ class DriverSteps(IncarnationState):
         self._logged(layout.OFFSETS, b)
 
     def offsets_persist_due(self, b: int) -> bool:
-        """Async progress: an offset entry is written only once ``checkpoint_interval_ms`` has passed."""
-        if self.cfg.progress_mode == "sync":
-            return True
-        last = self.last_persisted_time_ms
-        return b == self.restart.first_batch or last is None or \
-            self.logical_time_ms(b) - last >= self.cfg.checkpoint_interval_ms
+        """Whether ``offsets/b`` is written (the mode's ``offset_entry_due``: async progress writes one only once
+        ``checkpoint_interval_ms`` has passed)."""
+        return self.mode.offset_entry_due(b, self.restart.first_batch, self.last_persisted_time_ms,
+                                          self.logical_time_ms(b))
 
     def _persist_offsets(self, b: int) -> bool:
         if self.offsets_persist_due(b):
@@ -118,17 +116,18 @@ class DriverSteps(IncarnationState):
         self.purge_log_entries(self.purge_round_of(b))
         self.purge_state_files(b)
 
-    def next_purge_round(self) -> PurgeRound | None:
-        """The purge round this incarnation would run now (``reference.protocol.logs.purge_round``)."""
+    def next_purge_round(self, b: int) -> PurgeRound | None:
+        """The purge round purge ``b`` would run now (``reference.protocol.logs.purge_round``), at the mode's
+        threshold."""
         known = self.known_logs()
-        threshold = threshold_of(known[layout.OFFSETS], known[layout.COMMITS], self.cfg.min_batches_to_retain,
-                                 self.cfg.progress_mode)
+        threshold = self.mode.purge_threshold(known[layout.OFFSETS], known[layout.COMMITS],
+                                              self.cfg.min_batches_to_retain, b)
         return purge_round(threshold, self.last_purged_batch)
 
     def purge_round_of(self, b: int) -> PurgeRound | None:
         """The round purge ``b`` runs, decided when it starts (Spark computes the threshold when it calls
         ``purge``); an untimed step starts and ends at once."""
-        return self.next_purge_round()
+        return self.next_purge_round(b)
 
     def purge_log_entries(self, rnd: PurgeRound | None) -> list[str]:
         """Purge both logs as Spark's ``HDFSMetadataLog.purge`` does (``reference.protocol.logs.PurgeRound``): the
@@ -152,17 +151,16 @@ class DriverSteps(IncarnationState):
 
     def step_commit_log_write(self, b: int) -> None:
         trackers_after = self.trackers_after(b)
-        if self.cfg.progress_mode != "async" or b in self.persisted_offsets:   # async: only persisted entries
+        if self.mode.commit_entry_due(b, self.persisted_offsets):   # async progress: only persisted entries
             assert b > self.last_commit_written, \
                 f"commit entries are written in batch order: commits/{b} after commits/{self.last_commit_written}"
             lineage = {sid: {str(p): self.lineage[(sid, p, b + 1)] for p in range(self.parts)}
                        for sid in self.store_ids}
             path = layout.commit_path(b)
-            if self.storage.exists(path):
-                assert CommitEntry.read(self.storage, b).state_lineage == lineage, \
-                    f"{path}: the lineage of a committed version never changes"
+            if self.storage.exists(path):   # no batch is committed twice: another job wrote it
+                raise QueryFailure(concurrent_update(path, b))
             entry = CommitEntry(b, watermarks_of(self.trackers_for(b))[0], trackers_after, lineage)
-            self.storage.write(path, entry.encode(), overwrite=True)
+            self.storage.write(path, entry.encode())
             self.last_commit_written = b
             self._logged(layout.COMMITS, b)
             self.obs.batches[b]["watermark_ms"] = entry.watermark_ms   # the watermark commits/b holds

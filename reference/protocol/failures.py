@@ -16,4 +16,4 @@ class QueryFailure(Exception):
 
 
 class TaskAttemptFailed(Exception):
-    """A task attempt failed; Spark retries it (up to ``task_retry.MAX_TASK_ATTEMPTS``)."""
+    """A task attempt failed; Spark retries it (up to the mode's ``task_attempts``)."""

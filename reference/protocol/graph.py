@@ -40,6 +40,8 @@ from ..language.scenario import EngineConfig, Scenario
 from ..language.steps import NodeId
 
 LOGICAL_BATCH_MS = 100   # the untimed clock: batch b is planned at b * max(trigger_interval_ms, this)
+GRAPH_BATCHES = 8          # the graph ``most_not_waiting`` reads starts this long, and doubles ...
+GRAPH_BATCHES_MAX = 64     # ... up to this (GRAPH_BATCHES times a power of two), while no batch waits at all
 
 
 @dataclass(frozen=True)
@@ -238,102 +240,6 @@ class GraphShape:
         return out + [Node(n("state_commit", b, p), every, bg)]
 
 
-@dataclass(frozen=True)
-class RealTimeShape(GraphShape):
-    """Spark's real-time mode (4.1+): one long-running batch at a time, its offsets known only at its end.
-
-    Spark 4.3, ``MicroBatchExecution``: ``markMicroBatchStart`` writes no offset entry for a real-time
-    trigger ("Delay offset logging"); each input partition's task reads until the batch's deadline and
-    delivers every record downstream at once (``RealTimeStreamScanExec``, the pipelined shuffle), so the
-    sink writes while the task runs, not after the state commit; the stateful task commits its state when
-    it ends (``StatefulStreamlineAggregateExec``: ``StateStore.commit`` in a ``CompletionIterator``). When
-    the job is complete, ``markMicroBatchEnd`` merges the offsets the tasks reported
-    (``populateBatchOffsetsForRTM``), writes the offset log, then the commit log. Batch N+1 plans only
-    after that: the boundary gap, in which no task runs. The logs are synchronous (Spark's stateful
-    real-time queries; ``engine_config.check_real_time_engine``).
-
-    A task's one ``sink_write`` node stands for its records' deliveries, each made as its record is
-    processed: a crash between two of them leaves a prefix of that output, which the at-least-once
-    judge treats like the whole (duplicates from the replayed range only).
-
-    The bounded-replay variant (beyond Spark, ``engine.real_time_progress_ms``) splits each batch into
-    ``real_time_steps_per_batch`` graph batches, one per persisted progress point: at each the tasks commit
-    their state and report their offsets, and the driver writes both logs in the background, at most two
-    points behind; the tasks go on without a gap, which opens only where a real-time batch ends."""
-
-    @property
-    def steps_per_batch(self) -> int:
-        return self.cfg.real_time_steps_per_batch
-
-    def opens_batch(self, b: int) -> bool:
-        """Whether graph batch ``b`` starts a real-time batch (after the boundary gap)."""
-        return b % self.steps_per_batch == 0
-
-    def maintenance_every(self) -> int:
-        """Maintenance every ``maintenance_interval_ms`` of input: that many graph batches of
-        ``real_time_step_ms`` each."""
-        return max(1, self.cfg.maintenance_interval_ms // self.cfg.real_time_step_ms)
-
-    def batch_variant(self, b: int) -> Hashable:
-        return (super().batch_variant(b), self.opens_batch(b))
-
-    def variant_batches(self) -> tuple[int, ...]:
-        return tuple(sorted({*super().variant_batches(), *range(min(self.steps_per_batch, 2))}))
-
-    def batch_nodes(self, b: int) -> list[Node]:
-        n = NodeId.of
-        prev = b - 1
-        plan_deps: tuple[NodeId, ...] = (n("plan", prev), n("source_commit", prev))
-        if not self.opens_batch(b):   # the long-running tasks go on: b-1's logs in the background, two at most
-            plan_deps = (n("plan", prev), *self._tasks_ended(prev), n("commit_log_write", b - 2))
-        logs_behind = not self.opens_batch(b + 1)
-        out = [Node(n("plan", b), plan_deps),
-               Node(n("purge", b), (n("plan", b), n("purge", prev)), self.async_purge)]
-        gate = [n("plan", b)] + ([] if self.async_purge else [n("purge", b)])
-        for p in range(self.partitions):
-            out += self._task_nodes(b, p, gate)
-        ended = self._tasks_ended(b)
-        out += [Node(n("offset_log_write", b), tuple(ended) + (n("offset_log_write", prev),), logs_behind),
-                Node(n("sink_commit", b), tuple(n("sink_write", b, p) for p in range(self.partitions))
-                     + (n("sink_commit", prev),)),
-                Node(n("commit_log_write", b), tuple(ended) + (n("offset_log_write", b), n("sink_commit", b),
-                                                              n("commit_log_write", prev)), logs_behind),
-                Node(n("source_commit", b), (n("commit_log_write", b),))]
-        return out
-
-    def _tasks_ended(self, b: int) -> list[NodeId]:
-        """The last nodes of batch ``b``'s tasks: each partition's deliveries and its state commit."""
-        steps = ("sink_write", "state_commit") if self.stateful else ("sink_write",)
-        return [NodeId.of(step, b, p) for p in range(self.partitions) for step in steps]
-
-    def _task_nodes(self, b: int, p: int, gate: list[NodeId]) -> list[Node]:
-        n = NodeId.of
-        out = []
-        if self.stateful:
-            out.append(Node(n("state_load", b, p), tuple(gate) + (n("state_commit", b - 1, p),)))
-            out.append(Node(n("task_apply", b, p), (n("state_load", b, p),)))
-            out += self._commit_nodes(b, p, (n("task_apply", b, p),))
-            if self.is_maintenance_batch(b):
-                previous = n("snapshot_upload", b - self.maintenance_every(), p)
-                out.append(Node(n("snapshot_upload", b, p), (n("state_commit", b, p), previous), True))
-        else:
-            out.append(Node(n("task_apply", b, p), tuple(gate) + (n("task_apply", b - 1, p),)))
-        # each record's output is delivered as it is produced, not after the task's state commit
-        out.append(Node(n("sink_write", b, p), (n("task_apply", b, p),)))
-        return out
-
-
-def shape_of(scenario: Scenario, *, store_commit_nodes: bool = True) -> BatchShape:
-    """The step graph's shape for the scenario's mode: real-time mode's (``RealTimeShape``) when the engine
-    section says ``real_time``, else the micro-batch protocol's (``GraphShape``). ``store_commit_nodes`` as
-    ``GraphShape.of``."""
-    shape = GraphShape.of(scenario, store_commit_nodes=store_commit_nodes)
-    if scenario.engine.real_time:
-        return RealTimeShape(shape.cfg, shape.partitions, shape.stateful, shape.uses_watermark, shape.moved,
-                             shape.commit_stores)
-    return shape
-
-
 def build_graph(shape: BatchShape, batches: Iterable[int]) -> dict[NodeId, Node]:
     """The graph of an incarnation that runs ``batches``, in creation order (the canonical schedule).
 
@@ -361,3 +267,41 @@ def build_graph(shape: BatchShape, batches: Iterable[int]) -> dict[NodeId, Node]
 
 _BUILT: dict[tuple[BatchShape, tuple[int, ...]], dict[NodeId, Node]] = {}
 _BUILT_KEPT = 64   # graphs kept: an exploration needs a handful (the first incarnation, each restart point)
+
+
+class UnboundedGraph(ValueError):
+    """The step graph lets a count grow with the number of batches: the protocol bounds nothing there."""
+
+
+def most_not_waiting(shape: BatchShape, first: str, then: str, partition: int = -1) -> int:
+    """The most batches b' >= b whose ``then`` step may run before ``first`` of batch b (b' = b counts when
+    ``then`` of b does not wait for ``first`` of b): over every b of a graph longer than the count. A shape
+    without ``first`` steps (a stateless query's state commits) gives 0."""
+    batches = GRAPH_BATCHES
+    while True:
+        nodes = build_graph(shape, range(batches))
+        found = _most_not_waiting(nodes, batches, first, then, partition)
+        if found < batches:   # some batch waits: the count is the bound (it is below the graph's length)
+            return found
+        if batches == GRAPH_BATCHES_MAX:
+            raise UnboundedGraph(f"the step graph lets {found} batches run {then} before {first} of an earlier "
+                                 f"one in {batches} batches: it bounds nothing")
+        batches *= 2
+
+
+def _most_not_waiting(nodes: dict[NodeId, Node], batches: int, first: str, then: str, partition: int) -> int:
+    ancestors: dict[NodeId, frozenset[NodeId]] = {}
+    for n, each in nodes.items():
+        acc: set[NodeId] = set()
+        for d in each.deps:
+            acc.add(d)
+            acc |= ancestors[d]
+        ancestors[n] = frozenset(acc)
+    most = 0
+    for b in range(batches):   # (the last batches see fewer after them: they never give the most)
+        waited = NodeId.of(first, b, partition)
+        if waited in nodes:   # (``first`` and ``then`` are other steps: a missing ``then`` node waits)
+            free = sum(1 for later in range(b, batches)
+                       if waited not in ancestors.get(NodeId.of(then, later, partition), {waited}))
+            most = max(most, free)
+    return most

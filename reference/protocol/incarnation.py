@@ -32,11 +32,11 @@ from typing import Mapping
 from . import layout
 from .clock import LogicalClock
 from .driver_steps import DriverSteps
-from .graph import Node, build_graph, shape_of
+from .graph import Node, build_graph
 from .logs import check_metadata, log_batches, query_id, write_metadata
 from .observer import Observer
 from .query import initial_trackers, pipeline_store_ids
-from .real_time import purge_uncommitted_offsets
+from .modes import mode_of
 from .rebalancing import PlacementTimeline
 from .recovery import RestartPlan
 from ..language.scenario import Scenario
@@ -64,11 +64,12 @@ class Incarnation(TaskRetries, DriverSteps, InProcessTaskEffects, LogicalClock):
         # a timed backend cutting by its trigger: batches after the re-runs are planned one at a time
         self.open_ended = open_ended
         self.cfg = scenario.engine
+        self.mode = mode_of(scenario)
         self.obs = observer
         self.ops = scenario.operator.flatten()
         self.store_ids = pipeline_store_ids(self.ops)
         self.parts = scenario.state_partitions
-        self.shape = shape_of(scenario, store_commit_nodes=self.store_commit_nodes)
+        self.shape = self.mode.shape(scenario, store_commit_nodes=self.store_commit_nodes)
         self.uses_watermark = self.shape.uses_watermark
         self.stores = {}
         self.placement = PlacementTimeline(scenario)
@@ -100,8 +101,7 @@ class Incarnation(TaskRetries, DriverSteps, InProcessTaskEffects, LogicalClock):
         for sid, per_part in restart.lineage.items():
             for p, uid in per_part.items():
                 self.lineage[(sid, int(p), restart.lineage_version)] = uid
-        if self.cfg.real_time:
-            purge_uncommitted_offsets(self.storage)
+        self.mode.on_start(self.storage)
         latest_logged = max(log_batches(self.storage, layout.OFFSETS), default=None)
         for layer in self.fetchers.values():
             layer.restore(self.storage, latest_logged)

@@ -19,6 +19,7 @@ from typing import Any
 from . import layout
 from .graph import BatchShape, Node
 from .logs import log_batches
+from .modes import MicroBatch
 from .observer import Observer
 from .query import PartitionResult, advance_trackers, watermarks_of
 from .rebalancing import PlacementTimeline
@@ -78,6 +79,7 @@ class IncarnationState(Clock, TaskEffects, ProgressReporter, StepGraph):
     recorded_cuts: dict[int, tuple[int, ...]]   # batch -> end offsets another backend chose
     open_ended: bool   # a timed backend cutting by its trigger: batches after the re-runs are planned one at a time
     cfg: EngineConfig
+    mode: MicroBatch   # the execution mode (``modes``): every rule that differs between modes is asked of it
     obs: Observer
     ops: tuple[OperatorSpec, ...]
     store_ids: list[str]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from . import layout
 from ..language.json_input import JsonInputError, loads
@@ -168,22 +168,21 @@ def check_metadata(storage: Storage, digest: str, name: str | None = None) -> st
     return str(body.get("id"))
 
 
-def purge_threshold(storage: Storage, min_batches_to_retain: int, progress_mode: str = "sync") -> int | None:
-    """The batch below which ``purge_logs`` deletes entries of both logs (None: nothing committed yet)."""
-    return threshold_of(log_batches(storage, layout.OFFSETS), log_batches(storage, layout.COMMITS),
-                        min_batches_to_retain, progress_mode)
+class PurgeRule(Protocol):
+    """A mode's purge threshold (``reference.protocol.modes``, ``purge_threshold``): the batch below which
+    purge deletes entries of both logs, from their ids (sorted), however they are known; None when nothing
+    is committed yet."""
+
+    def purge_threshold(self, offsets: Sequence[int], commits: Sequence[int], retain: int, batch: int
+                        ) -> int | None: ...
 
 
-def threshold_of(offsets: Sequence[int], commits: Sequence[int], min_batches_to_retain: int,
-                 progress_mode: str = "sync") -> int | None:
-    """``purge_threshold`` from the ids of the two logs (sorted), however they are known."""
-    if not commits or not offsets:
-        return None
-    if progress_mode == "async":
-        threshold = offsets[-min_batches_to_retain] if len(offsets) >= min_batches_to_retain else offsets[0]
-    else:
-        threshold = offsets[-1] - min_batches_to_retain
-    return min(threshold, commits[-1])
+def purge_threshold(storage: Storage, min_batches_to_retain: int, rule: PurgeRule) -> int | None:
+    """The batch below which ``purge_logs`` deletes entries of both logs (None: nothing committed yet), as
+    the purge of the batch after the newest logged one would."""
+    offsets = log_batches(storage, layout.OFFSETS)
+    return rule.purge_threshold(offsets, log_batches(storage, layout.COMMITS), min_batches_to_retain,
+                                offsets[-1] + 1 if offsets else 0)
 
 
 # HDFSMetadataLog.purge deletes at most this many due entries by id, without listing the log directory
@@ -229,7 +228,7 @@ def run_purge_round(storage: Storage, rnd: PurgeRound, latest_commit: int) -> li
     return deleted
 
 
-def purge_logs(storage: Storage, min_batches_to_retain: int, progress_mode: str = "sync") -> list[str]:
+def purge_logs(storage: Storage, min_batches_to_retain: int, rule: PurgeRule) -> list[str]:
     """Delete log entries older than one threshold, the same for both logs.
 
     Sync progress, as Spark's ``MicroBatchExecution``: the threshold is the latest offset entry minus
@@ -247,7 +246,7 @@ def purge_logs(storage: Storage, min_batches_to_retain: int, progress_mode: str 
     (spec section 2), so the threshold never passes the latest commit entry, whatever the retention.
     """
     deleted: list[str] = []
-    threshold = purge_threshold(storage, min_batches_to_retain, progress_mode)
+    threshold = purge_threshold(storage, min_batches_to_retain, rule)
     if threshold is None:
         return deleted  # nothing committed yet: a restart re-runs from the first offset entry
     commits = log_batches(storage, layout.COMMITS)

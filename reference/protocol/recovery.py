@@ -1,23 +1,23 @@
 """Where a restarted query resumes, read from the checkpoint alone (spec section 2).
 
-Sync progress: let L be the latest offset entry and C the latest commit entry.
-If C = L the query runs L + 1 next. Otherwise every batch C+1..L is re-run
-with exactly the offsets its entry logged (one batch normally, two under async
-state checkpointing, up to ``pipeline_depth`` under pipelining).
+Let L be the latest offset entry and C the latest commit entry. If C = L the
+query runs L + 1 next (``resume_after``). Otherwise each mode has its rule
+(``modes``, ``restart_plan``), built from the readers here:
 
-Async progress (``AsyncProgressTrackingMicroBatchExecution``): the logs have
-gaps. If ``commits/L`` exists the query runs L + 1; otherwise it re-runs batch
-L starting at the end offsets of the previous persisted entry P, so batches
-P+1..L-1, never logged, are folded into L.
-
-Real-time mode (``real_time.py``): the query runs C + 1 next, from the end
-offsets of C; an offset entry newer than C is purged, never re-run.
+- micro-batch, sync progress: every batch C+1..L is re-run with exactly the
+  offsets its entry logged (``rerun_logged``: one batch normally, two under
+  async state checkpointing, up to ``pipeline_depth`` under pipelining);
+- async progress (``AsyncProgressTrackingMicroBatchExecution``): the logs have
+  gaps; batch L re-runs from the end offsets of the previous persisted entry,
+  so the batches between, never logged, are folded into L;
+- real-time mode: the query runs C + 1 next, from the end offsets of C; an
+  offset entry newer than C is purged, never re-run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from . import layout
 from .logs import CommitEntry, OffsetEntry, log_batches
@@ -39,44 +39,78 @@ def fresh_plan(source_partitions: int) -> RestartPlan:
     return RestartPlan(0, (0,) * source_partitions, {}, None)
 
 
-def plan_restart(storage: Storage, progress_mode: str, source_partitions: int) -> RestartPlan:
+class RestartRule(Protocol):
+    """A mode's restart rule (``modes``): where a restarted query resumes, read from the checkpoint alone."""
+
+    def restart_plan(self, storage: Storage, source_partitions: int) -> RestartPlan: ...
+
+
+def plan_restart(storage: Storage, rule: RestartRule, source_partitions: int) -> RestartPlan:
+    """Where a restarted query resumes under ``rule``, the scenario's mode (``modes.mode_of``)."""
+    return rule.restart_plan(storage, source_partitions)
+
+
+@dataclass(frozen=True)
+class RestartLogs:
+    """The two logs' ids as a restart reads them: L, the latest offset entry, and C, the latest commit entry."""
+
+    offsets: list[int]
+    commits: list[int]
+    latest: int
+    committed: int | None
+    source_partitions: int
+
+    def but_latest(self, latest: int) -> "RestartLogs":
+        return replace(self, latest=latest)
+
+
+@dataclass(frozen=True)
+class CommittedBase:
+    """What the latest commit entry gives a restart: the watermark trackers and the state lineage."""
+
+    trackers: list[dict[str, Any]] | None   # None: initial trackers
+    lineage: dict[str, dict[str, str]]
+    version: int
+
+
+def read_restart_logs(storage: Storage, source_partitions: int) -> RestartLogs | RestartPlan:
+    """Both logs' ids; a fresh plan when nothing was logged yet."""
     offsets = log_batches(storage, layout.OFFSETS)
     commits = log_batches(storage, layout.COMMITS)
     if not offsets:
         if commits:
             raise CheckpointFormatError(f"{layout.COMMITS}/{commits[-1]}: commit entry without any offset entry")
         return fresh_plan(source_partitions)
-    latest = offsets[-1]
-    committed = commits[-1] if commits else None
-    if progress_mode == "real_time":
-        if committed is None:
-            return fresh_plan(source_partitions)
-        if committed < latest:
-            latest = committed   # the entries after the last commit are purged, not re-run
-    if committed is not None and committed > latest:
+    return RestartLogs(offsets, commits, offsets[-1], commits[-1] if commits else None, source_partitions)
+
+
+def committed_base(storage: Storage, logs: RestartLogs) -> CommittedBase:
+    """The latest commit entry's trackers and lineage (never newer than the latest offset entry)."""
+    committed = logs.committed
+    if committed is not None and committed > logs.latest:
         raise CheckpointFormatError(f"{layout.commit_path(committed)}: commit entry newer than the latest "
-                                    f"offset entry {latest}")
+                                    f"offset entry {logs.latest}")
     base = CommitEntry.read(storage, committed) if committed is not None else None
-    trackers = _restored_trackers(base.next_trackers) if base else None
-    lineage = base.state_lineage if base else {}
-    version = committed + 1 if committed is not None else 0
-    if committed == latest:
-        entry = OffsetEntry.read(storage, latest)
-        return RestartPlan(latest + 1, entry.end, {}, trackers, lineage, version, latest)
-    if progress_mode == "sync":
-        first = committed + 1 if committed is not None else offsets[0]
-        fixed = {}
-        for batch in range(first, latest + 1):
-            if batch not in offsets:
-                raise CheckpointFormatError(f"{layout.offset_path(batch)}: missing; cannot re-run batch {batch}")
-            entry = OffsetEntry.read(storage, batch)
-            fixed[batch] = (entry.start, entry.end)
-        return RestartPlan(first, fixed[first][0], fixed, trackers, lineage, version, first - 1)
-    previous = [b for b in offsets if b < latest]
-    start = OffsetEntry.read(storage, previous[-1]).end if previous else (0,) * source_partitions
-    end = OffsetEntry.read(storage, latest).end
-    kept = previous[-1] if previous else -1
-    return RestartPlan(latest, start, {latest: (start, end)}, trackers, lineage, version, kept)
+    return CommittedBase(_restored_trackers(base.next_trackers) if base else None,
+                         base.state_lineage if base else {}, committed + 1 if committed is not None else 0)
+
+
+def resume_after(storage: Storage, logs: RestartLogs, base: CommittedBase) -> RestartPlan:
+    """C = L: the query runs L + 1 next, from the end offsets of L."""
+    entry = OffsetEntry.read(storage, logs.latest)
+    return RestartPlan(logs.latest + 1, entry.end, {}, base.trackers, base.lineage, base.version, logs.latest)
+
+
+def rerun_logged(storage: Storage, logs: RestartLogs, base: CommittedBase) -> RestartPlan:
+    """Every batch C+1..L is re-run with exactly the offsets its entry logged."""
+    first = logs.committed + 1 if logs.committed is not None else logs.offsets[0]
+    fixed = {}
+    for batch in range(first, logs.latest + 1):
+        if batch not in logs.offsets:
+            raise CheckpointFormatError(f"{layout.offset_path(batch)}: missing; cannot re-run batch {batch}")
+        entry = OffsetEntry.read(storage, batch)
+        fixed[batch] = (entry.start, entry.end)
+    return RestartPlan(first, fixed[first][0], fixed, base.trackers, base.lineage, base.version, first - 1)
 
 
 def _restored_trackers(trackers: list[dict[str, Any]]) -> list[dict[str, Any]]:

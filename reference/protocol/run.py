@@ -19,6 +19,7 @@ from typing import Mapping, NoReturn
 from .failures import DriverCrash, QueryFailure
 from .faults import FaultBook, apply_fault, zombie_landings
 from .incarnation import Incarnation
+from .modes import mode_of
 from .observer import Observer, build_outcome
 from .outcome import Outcome
 from .recovery import RestartPlan
@@ -185,7 +186,7 @@ class Run:
         self.observer = Observer()
         self.faults = FaultBook(scenario.faults)
         self.executed: list[list[NodeId]] = []
-        self.supervisor = Supervisor(self.storage, scenario.engine.restart_mode, len(self.data.partitions),
+        self.supervisor = Supervisor(self.storage, mode_of(scenario), len(self.data.partitions),
                                      self.observer, plan_restart_fn=plan_restart_fn)
         self._lives = self.supervisor.lives()
 

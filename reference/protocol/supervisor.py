@@ -22,12 +22,12 @@ from typing import Callable, Iterator
 
 from .failures import DriverCrash, QueryFailure, TaskAttemptFailed
 from .observer import Observer
-from .recovery import RestartPlan, plan_restart
+from .recovery import RestartPlan, RestartRule, plan_restart
 from .storage import CheckpointFormatError, Storage, StorageError
 
 MAX_RESTARTS = 20
 RESTARTABLE = (DriverCrash, QueryFailure, TaskAttemptFailed, StorageError)
-PlanRestart = Callable[[Storage, str, int], RestartPlan]
+PlanRestart = Callable[[Storage, RestartRule, int], RestartPlan]
 
 
 def gave_up_message(restarts: int = MAX_RESTARTS) -> str:
@@ -37,9 +37,9 @@ def gave_up_message(restarts: int = MAX_RESTARTS) -> str:
 class Supervisor:
     """Decides whether and from where the next incarnation starts; records each recovery."""
 
-    def __init__(self, storage: Storage, progress_mode: str, source_partitions: int, observer: Observer, *,
+    def __init__(self, storage: Storage, mode: RestartRule, source_partitions: int, observer: Observer, *,
                  plan_restart_fn: PlanRestart = plan_restart, first_life: int = 0):
-        self.storage, self.progress_mode, self.source_partitions = storage, progress_mode, source_partitions
+        self.storage, self.mode, self.source_partitions = storage, mode, source_partitions
         self.observer, self.plan_restart_fn = observer, plan_restart_fn
         self.next_life = first_life
         self.error: str | None = None
@@ -50,7 +50,7 @@ class Supervisor:
 
     def _plan(self, what: str) -> RestartPlan | None:
         try:
-            return self.plan_restart_fn(self.storage, self.progress_mode, self.source_partitions)
+            return self.plan_restart_fn(self.storage, self.mode, self.source_partitions)
         except CheckpointFormatError as exc:
             self.stop(f"{what}: {exc}")
             return None

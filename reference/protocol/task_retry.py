@@ -1,8 +1,9 @@
 """A failed task attempt and a lost executor (spec section 2's ``task_failure`` and ``executor_loss``).
 
-Spark retries a failed attempt (up to ``spark.task.maxFailures``); the retry
-redoes the task's steps from ``state_load``, and the failed attempt's sealed
-version must never be reused. An executor loss drops every store cached on it,
+Spark retries a failed attempt (up to ``spark.task.maxFailures``, the mode's
+``task_attempts``; real-time mode retries none); the retry redoes the task's
+steps from ``state_load``, and the failed attempt's sealed version must never
+be reused. An executor loss drops every store cached on it,
 with every version sealed there and not yet durable. The fault table
 (``faults.apply_fault``) decides when these run; a backend's fault substrate
 calls them.
@@ -14,8 +15,6 @@ from .failures import QueryFailure
 from .incarnation_state import IncarnationState, TaskState
 from ..language.steps import TASK_STEPS, NodeId
 
-MAX_TASK_ATTEMPTS = 4    # spark.task.maxFailures
-
 
 class TaskRetries(IncarnationState):
     """What a failed attempt and a lost executor do to the incarnation's tasks and cached stores."""
@@ -24,8 +23,9 @@ class TaskRetries(IncarnationState):
         """Abandon the current attempt of task (b, p); the next attempt starts from state_load."""
         task = self.tasks.setdefault((b, p), TaskState())
         task.attempt += 1
-        if task.attempt >= MAX_TASK_ATTEMPTS:
-            raise QueryFailure(f"task b{b} p{p} failed {task.attempt} times: {reason}")
+        if task.attempt >= self.mode.task_attempts:
+            raise QueryFailure(f"task b{b} p{p} failed {task.attempt} time(s), the most the {self.mode.name} mode "
+                               f"tries it: {reason}")
         if self.cfg.state_checkpoint == "async" and task.sealed and \
                 all(sid in task.written and task.written[sid].uid == task.sealed[sid].uid for sid in self.store_ids):
             task.state_handed_off = True  # the written version stands; the retry redoes the output only

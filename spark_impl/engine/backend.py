@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from reference.protocol.backend import RunOptions, RunResult, ScenarioRefused, refuse_too_large, refuse_unknown_options
 from reference.language.scenario import Scenario
+from reference.protocol.modes import checked, mode_of
+from reference.protocol.modes.real_time import RealTime
 from reference.protocol.storage import SnapshotReader
 
 from ..scratch import scratch_dir
@@ -45,7 +47,7 @@ class SparkEngineBackend:
 
     def run(self, scenario: Scenario, options: RunOptions = RunOptions()) -> RunResult:
         refuse_unknown_options(self, options)
-        if scenario.engine.real_time:
+        if isinstance(mode_of(checked(scenario)), RealTime):
             raise ScenarioRefused(self.name, "engine.real_time", REAL_TIME_REFUSAL)
         refuse_too_large(self.name, scenario)
         if options.crash not in CRASH_MODES:

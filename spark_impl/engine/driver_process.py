@@ -28,8 +28,9 @@ from typing import Any
 from reference.protocol.backend import BackendUnavailable, RunResult
 from reference.protocol.failures import DriverCrash
 from reference.protocol.observer import Observer
+from reference.protocol.modes import mode_of
 from reference.protocol.outcome import Outcome
-from reference.protocol.recovery import RestartPlan, fresh_plan
+from reference.protocol.recovery import RestartPlan, RestartRule, fresh_plan
 from reference.language.scenario import Scenario, load_scenario
 from reference.protocol.sources import SourceData
 from reference.protocol.storage import Storage
@@ -51,7 +52,7 @@ class DriverProcessFailed(RuntimeError):
     """A driver process ended other than by a SIGKILL or by finishing the run (a bug, or Spark did not start)."""
 
 
-def _each_driver_plans_its_own(_storage: Storage, _mode: str, source_partitions: int) -> RestartPlan:
+def _each_driver_plans_its_own(_storage: Storage, _mode: RestartRule, source_partitions: int) -> RestartPlan:
     """The parent's supervisor only counts lives: every driver process plans its restart from the checkpoint."""
     return fresh_plan(source_partitions)
 
@@ -66,7 +67,7 @@ def run_spark_processes(scenario: Scenario, workdir: str, *, master: str | None 
     scenario_path.write_text(scenario.to_json())
     (base / OUTCOME).unlink(missing_ok=True)
     storage = checkpoint_storage(base / "checkpoint")
-    supervisor = Supervisor(storage, scenario.engine.progress_mode, len(SourceData.of(scenario).partitions),
+    supervisor = Supervisor(storage, mode_of(scenario), len(SourceData.of(scenario).partitions),
                             Observer(), plan_restart_fn=_each_driver_plans_its_own)
     processes: list[dict[str, Any]] = []
     for life, _restart in supervisor.lives():

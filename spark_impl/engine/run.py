@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from reference.protocol.backend import RunResult, ScenarioRefused
+from reference.protocol.modes import mode_of
 from reference.protocol.observer import Observer, build_outcome
 from reference.protocol.outcome import Outcome, Timing
 from reference.protocol.rebalancing import PlacementTimeline
@@ -52,7 +53,7 @@ class SparkRun:
         self.observer = observer if observer is not None else Observer()
         self.faults = ClaimingFaultBook(scenario.faults, engine.coord)
         self.life = first_life   # the incarnation running now
-        self.supervisor = Supervisor(storage, scenario.engine.progress_mode, len(self.data.partitions),
+        self.supervisor = Supervisor(storage, mode_of(scenario), len(self.data.partitions),
                                      self.observer, first_life=first_life)
 
     def finish(self) -> str | None:

@@ -24,9 +24,10 @@ from typing import Any, Callable
 
 from reference.protocol.failures import DriverCrash
 from reference.protocol.faults import DAMAGE_KINDS, FaultBook, damage
+from reference.protocol.modes import mode_of
 from reference.protocol.observer import Observer
 from reference.protocol.outcome import ProgressEvent, StateOperatorProgress, canonical_rows
-from reference.protocol.recovery import RestartPlan
+from reference.protocol.recovery import RestartPlan, RestartRule
 from reference.language.scenario import Fault, Scenario
 from reference.protocol.storage import LocalStorage, Storage
 from reference.protocol.supervisor import Supervisor
@@ -81,11 +82,11 @@ class NativeRun:
         self.final_batch: int | None = None  # the batch that reads the last input file of every side
         self.stopping = threading.Event()
         self.observer = Observer()
-        self.supervisor = Supervisor(LocalStorage(self.checkpoint.path), scenario.engine.progress_mode,
+        self.supervisor = Supervisor(LocalStorage(self.checkpoint.path), mode_of(scenario),
                                      len(self.files.data.partitions), self.observer,
                                      plan_restart_fn=self._spark_restart_plan)
 
-    def _spark_restart_plan(self, _storage: Storage, _mode: str, _partitions: int) -> RestartPlan:
+    def _spark_restart_plan(self, _storage: Storage, _mode: RestartRule, _partitions: int) -> RestartPlan:
         return self.checkpoint.restart_plan()
 
     @property

@@ -13,6 +13,8 @@ import importlib.util
 
 from reference.protocol.backend import ScenarioRefused
 from reference.language.scenario import Fault, Scenario
+from reference.protocol.modes import checked, mode_of
+from reference.protocol.modes.real_time import RealTime
 
 BACKEND = "spark-native"
 
@@ -124,8 +126,8 @@ REAL_TIME_REFUSAL = ("Spark runs real-time mode (trigger(realTime=...)) only on 
 
 def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
     """Refuse, naming the field, what the adapter cannot run. (``realtime`` is a wall-clock latency run;
-    Spark's real-time mode is ``scenario.engine.real_time``, refused here.)"""
-    if scenario.engine.real_time:
+    Spark's real-time mode, ``modes.RealTime``, is refused here.)"""
+    if isinstance(mode_of(checked(scenario)), RealTime):
         raise NativeUnsupported("engine.real_time", REAL_TIME_REFUSAL)
     _check_operator(scenario)
     _check_modes(scenario, realtime)

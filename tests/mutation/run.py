@@ -141,8 +141,13 @@ MODULES: dict[str, list[str]] = {
     **{part: INCARNATION_TESTS for part in ("incarnation", "incarnation_state", "clock", "task_effects",
                                             "driver_steps", "task_retry")},
     "seams": ["tests/quick/test_seams.py"],
+    # the execution modes (reference/protocol/modes/): each mode's rules, graph, restart and replay bound
+    "micro_batch": ["tests/quick/test_judge_recovery.py", "tests/quick/test_judge_logs.py",
+                    "tests/quick/test_judge_engine.py", "tests/quick/test_judge_bounds.py",
+                    "tests/quick/test_reference_check_cli.py"],
     "real_time": ["tests/quick/test_real_time.py", "tests/slow/test_real_time_explored.py"],
-    "real_time_rules": ["tests/quick/test_real_time.py", "tests/slow/test_real_time_explored.py"],
+    "real_time_async": ["tests/quick/test_real_time.py", "tests/slow/test_real_time_explored.py"],
+    "bounded_replay": ["tests/quick/test_real_time.py", "tests/slow/test_real_time_explored.py"],
     # the simulator (a key with a folder names its module path): small modules with clear semantics
     "placement": ["tests/quick/test_placement.py", "tests/quick/test_reference_rebalancing.py",
                   "tests/slow/test_reference_rebalancing_explored.py"],

@@ -23,7 +23,8 @@ from reference.judge.oracles import check_outcome, failures
 from reference.language.catalogue import MODES, OPERATORS, scenario_dict, spark_allows
 from reference.language.operator_spec import OPERATOR_KINDS
 from reference.language.operators import DEDUP_SEEN, Row, Watermark, apply_operator
-from reference.language.real_time_rules import REAL_TIME_OPERATORS
+from reference.protocol.modes import checked
+from reference.protocol.modes.real_time import REAL_TIME_OPERATORS
 from reference.language.scenario import OperatorSpec, Scenario, ScenarioError
 from reference.protocol.run import run_scenario
 from streamtest import reachable
@@ -164,13 +165,14 @@ def test_a_bad_dedup_operator_is_refused_naming_the_field(operator, field, words
 def test_every_operator_kind_is_either_accepted_or_refused_by_real_time_mode():
     """RealTimeModeAllowlist lists StreamingDeduplicateExec (and EventTimeWatermarkExec): dedup is accepted, with
     or without a watermark; the accepted list and the refusals together name every operator kind."""
-    from reference.language.real_time_rules import _REFUSED_OPERATORS
+    from reference.protocol.modes.real_time import _REFUSED_OPERATORS
     assert "dedup" in REAL_TIME_OPERATORS
     assert set(REAL_TIME_OPERATORS) | set(_REFUSED_OPERATORS) == set(OPERATOR_KINDS) - {"chain"}
     assert not set(REAL_TIME_OPERATORS) & set(_REFUSED_OPERATORS)
     raw = json.loads((SCENARIOS / "real-time-dedup.json").read_text())
     for operator in ({"kind": "dedup"}, {"kind": "dedup", "watermark_delay_ms": 2000}):
-        assert Scenario.from_dict({**raw, "query": {"operator": operator, "state_partitions": 2}}).engine.real_time
+        scenario = Scenario.from_dict({**raw, "query": {"operator": operator, "state_partitions": 2}})
+        assert checked(scenario).engine.real_time
 
 
 def test_the_catalogue_holds_plain_dedup_with_keys_that_keep_arriving():

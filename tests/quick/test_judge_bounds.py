@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from reference.judge import bounds as bounds_module
-from reference.judge.bounds import Bounds, UnboundedGraph, bounds_of, most_not_waiting
+from reference.judge.bounds import Bounds, bounds_of
 from reference.language.catalogue import make
 from reference.judge.checkpoint_rules import violations
-from reference.protocol.graph import Node, shape_of
+from reference.protocol.graph import Node, UnboundedGraph, most_not_waiting
+from reference.protocol.modes import shape_of
 from reference.judge.oracles import Context, check_outcome, failures, recoveries
 from reference.protocol.outcome import Outcome, Recovery
 from reference.protocol.run import run_scenario
@@ -86,10 +87,10 @@ def test_async_progress_re_runs_the_batches_between_persisted_entries_and_those_
     latest persisted entry L is 2 batches after the previous one P. Under async progress ``plan`` of b waits
     for ``commit_log_write`` of b - 2, so with commits/L not written the newest batch planned is L + 1: a
     restart re-runs P+1..L+1, 3 batches (2 + 2 - 1). Under pipelining at depth 3, L + 2: 4."""
-    assert bounds_of(make("map", "async_progress")).async_progress_rerun == 3
-    assert bounds_of(make("map", "async_progress", pipelining=True, pipeline_depth=3)).async_progress_rerun == 4
-    assert bounds_of(make("map", "async_progress", trigger_interval_ms=300)).async_progress_rerun == 2
-    assert bounds_of(make("map")).async_progress_rerun is None
+    assert bounds_of(make("map", "async_progress")).replay == 3
+    assert bounds_of(make("map", "async_progress", pipelining=True, pipeline_depth=3)).replay == 4
+    assert bounds_of(make("map", "async_progress", trigger_interval_ms=300)).replay == 2
+    assert bounds_of(make("map")).replay == bounds_of(make("map")).in_flight == 1   # sync: the batches in flight
 
 
 @pytest.mark.parametrize("mode, extra, ceiling", [
@@ -191,7 +192,7 @@ def test_a_shape_that_is_not_hashable_is_still_read(monkeypatch):
 
 
 def test_a_shape_that_supplies_its_own_bounds_is_read_first(monkeypatch):
-    own = Bounds(in_flight=7, pending_state_commits=0, planned_in_flight=7, async_progress_rerun=None,
+    own = Bounds(in_flight=7, pending_state_commits=0, planned_in_flight=7, replay=7,
                  copies_per_rerun=1, offset_entries_kept=4, commit_entries_kept=1, purge_lag=1,
                  offset_entries_ceiling=None, versions_kept=3)
 
@@ -287,3 +288,40 @@ def test_a_context_made_directly_counts_no_crash_from_outside():
     outcome = run_scenario(scenario).outcome()
     restarted = dataclasses.replace(outcome, recoveries=(Recovery(1, 3, ()),))
     assert recoveries(Context(scenario, restarted)).status == "fail"
+
+
+def test_a_floor_the_models_schedules_cannot_reach_says_why_from_the_graph():
+    """Issue 37: ``versions_kept`` is the protocol's floor, ``min_batches_to_retain`` (Spark's state cleanup,
+    apart from the batches, keeps exactly that many). The model purges in its ``purge`` step: under inline purge
+    every later commit entry waits for the batch's purge (read off the graph), so a finished run keeps one more;
+    under the changelog provider a snapshot must land on the oldest version kept. The explorer then reports the
+    floor as not reached, and why (tests/slow/test_judge_tightness.py holds the explorations to it)."""
+    from reference.judge.tightness import unreachable_because
+    inline = unreachable_because(make("aggregate", "snapshot_provider"))["versions_kept"]
+    assert "inline purge" in inline and "keeps at least 4" in inline and "snapshot" not in inline.split(";")[0]
+    assert "versions_kept" not in unreachable_because(make("aggregate", "snapshot_provider",
+                                                          log_purge={"mode": "async", "min_batches_to_retain": 2}))
+    assert "every 2 versions" in unreachable_because(make("aggregate", "async_purge"))["versions_kept"]
+    assert "versions_kept" not in unreachable_because(make("map"))
+
+
+def test_a_ceiling_longer_than_the_scenario_says_the_scenario_is_too_short():
+    """Issue 37 (tight bounds, or a reason): inline purge without pipelining may leave its own batch's entry, the
+    ``min_batches_to_retain`` (3) below the latest, and the one purge has not cut yet: 5 offset entries. A
+    windowed aggregate over 4 batches of input (a new user's first try) never writes 5, and the report says so;
+    over 5 batches it can, and there is nothing to explain."""
+    from reference.judge.tightness import unreachable_because
+    short = unreachable_because(make("window_aggregate", "async_state", batches=4))
+    assert "at most 4 batches" in short["offset_entries_ceiling"] and "allows 5" in short["offset_entries_ceiling"]
+    assert "offset_entries_ceiling" not in unreachable_because(make("window_aggregate", "async_state", batches=5))
+
+
+def test_a_floor_longer_than_the_scenario_says_the_scenario_is_too_short():
+    """Spark's default ``min_batches_to_retain`` is 100: a 4-batch scenario never commits 100 versions nor logs 100
+    entries, so the explorer never measures those floors, and says why rather than only "never measured"."""
+    from reference.judge.tightness import unreachable_because
+    why = unreachable_because(make("aggregate", "snapshot_provider", retain=100))
+    for name in ("versions_kept", "offset_entries_kept", "commit_entries_kept"):
+        assert "at most 4 batches" in why[name], name
+    enough = unreachable_because(make("aggregate", "snapshot_provider", retain=3))
+    assert "at most 4 batches" not in enough["versions_kept"]

@@ -25,6 +25,10 @@ from reference.protocol.run import run_scenario
 from reference.language.scenario import Scenario
 from reference.protocol.sources import SourceData
 from reference.protocol.storage import DurableStorage
+from reference.protocol.modes import mode_named, mode_of
+from reference.language.engine_config import EngineConfig
+
+SYNC = mode_named(EngineConfig())
 
 
 def fault(kind: str, step: str, batch: int, when: str = "before", partition: int | None = None) -> dict[str, Any]:
@@ -146,7 +150,7 @@ def test_a_batch_whose_sink_commit_a_restart_repeats_is_delivered_twice():
 def test_an_incarnations_recorded_cuts_are_keyword_only():
     scenario = make("aggregate", batches=2)
     data = SourceData.of(scenario)
-    restart = plan_restart(DurableStorage(), "sync", len(data.partitions))
+    restart = plan_restart(DurableStorage(), SYNC, len(data.partitions))
     with pytest.raises(TypeError):
         Incarnation(scenario, data, DurableStorage(), restart, 0, Observer(), {})   # type: ignore[misc]
     assert Incarnation(scenario, data, DurableStorage(), restart, 0, Observer(), recorded_cuts={}).plans
@@ -190,7 +194,7 @@ def incarnation(operator: str = "aggregate", mode: str = "sync", *, partitions: 
     scenario = Scenario.from_dict(d)
     data = SourceData.of(scenario)
     storage = storage if storage is not None else DurableStorage()
-    restart = plan_restart(storage, scenario.engine.progress_mode, len(data.partitions))
+    restart = plan_restart(storage, mode_of(scenario), len(data.partitions))
     return Incarnation(scenario, data, storage, restart, 0, Observer())
 
 
@@ -285,11 +289,16 @@ def test_a_single_batch_of_input_is_planned_as_one_batch():
 
 
 def test_an_offset_entry_logged_with_another_end_fails_the_batch():
-    """offsets/0 already holds [0, 0] -> [1, 1] while the plan says batch 0 ends elsewhere (same start)."""
+    """offsets/0 already holds [0, 0] -> [1, 1] while the plan says batch 0 ends elsewhere (same start). A batch
+    re-run after a restart must run with exactly its logged offsets; a batch that is not a re-run finds the entry
+    of another job (Spark: HDFSMetadataLog.add returns false, QueryExecutionErrors.concurrentStreamLogUpdate)."""
     storage = DurableStorage()
     inc = incarnation(storage=storage)
     assert inc.plans[0].start == (0, 0) and inc.plans[0].end != (1, 1)
     storage.write("offsets/0", OffsetEntry(0, (0, 0), (1, 1)).encode())
+    with pytest.raises(QueryFailure, match="Concurrent update to the log. Multiple streaming jobs detected for 0"):
+        inc.step_offset_log_write(0)
+    inc.plans[0].rerun = True
     with pytest.raises(QueryFailure, match="already logged with other offsets"):
         inc.step_offset_log_write(0)
 
@@ -350,12 +359,16 @@ def test_a_failed_sync_attempt_puts_its_cached_store_back_to_the_version_it_load
     assert inc.stores[(sid, 0)] is cached and cached.version == 0
 
 
-def run_batch(inc: Incarnation, b: int, upto: str | None = None) -> None:
-    """The batch's steps in the canonical order (``upto``: stop after the last node of that step)."""
+def run_batch(inc: Incarnation, b: int, upto: str | None = None, after: str | None = None) -> None:
+    """The batch's steps in the canonical order (``upto``: stop after the last node of that step; ``after``: start
+    after it)."""
     nodes = sorted(n for n in inc.nodes if n.batch == b)
     if upto is not None:
         last = max(i for i, n in enumerate(nodes) if n.step == upto)
         nodes = nodes[:last + 1]
+    if after is not None:
+        last = max(i for i, n in enumerate(nodes) if n.step == after)
+        nodes = nodes[last + 1:]
     for node in nodes:
         inc.run_step(node)
 
@@ -368,12 +381,12 @@ def test_the_watermark_noted_when_a_task_runs_is_the_one_its_commit_holds():
         {"kind": "window_aggregate", "agg": "sum", "window_ms": 30, "watermark_delay_ms": 5}]}
     scenario = Scenario.from_dict(d)
     data = SourceData.of(scenario)
-    inc = Incarnation(scenario, data, DurableStorage(), plan_restart(DurableStorage(), "sync", len(data.partitions)),
+    inc = Incarnation(scenario, data, DurableStorage(), plan_restart(DurableStorage(), SYNC, len(data.partitions)),
                       0, Observer())
     run_batch(inc, 0)
     run_batch(inc, 1, upto="task_apply")
     noted = inc.obs.batches[1]["watermark_ms"]
-    run_batch(inc, 1)
+    run_batch(inc, 1, after="task_apply")
     assert noted == CommitEntry.read(inc.storage, 1).watermark_ms > 0
 
 
@@ -457,7 +470,7 @@ def test_an_executor_loss_drops_the_stores_on_the_executor_the_failing_task_runs
     scenario = Scenario.from_dict(counts())
     data = SourceData.of(scenario)
     storage = DurableStorage()
-    inc = Incarnation(scenario, data, storage, plan_restart(storage, "sync", len(data.partitions)), 0, Observer())
+    inc = Incarnation(scenario, data, storage, plan_restart(storage, SYNC, len(data.partitions)), 0, Observer())
     for b in range(4):
         run_batch(inc, b)
     run_batch(inc, 4, upto="state_load")

@@ -15,7 +15,8 @@ import pytest
 from reference.protocol import layout
 from reference.language.catalogue import make, scenario_dict
 from reference.judge.checkpoint_rules import violations
-from reference.language.fault_reach import MAX_LATENCY_FAULT_MS, last_batch, unreachable
+from reference.language.fault_reach import MAX_LATENCY_FAULT_MS, unreachable
+from reference.protocol.modes import checked, mode_of
 from reference.protocol.layout import Entry, classify, classify_folder, number
 from reference.protocol.run import run_scenario
 from reference.language.scenario import Scenario, ScenarioError
@@ -166,9 +167,18 @@ def test_a_manifest_with_a_field_more_is_named_by_the_one_rule_of_unknown_fields
 # ------------------------------------------------------------------------ faults that cannot fire
 
 
+def read(raw: dict[str, Any]) -> Scenario:
+    """A scenario as a run reads it: the language, then its mode's rules (fault reach among them)."""
+    return checked(Scenario.from_dict(raw))
+
+
+def last_batch(scenario: Scenario) -> int:
+    return mode_of(scenario).last_batch(scenario)
+
+
 def refused(raw: dict[str, Any]) -> str:
     with pytest.raises(ScenarioError) as caught:
-        Scenario.from_dict(raw)
+        read(raw)
     return str(caught.value)
 
 
@@ -181,20 +191,20 @@ def rate(faults: list[Any], cuts: str = "trigger", rows: int = 10) -> dict[str, 
 
 def test_the_last_batch_any_backend_cuts():
     assert last_batch(make("aggregate", batches=4)) == 4
-    assert last_batch(Scenario.from_dict(rate([]))) == 20           # one record per batch at most, 20 records
-    assert last_batch(Scenario.from_dict(rate([], "fixed"))) == 3   # 2000 ms in 1000 ms cuts
-    assert last_batch(Scenario.from_dict(rate([], rows=1))) == 3    # fewer records than fixed cuts
+    assert last_batch(read(rate([]))) == 20           # one record per batch at most, 20 records
+    assert last_batch(read(rate([], "fixed"))) == 3   # 2000 ms in 1000 ms cuts
+    assert last_batch(read(rate([], rows=1))) == 3    # fewer records than fixed cuts
     join = scenario_dict("join", batches=3)
     join["sources"]["right"]["batches"] = 3
-    assert last_batch(Scenario.from_dict(join)) == 3
+    assert last_batch(read(join)) == 3
 
 
 def test_a_batch_past_what_any_backend_cuts_is_refused():
     assert refused(rate([crash("offset_log_write", 20)])) == \
         "faults[0].at.batch: batch 20 never runs: no backend cuts more than 20 batches (0..19) from this input"
-    Scenario.from_dict(rate([crash("offset_log_write", 19)]))
+    read(rate([crash("offset_log_write", 19)]))
     assert "no backend cuts more than 3 batches" in refused(rate([crash("offset_log_write", 3)], "fixed"))
-    Scenario.from_dict(rate([crash("offset_log_write", 2)], "fixed"))
+    read(rate([crash("offset_log_write", 2)], "fixed"))
 
 
 @pytest.mark.parametrize("step", ["state_load", "changelog_write", "state_commit", "snapshot_upload"])
@@ -204,43 +214,47 @@ def test_a_stateful_step_of_a_stateless_query_is_refused(step):
     assert refused(raw) == f"faults[0].at.step: {step} never runs: the query (map) keeps no state, so this fault " \
                            "could never fire"
     stateful = scenario_dict("aggregate", faults=[fault("storage_latency", step, 1, ms=1)])
-    assert Scenario.from_dict(stateful).faults
+    assert read(stateful).faults
 
 
 def test_maintenance_under_the_snapshot_provider_is_refused():
     raw = scenario_dict("aggregate", "snapshot_provider", faults=[fault("storage_write_error", "snapshot_upload", 1)])
     assert refused(raw).startswith("faults[0].at.step: snapshot_upload never runs under the snapshot provider")
     raw = scenario_dict("aggregate", "delta_provider", faults=[fault("storage_write_error", "snapshot_upload", 1)])
-    assert Scenario.from_dict(raw).faults
+    assert read(raw).faults
 
 
 def test_times_and_lengths_that_never_come_or_never_end_are_refused():
     never = scenario_dict("aggregate", faults=[{"at": {"time_ms": 10**12 + 1}, "kind": "driver_crash"}])
     assert refused(never) == "faults[0].at.time_ms: 1000000000001 ms never comes: times are at most " \
                              "1000000000000 ms"
-    Scenario.from_dict(scenario_dict("aggregate", faults=[{"at": {"time_ms": 10**12}, "kind": "driver_crash"}]))
+    read(scenario_dict("aggregate", faults=[{"at": {"time_ms": 10**12}, "kind": "driver_crash"}]))
     hour = 3_600_000
     assert MAX_LATENCY_FAULT_MS == hour
     long = scenario_dict("aggregate", faults=[fault("storage_latency", "plan", 1, ms=hour + 1)])
     assert refused(long) == ("faults[0].ms: a storage_latency of 3600001 ms: at most 3600000 ms (an hour), since a "
                              "backend that sleeps it must finish")
-    Scenario.from_dict(scenario_dict("aggregate", faults=[fault("storage_latency", "plan", 1, ms=hour)]))
+    read(scenario_dict("aggregate", faults=[fault("storage_latency", "plan", 1, ms=hour)]))
     skew = scenario_dict("aggregate", faults=[fault("clock_skew", "plan", 1, ms=10**12 + 1)])
     assert refused(skew) == "faults[0].ms: a clock_skew of 1000000000001 ms: at most 1000000000000 ms"
-    Scenario.from_dict(scenario_dict("aggregate", faults=[fault("clock_skew", "plan", 1, ms=10**12)]))
+    read(scenario_dict("aggregate", faults=[fault("clock_skew", "plan", 1, ms=10**12)]))
     back = scenario_dict("aggregate", faults=[fault("clock_skew", "plan", 1, ms=-(10**12) - 1)])
     with pytest.raises(ScenarioError):   # ms is an integer >= 0, so a skew back in time is refused as such
-        Scenario.from_dict(back)
+        read(back)
+
+
+def unreachable_in_mode(scenario: Scenario) -> tuple[str, str] | None:
+    return unreachable(scenario, mode_of(scenario).last_batch(scenario))
 
 
 def test_the_first_unreachable_fault_is_named_and_a_reachable_scenario_has_none():
-    assert unreachable(make("aggregate", faults=[crash("offset_log_write", 1)])) is None
+    assert unreachable_in_mode(make("aggregate", faults=[crash("offset_log_write", 1)])) is None
     both = make("aggregate", faults=[crash("offset_log_write", 1)])
     later = both.with_changes(faults=both.faults + (both.faults[0].__class__(
         both.faults[0].at.__class__("changelog_write", 1), "task_failure"),))
-    assert unreachable(later) is None
+    assert unreachable_in_mode(later) is None
     stateless = make("map").with_changes(faults=later.faults)
-    assert unreachable(stateless) == ("faults[1].at.step", "changelog_write never runs: the query (map) keeps no "
+    assert unreachable_in_mode(stateless) == ("faults[1].at.step", "changelog_write never runs: the query (map) keeps no "
                                                           "state, so this fault could never fire")
 
 

@@ -14,6 +14,10 @@ import pytest
 from reference.protocol.logs import (CommitEntry, OffsetEntry, check_metadata, decode_entry, encode_entry, purge_logs,
                             read_metadata, write_metadata)
 from reference.protocol.storage import CheckpointFormatError, DurableStorage
+from reference.protocol.modes import mode_named
+from reference.language.engine_config import EngineConfig
+
+ASYNC = mode_named(EngineConfig(progress_mode="async"))
 
 
 def test_an_entry_is_v1_then_compact_json_with_sorted_keys():
@@ -108,9 +112,9 @@ def test_async_purge_keeps_the_newest_entries_and_everything_while_there_are_few
     for b in (0, 2, 5, 7):
         storage.write(f"offsets/{b}", OffsetEntry(b, (b,), (b + 1,)).encode())
         storage.write(f"commits/{b}", CommitEntry(b, 0, [], {}).encode())
-    assert purge_logs(storage, 4, "async") == []
-    assert purge_logs(storage, 5, "async") == []
-    assert purge_logs(storage, 3, "async") == ["offsets/0", "commits/0"]
+    assert purge_logs(storage, 4, ASYNC) == []
+    assert purge_logs(storage, 5, ASYNC) == []
+    assert purge_logs(storage, 3, ASYNC) == ["offsets/0", "commits/0"]
     assert sorted(storage.list("offsets/")) == ["offsets/2", "offsets/5", "offsets/7"]
 
 

@@ -137,7 +137,10 @@ def test_describe_cuts_expected_and_actual_at_300_characters():
 
 
 def test_the_async_progress_limit_rounds_the_interval_up_to_whole_batches():
-    from reference.judge.oracles import async_progress_replay_limit
+    from reference.judge.bounds import bounds_of
+
+    def async_progress_replay_limit(scenario):
+        return bounds_of(scenario).replay
     # batches are planned every max(trigger, 100) ms; an entry persists once the interval has passed; the
     # restart re-runs from after the previous persisted entry through the newest batch planned, and the latest
     # persisted entry is itself one of the batches planned and not committed (2, or the pipeline depth)

@@ -15,6 +15,11 @@ from reference.protocol.logs import CommitEntry, OffsetEntry, log_batches, purge
 from reference.protocol.run import Run, Schedule, run_scenario
 from reference.language.scenario import Scenario
 from reference.protocol.storage import DurableStorage
+from reference.protocol.modes import mode_named
+from reference.language.engine_config import EngineConfig
+
+SYNC = mode_named(EngineConfig())
+ASYNC = mode_named(EngineConfig(progress_mode="async"))
 
 
 # Before the fix, purge_logs computed a separate cut-off for offsets/ and commits/,
@@ -40,7 +45,7 @@ def test_purge_logs_never_leaves_a_commit_entry_without_its_offset_entry():
         storage.write(layout.offset_path(b), OffsetEntry(b, (b,), (b + 1,)).encode())
     for b in range(5):
         storage.write(layout.commit_path(b), CommitEntry(b, 0, [], {}).encode())
-    purge_logs(storage, 2)
+    purge_logs(storage, 2, SYNC)
     # threshold = latest offset 5 - 2 = 3: offsets/0..2 and commits/0..2 go; offsets 3..5 and commits 3, 4 stay
     assert log_batches(storage, layout.OFFSETS) == [3, 4, 5] and log_batches(storage, layout.COMMITS) == [3, 4]
     assert set(log_batches(storage, layout.COMMITS)) <= set(log_batches(storage, layout.OFFSETS))
@@ -69,5 +74,5 @@ def test_under_async_progress_purge_keeps_the_newest_durable_offset_entries_and_
         storage.write(layout.offset_path(b), OffsetEntry(b, (b,), (b + 1,)).encode())
     for b in (0, 3, 6, 9):
         storage.write(layout.commit_path(b), CommitEntry(b, 0, [], {}).encode())
-    purge_logs(storage, 2, "async")
+    purge_logs(storage, 2, ASYNC)
     assert log_batches(storage, layout.OFFSETS) == [9, 12] and log_batches(storage, layout.COMMITS) == [9]

@@ -17,22 +17,35 @@ import pytest
 
 from reference.protocol import layout
 from reference.judge.explorer import Model, writing_cuts, first_graph
-from reference.protocol.graph import GraphShape, Node, RealTimeShape, shape_of
+from reference.protocol.graph import GraphShape, Node, most_not_waiting
 from reference.protocol.incarnation import Incarnation
 from reference.protocol.logs import CommitEntry, OffsetEntry
+from reference.protocol.query import watermarks_of
 from reference.judge.oracles import check_outcome, failures
-from reference.protocol.real_time import purge_uncommitted_offsets, uncommitted_at_most
+from reference.protocol.modes import checked, mode_of, shape_of
+from reference.protocol.modes.bounded_replay import BoundedReplay
+from reference.protocol.modes.real_time import RealTimeShape, purge_uncommitted_offsets
 from reference.protocol.recovery import RestartPlan, plan_restart
-from reference.protocol.run import run_scenario
+from reference.protocol.run import Schedule, run_scenario
 from reference.language.scenario import Scenario, ScenarioError
 from reference.language.steps import NodeId
 from reference.protocol.storage import DurableStorage
+from reference.protocol.modes import mode_named
+from reference.language.engine_config import EngineConfig
+
+SYNC = mode_named(EngineConfig())
+REAL_TIME = mode_named(EngineConfig(real_time=True, trigger_interval_ms=5000))
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "experiments" / "scenarios"
 
 
 def load(name: str) -> dict:
     return json.loads((SCENARIOS / f"{name}.json").read_text())
+
+
+def uncommitted_at_most(shape) -> int:
+    """The batches the step graph lets be planned and not committed (what a real-time restart replays)."""
+    return most_not_waiting(shape, "commit_log_write", "plan")
 
 
 def scenario(name: str = "real-time-aggregate", **engine) -> Scenario:
@@ -63,7 +76,7 @@ def test_a_real_time_engine_section_round_trips_and_defaults_to_five_minutes():
     ({"engine": {"real_time": True, "trigger_interval_ms": 5000, "state_store": {"provider": "delta"}}},
      "engine.state_store.provider", "SQL_CONFIGURATION_NOT_SUPPORTED"),
     ({"engine": {"real_time": True, "trigger_interval_ms": 5000, "progress": {"mode": "async"}}},
-     "engine.progress.mode", "useAsyncProgressTracking"),
+     "engine.progress.mode", "checkNotStatefulStreamingQuery"),
     ({"sink": {"mode": "exactly_once"}}, "sink.mode", "allowedSinks"),
     ({"query": {"operator": {"kind": "dedup_within_watermark", "watermark_delay_ms": 10}, "state_partitions": 2}},
      "query.operator.kind", "StreamingDeduplicateWithinWatermarkExec"),
@@ -78,7 +91,7 @@ def test_a_real_time_engine_section_round_trips_and_defaults_to_five_minutes():
 def test_real_time_mode_refuses_what_spark_refuses_naming_the_rule(change, field, words):
     raw = {**load("real-time-aggregate"), **change}
     with pytest.raises(ScenarioError) as caught:
-        Scenario.from_dict(raw)
+        checked(Scenario.from_dict(raw))
     assert caught.value.field == field and words in str(caught.value)
 
 
@@ -88,12 +101,12 @@ def test_real_time_mode_refuses_a_join_by_the_allowlist():
            "query": {"operator": {"kind": "join", "time_bound_ms": 10, "watermark_delay_ms": 10}}}
     del raw["source"]
     with pytest.raises(ScenarioError, match="StreamingSymmetricHashJoinExec"):
-        Scenario.from_dict(raw)
+        checked(Scenario.from_dict(raw))
 
 
 @pytest.mark.parametrize("name", ["real-time-aggregate", "real-time-window", "real-time-stateless-crash"])
 def test_the_example_real_time_scenarios_are_valid(name):
-    assert Scenario.from_dict(load(name)).engine.real_time
+    assert checked(Scenario.from_dict(load(name))).engine.real_time
 
 
 # ------------------------------------------------------------------ the step graph
@@ -158,15 +171,15 @@ class NeverWaitsForACommit(RealTimeShape):
 def test_a_shape_without_a_replay_bound_is_refused():
     shape = shape_of(scenario())
     unbounded = NeverWaitsForACommit(shape.cfg, shape.partitions, shape.stateful, shape.uses_watermark)
-    with pytest.raises(ValueError, match="no replay bound"):
-        uncommitted_at_most(unbounded)
+    with pytest.raises(ValueError, match="bounds nothing"):
+        mode_of(scenario()).replay_most(unbounded)
 
 
 def test_a_chain_with_one_aggregation_is_accepted():
     raw = {**load("real-time-aggregate"),
            "query": {"operator": {"kind": "chain", "operators": [{"kind": "map"}, {"kind": "aggregate"}]},
                      "state_partitions": 2}}
-    assert Scenario.from_dict(raw).engine.real_time
+    assert checked(Scenario.from_dict(raw)).engine.real_time
 
 
 # ------------------------------------------------------------------ the restart rule
@@ -183,16 +196,16 @@ def logged(offsets: dict[int, tuple[tuple[int, ...], tuple[int, ...]]], commits:
 
 def test_a_real_time_restart_replays_from_the_last_committed_offsets_and_purges_the_entry_after_it():
     storage = logged({0: ((0,), (2,)), 1: ((2,), (5,)), 2: ((5,), (9,))}, [0, 1])
-    plan = plan_restart(storage, "real_time", 1)
+    plan = plan_restart(storage, REAL_TIME, 1)
     assert (plan.first_batch, plan.start_offsets, plan.fixed_offsets, plan.kept_through) == (2, (5,), {}, 1)
-    assert plan_restart(storage, "sync", 1).fixed_offsets == {2: ((5,), (9,))}   # micro-batch re-runs it exactly
+    assert plan_restart(storage, SYNC, 1).fixed_offsets == {2: ((5,), (9,))}   # micro-batch re-runs it exactly
     assert purge_uncommitted_offsets(storage) == [2]
     assert not storage.exists("offsets/2") and storage.exists("offsets/1")
 
 
 def test_a_real_time_restart_with_no_commit_starts_fresh():
     storage = logged({0: ((0,), (2,)), 1: ((2,), (4,))}, [])
-    assert plan_restart(storage, "real_time", 1) == RestartPlan(0, (0,), {}, None)
+    assert plan_restart(storage, REAL_TIME, 1) == RestartPlan(0, (0,), {}, None)
     assert purge_uncommitted_offsets(storage) == [0, 1] and not storage.list("offsets")
 
 
@@ -239,7 +252,7 @@ class LogsOffsetsBeforeTheTasksReport(Incarnation):
 
 def replays_after_the_last_commit(storage, mode, partitions):
     """A restart that takes the uncommitted offset entry as done: it resumes after it."""
-    plan = plan_restart(storage, "sync", partitions)
+    plan = plan_restart(storage, SYNC, partitions)
     if not plan.fixed_offsets:
         return plan
     last = max(plan.fixed_offsets)
@@ -247,14 +260,19 @@ def replays_after_the_last_commit(storage, mode, partitions):
                        plan.lineage_version, last)
 
 
-def test_the_replay_bound_rejects_a_real_time_restart_that_replays_two_batches_or_starts_late():
-    sc = Scenario.from_dict(load("real-time-stateless-crash"))
+@pytest.mark.parametrize("progress, too_many", [("sync", (1, 2)), ("async", (0, 1, 2))])
+def test_the_replay_bound_rejects_a_real_time_restart_that_replays_one_batch_too_many_or_starts_late(
+        progress, too_many):
+    """One batch with synchronous logs, two with the async writer (``real_time_async``)."""
+    raw = load("real-time-stateless-crash")
+    sc = Scenario.from_dict({**raw, "engine": {**raw["engine"], "progress": {"mode": progress}}})
     run = run_scenario(sc)
     outcome = run.outcome()
     (recovery,) = outcome.recoveries
-    two = replace(outcome, recoveries=(replace(recovery, rerun_batches=(1, 2)),))
+    assert {v.check: v for v in check_outcome(sc, outcome, run.storage)}["replay_bound"].status == "pass"
+    more = replace(outcome, recoveries=(replace(recovery, rerun_batches=too_many),))
     late = replace(outcome, recoveries=(replace(recovery, resumed_at=2),))
-    for bad in (two, late):
+    for bad in (more, late):
         verdicts = {v.check: v for v in check_outcome(sc, bad, run.storage)}
         assert verdicts["replay_bound"].status == "fail"
 
@@ -291,7 +309,8 @@ def test_the_spark_backends_refuse_real_time_mode_naming_why():
 
 def test_the_bounded_replay_variant_needs_real_time_mode_and_divides_the_batch():
     sc = Scenario.from_dict(load("real-time-bounded-replay"))
-    assert (sc.engine.real_time_step_ms, sc.engine.real_time_steps_per_batch) == (2500, 2)
+    mode = mode_of(sc)
+    assert isinstance(mode, BoundedReplay) and (mode.step_ms, mode.steps_per_batch) == (2500, 2)
     assert Scenario.from_dict(json.loads(sc.to_json())) == sc
     for engine, words in (({"real_time_progress_ms": 1000}, "needs \"real_time\": true"),
                           ({"real_time": True, "trigger_interval_ms": 5000, "real_time_progress_ms": 3000},
@@ -300,7 +319,7 @@ def test_the_bounded_replay_variant_needs_real_time_mode_and_divides_the_batch()
                            "at most every 100 ms")):
         raw = {**load("real-time-bounded-replay"), "engine": engine}
         with pytest.raises(ScenarioError, match=words) as caught:
-            Scenario.from_dict(raw)
+            checked(Scenario.from_dict(raw))
         assert caught.value.field == "engine.real_time_progress_ms"
 
 
@@ -319,10 +338,175 @@ def test_bounded_replay_persists_progress_inside_a_batch_without_a_gap_and_repla
 
 
 def test_the_judges_bounds_and_the_real_time_reading_of_the_graph_agree():
-    """Two readings of one count: ``bounds.bounds_of`` (what the judge enforces) and
-    ``real_time.uncommitted_at_most`` (the real-time model's own reading of its graph) give the same batches in
-    flight on every real-time example."""
+    """Two readings of one count: ``bounds.bounds_of`` (what the judge enforces) and the real-time mode's own
+    reading of its graph (``replay_most``) give the same batches in flight on every real-time example."""
     from reference.judge.bounds import bounds_of
     for name in ("real-time-aggregate", "real-time-window", "real-time-stateless-crash", "real-time-bounded-replay"):
         sc = Scenario.from_dict(load(name))
-        assert bounds_of(sc).in_flight == uncommitted_at_most(shape_of(sc)), name
+        assert bounds_of(sc).replay == mode_of(sc).replay_most(shape_of(sc)) == uncommitted_at_most(shape_of(sc))
+        if mode_of(sc).name != "real_time_async":   # the async writer: offsets/N+1 waits for commits/N
+            assert bounds_of(sc).in_flight == bounds_of(sc).replay, name
+
+
+# ------------------------------------------------------------------ Spark's real-time mode, point by point (issue 37)
+
+
+def test_a_real_time_task_failure_fails_the_query_and_a_restart_from_the_checkpoint_recovers_it():
+    """Spark's guide: "Real-time Mode does not retry tasks"; StreamRealTimeModeSuite, "pipelined shuffle: dedup
+    recovers from a task failure via checkpoint restart" ("RTM does not retry tasks, so one failure fails it"):
+    the failed batch is not retried in place; the query fails and a restart from the checkpoint replays it.
+    Micro-batch mode retries the task (spark.task.maxFailures)."""
+    fault = {"at": {"step": "task_apply", "batch": 1, "partition": 0}, "kind": "task_failure"}
+    sc = Scenario.from_dict({**load("real-time-aggregate"), "faults": [fault]})
+    run = run_scenario(sc)
+    outcome = run.outcome()
+    assert not failures(check_outcome(sc, outcome, run.storage))
+    assert [b.task_retries for b in outcome.batches] == [0] * len(outcome.batches)
+    assert [(r.resumed_at, r.rerun_batches) for r in outcome.recoveries] == [(1, (1,))]
+    micro = Scenario.from_dict({**load("real-time-aggregate"), "engine": {}, "faults": [fault]})
+    retried = run_scenario(micro).outcome()
+    assert not retried.recoveries and [b.task_retries for b in retried.batches if b.id == 1] == [1]
+
+
+@pytest.mark.parametrize("purge", ["inline", "async"])
+def test_real_time_purge_keeps_what_spark_keeps_the_batch_being_built_less_the_retention(purge):
+    """MicroBatchExecution.constructNextBatch: ``markMicroBatchStart`` (which writes no offset entry for a
+    real-time trigger), then ``purge(batchId - minLogEntriesToMaintain)`` on both logs. When batch b is
+    constructed ``offsets/b`` does not exist yet, so with retention 2 and batches 0-6 Spark keeps {4, 5, 6}
+    of each log; counting from the newest logged entry (b - 1), as micro-batch mode may, would keep {3..6}."""
+    raw = {**load("real-time-aggregate"), "source": {"kind": "rate", "partitions": 2, "keys": 4,
+                                                     "rows_per_second": 1, "duration_s": 34}}
+    raw["engine"] = {**raw["engine"], "log_purge": {"mode": purge, "min_batches_to_retain": 2}}
+    sc = Scenario.from_dict(raw)
+    run = run_scenario(sc)
+    outcome = run.outcome()
+    assert not failures(check_outcome(sc, outcome, run.storage))
+    assert [b.id for b in outcome.batches] == list(range(7))
+    assert run.storage.list("offsets") == ["offsets/4", "offsets/5", "offsets/6"]
+    assert run.storage.list("commits") == ["commits/4", "commits/5", "commits/6"]
+
+
+def stateless(**engine) -> Scenario:
+    raw = load("real-time-stateless-crash")
+    return Scenario.from_dict({**raw, "faults": [], "engine": {**raw["engine"], **engine}})
+
+
+def test_a_stateless_real_time_query_defaults_to_async_progress_at_interval_zero():
+    """StreamingQueryManager.useAsyncProgressTracking: unless asyncProgressTrackingEnabled is given, a real-time
+    query uses AsyncProgressTrackingMicroBatchExecution when it is stateless
+    (STREAMING_ASYNC_PROGRESS_TRACKING_REAL_TIME_MODE_ENABLED_BY_DEFAULT); its checkpoint interval defaults to 0
+    under a real-time trigger (getAsyncProgressTrackingCheckpointingIntervalMs). A stateful query keeps the
+    synchronous logs, and a stateless one that says "sync" gets them too."""
+    sc = stateless()
+    assert (sc.engine.progress_mode, sc.engine.checkpoint_interval_ms) == ("async", 0)
+    assert mode_of(checked(sc)).name == "real_time_async"
+    assert Scenario.from_dict(json.loads(sc.to_json())) == sc
+    assert scenario().engine.progress_mode == "sync" and mode_of(scenario()).name == "real_time"
+    assert mode_of(stateless(progress={"mode": "sync"})).name == "real_time"
+
+
+def test_async_progress_in_real_time_mode_refuses_a_non_zero_interval_and_a_stateful_query():
+    """AsyncProgressTrackingMicroBatchExecution.validateAndGetTrigger: STREAMING_REAL_TIME_MODE.
+    ASYNC_PROGRESS_TRACKING_CHECKPOINTING_INTERVAL_NON_ZERO; checkNotStatefulStreamingQuery refuses a stateful
+    query."""
+    with pytest.raises(ScenarioError, match="CHECKPOINTING_INTERVAL_NON_ZERO") as caught:
+        checked(stateless(progress={"mode": "async", "checkpoint_interval_ms": 1000}))
+    assert caught.value.field == "engine.progress.checkpoint_interval_ms"
+    with pytest.raises(ScenarioError, match="stateful") as caught:
+        checked(scenario(progress={"mode": "async", "checkpoint_interval_ms": 0}))
+    assert caught.value.field == "engine.progress.mode"
+
+
+def test_the_async_writer_lets_the_next_batch_run_before_the_logs_land_and_the_replay_bound_is_two():
+    """AsyncProgressTrackingMicroBatchExecution: in real-time mode ``markMicroBatchEnd`` queues the offset write
+    and the commit write on one writer thread whose queue holds one task ("at most 2 writes are in flight"), so
+    batch N+1 runs while N's entries are not durable, and N+2 plans only once N's commit entry is (the queue is
+    full until then). The replay bound, read off the graph: N and N+1."""
+    inc = first_graph(stateless(), Model())
+    up = ancestors_of(inc.nodes)
+    n = NodeId.of
+    assert n("commit_log_write", 0) not in up[n("task_apply", 1, 0)]
+    assert n("offset_log_write", 0) not in up[n("sink_write", 1, 0)]
+    assert n("commit_log_write", 0) in up[n("plan", 2)]
+    assert n("commit_log_write", 0) in up[n("offset_log_write", 1)]   # one writer thread, in order
+    assert inc.nodes[n("offset_log_write", 0)].background and inc.nodes[n("commit_log_write", 0)].background
+    from reference.judge.bounds import bounds_of
+    assert bounds_of(stateless()).replay == uncommitted_at_most(shape_of(stateless())) == 2
+
+
+def test_a_crash_before_batch_n_is_durable_replays_n_and_what_n_plus_one_emitted():
+    """The crash lands after batch 1's tasks delivered and before batch 0's commit entry: the restart replays
+    from the last commit (none: the start), batches 0 and 1, and every oracle holds (at-least-once)."""
+    sc = stateless()
+    inc = first_graph(sc, Model())
+    n = NodeId.of
+    held = {n("offset_log_write", 0), n("commit_log_write", 0)}
+    done: list[NodeId] = []
+    goal = {n("sink_write", 1, p) for p in range(sc.state_partitions)}
+    while not goal <= set(done):
+        node = next(x for x in inc.nodes if x not in done and x not in held
+                    and all(d in done for d in inc.nodes[x].deps))
+        done.append(node)
+    run = run_scenario(sc, schedule=Schedule(done, crash_after_prefix=True))
+    outcome = run.outcome()
+    assert not failures(check_outcome(sc, outcome, run.storage, external_crashes=1))
+    assert [(r.resumed_at, r.rerun_batches) for r in outcome.recoveries] == [(0, (0, 1))]
+
+
+class SecondJobLogsFirst(Incarnation):
+    """Another query on the same checkpoint writes batch 1's entry of ``FOLDER`` first, the very entry this one
+    would write (once: while the first incarnation runs)."""
+
+    FOLDER = layout.OFFSETS
+
+    def step_offset_log_write(self, b: int) -> None:
+        if b == 1 and self.number == 0 and self.FOLDER == layout.OFFSETS:
+            self.storage.write(layout.offset_path(1), OffsetEntry(1, *self.plans[1].bounds).encode())
+        super().step_offset_log_write(b)
+
+    def step_commit_log_write(self, b: int) -> None:
+        if b == 1 and self.number == 0 and self.FOLDER == layout.COMMITS:
+            lineage = {sid: {str(p): self.lineage[(sid, p, b + 1)] for p in range(self.parts)}
+                       for sid in self.store_ids}
+            same = CommitEntry(b, watermarks_of(self.trackers_for(b))[0], self.trackers_after(b), lineage)
+            self.storage.write(layout.commit_path(1), same.encode())
+        super().step_commit_log_write(b)
+
+
+class SecondJobCommitsFirst(SecondJobLogsFirst):
+    FOLDER = layout.COMMITS
+
+
+@pytest.mark.parametrize("model, name", [(SecondJobLogsFirst, "real-time-stateless-crash"),
+                                         (SecondJobLogsFirst, "real-time-aggregate"),
+                                         (SecondJobCommitsFirst, "real-time-aggregate")])
+def test_an_existing_log_entry_fails_the_batch_as_a_concurrent_update(model, name):
+    """HDFSMetadataLog.add returns false when the batch's entry exists, and MicroBatchExecution
+    (markMicroBatchStart, markMicroBatchEnd) then throws QueryExecutionErrors.concurrentStreamLogUpdate, "Concurrent
+    update to the log. Multiple streaming jobs detected for N"; AsyncOffsetSeqLog.addAsync throws the same
+    (AsyncProgressTrackingMicroBatchExecutionSuite, "bubble up async offset/commit log write errors"). Even an entry
+    with the offsets this query would log is another job's: the batch fails, and the restart goes on from the
+    checkpoint. (A batch re-run after a restart writes no offset entry: ``isCurrentBatchConstructed``.)"""
+    raw = load(name)
+    sc = Scenario.from_dict({**raw, "faults": []})
+    run = run_scenario(sc, incarnation_class=model)
+    stopped = [e for e in run.observer.events if "stopped" in e]
+    assert stopped and "Concurrent update to the log. Multiple streaming jobs detected for 1" in stopped[0]
+    assert len(run.outcome().recoveries) == 1 and run.outcome().error is None
+
+
+def test_the_real_time_refusals_name_the_spark_source_and_sink_rules_they_follow():
+    """RealTimeModeAllowlist.allowedSinks: ConsoleTable, ContinuousMemorySink, ForeachWriterTable, KafkaTable;
+    a DSv1 Sink (foreachBatch's ForeachBatchSink) is refused by MicroBatchExecution.runBatch with
+    STREAMING_REAL_TIME_MODE.SINK_NOT_SUPPORTED, not by the allowlist. Spark's own ``rate`` source is refused in
+    real-time mode (STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED: it does not implement
+    SupportsRealTimeMode), so the scenario's ``rate`` source stands for a Kafka topic written at that rate."""
+    with pytest.raises(ScenarioError) as sink:
+        checked(Scenario.from_dict({**load("real-time-aggregate"), "sink": {"mode": "exactly_once"}}))
+    message = str(sink.value)
+    assert "ContinuousMemorySink" in message and "SINK_NOT_SUPPORTED" in message and "runBatch" in message
+    generated = {"kind": "generated", "partitions": 2, "keys": 3, "records_per_partition_per_batch": 2, "batches": 2}
+    with pytest.raises(ScenarioError) as source:
+        checked(Scenario.from_dict({**load("real-time-aggregate"), "source": generated}))
+    message = str(source.value)
+    assert "INPUT_STREAM_NOT_SUPPORTED" in message and "Kafka topic" in message

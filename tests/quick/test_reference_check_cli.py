@@ -12,6 +12,7 @@ from reference.judge.oracles import check_outcome, failures
 from reference.protocol.outcome import Outcome
 from reference.protocol.run import run_scenario
 from reference.language.scenario import Scenario, ScenarioError
+from reference.protocol.modes import checked, mode_of
 from streamtest import check, crash, make, scenario_dict
 
 CRASH = [crash("state_commit", 2, partition=0)]
@@ -112,10 +113,11 @@ def test_combinations_spark_forbids_are_refused_with_the_reason_unless_explored(
     d = scenario_dict("aggregate", sink="at_least_once")
     d["engine"].update(change)
     with pytest.raises(ScenarioError) as err:
-        Scenario.from_dict(d)
+        checked(Scenario.from_dict(d))   # the language's rules, then the mode's (async progress's own)
     assert err.value.field == field and reason in str(err.value)
     d["explore_unsupported"] = True
-    assert Scenario.from_dict(d).unsupported_reasons()
+    explored = checked(Scenario.from_dict(d))
+    assert mode_of(explored).unsupported_reasons(explored)
 
 
 def test_exploring_async_progress_on_a_stateful_query_shows_why_spark_forbids_it():

@@ -17,6 +17,10 @@ from reference.language.scenario import EngineConfig
 from reference.protocol.sources import SourceData
 from reference.protocol.state_store import StateStore, load_version
 from reference.protocol.storage import DurableStorage
+from reference.protocol.modes import mode_named
+
+SYNC = mode_named(EngineConfig())
+ASYNC = mode_named(EngineConfig(progress_mode="async"))
 
 
 def state_files(storage: DurableStorage, kind: str) -> list[int]:
@@ -115,7 +119,7 @@ def test_async_progress_offsets_0_2_5_commits_0_2_reruns_3_to_5_and_commits_0_2_
     for b in (0, 2):
         storage.write(layout.commit_path(b), CommitEntry(b, 0, [{"watermark_ms": 0, "max_event_ms": {}}],
                                                          {}).encode())
-    plan = plan_restart(storage, "async", 2)
+    plan = plan_restart(storage, ASYNC, 2)
     assert plan.first_batch == 5 and plan.fixed_offsets == {5: (ends[2], ends[5])}
     result = run_scenario(sc, storage=storage)
     assert result.error is None
@@ -150,5 +154,5 @@ def test_purge_before_any_commit_keeps_every_offset_entry():
     storage = DurableStorage()
     for b in range(2):
         storage.write(layout.offset_path(b), OffsetEntry(b, (3 * b,), (3 * b + 3,)).encode())
-    assert purge_logs(storage, 1) == []
+    assert purge_logs(storage, 1, SYNC) == []
     assert log_batches(storage, layout.OFFSETS) == [0, 1]

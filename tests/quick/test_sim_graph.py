@@ -156,7 +156,7 @@ def test_the_simulator_runs_a_node_as_the_reference_does() -> None:
     sim = Simulation(sc, shipped_profile(), "data", trace_enabled=False)
     inc = RecordingIncarnation(sc, sim.data, DurableStorage(), fresh_plan(4), 0, Observer(), clock=sim.env,
                                profile=sim.profile, storage_service=sim.service, rng=sim.rng,
-                               latency_book=sim.latency_book)
+                               latency_book=sim.latency_book, mode_costs=sim.mode_costs)
     graph = Graph(inc)
     for b in sorted(inc.plans):
         graph.add_batch(b, lambda _node: None)

@@ -67,7 +67,7 @@ def test_a_long_running_task_delivers_each_record_on_its_own_and_stops_at_the_de
     profile = load_profile("lightspeed_cluster")
     path = record_path_ms(profile, stateful=True)
     task = long_running_task([10.0, 10.0, 3000.0], 0.0, 5000.0, profile, stateful=True)
-    assert task.delivered_ms == (10.0 + path, 10.0 + 2 * path, 3000.0 + path)
+    assert task.delivered_ms == pytest.approx((10.0 + path, 10.0 + 2 * path, 3000.0 + path))
     assert task.end_ms == 5000.0
     assert record_path_ms(profile, stateful=False) < path   # no shuffle hop without a stateful operator
 
@@ -154,3 +154,15 @@ def test_bounded_replay_replays_at_most_two_progress_intervals_instead_of_the_ba
     rate = 20
     assert replayed[0] == rate * 5             # the whole second batch (its records up to its deadline)
     assert 0 < replayed[1000] <= 2 * rate      # at most two one-second points
+
+
+def test_a_real_time_record_costs_what_a_micro_batch_record_costs():
+    """Issue 37, item 7: a real-time task pays a micro-batch task's costs (``Profile.task_apply_ms``): its fixed
+    ``per_task_overhead_ms`` when it starts and ``per_record_us`` per record, both scaled by the task's straggler
+    factor, so record i of a backlog becomes visible when a micro-batch task of i + 1 records would end; a
+    stateful query adds the streaming shuffle's hop."""
+    profile = load_profile("lightspeed_cluster")
+    task = long_running_task([0.0, 0.0, 0.0], 0.0, 5000.0, profile, stateful=False, straggler=4.0)
+    assert task.delivered_ms == pytest.approx(tuple(profile.task_apply_ms(i, 4.0) for i in (1, 2, 3)))
+    hop = record_path_ms(profile, stateful=True) - record_path_ms(profile, stateful=False)
+    assert hop == pytest.approx(profile.network_rtt_ms / 2)

@@ -276,7 +276,9 @@ def test_real_time_mode_beats_micro_batch_and_replays_what_arrived_since_the_las
         assert 0.8 * rate * 0.9 * int(seconds) <= replayed <= rate * int(seconds), seconds
         assert entry["rerun_batches"]["max"] == 1
     gaps = [entry["gap_ms_mean"]["median"] for entry in summary["tradeoff"].values()]
-    assert max(gaps) - min(gaps) < 0.1 * max(gaps)
+    # the stateless query runs on Spark's default async progress (issue 37, item 2): the next batch plans as its
+    # predecessor's tasks end, without waiting for the logs, so the gap may be none at all, but never grows
+    assert max(gaps) - min(gaps) <= 0.1 * max(gaps)
     two_points = 2 * summary["progress_ms"] / 1000 * rate
     for seconds, entry in summary["bounded_replay"].items():
         assert 0 < entry["records_reprocessed"]["median"] <= two_points, seconds

@@ -33,8 +33,8 @@ from reference.judge.explorer import Model, explore
 from reference.protocol.graph import Node
 from reference.protocol.incarnation import Incarnation
 from reference.judge.bounds import bounds_of
-from reference.protocol.logs import PurgeRound, purge_round, run_purge_round, threshold_of
-from reference.protocol.recovery import RestartPlan, plan_restart
+from reference.protocol.logs import PurgeRound, purge_round, run_purge_round
+from reference.protocol.recovery import RestartPlan, RestartRule, plan_restart
 from reference.language.scenario import Scenario
 from reference.language.steps import NodeId
 from reference.protocol.storage import Storage
@@ -66,15 +66,15 @@ class CommitLogBeforeStateCommit(Incarnation):
 
 class PurgesPastTheLatestCommit(Incarnation):
     """Purge's threshold is the latest offset entry less ``min_batches_to_retain``, not capped at the latest
-    commit entry (``logs.threshold_of`` caps it): with more batches in flight than retained, a purge deletes
+    commit entry (the mode's ``purge_threshold`` caps it): with more batches in flight than retained, a purge deletes
     the latest commit entry, which recovery needs."""
 
-    def next_purge_round(self) -> PurgeRound | None:
+    def next_purge_round(self, b: int) -> PurgeRound | None:
         known = self.known_logs()
         offsets, commits = known[layout.OFFSETS], known[layout.COMMITS]
         if not offsets or not commits:
             return None
-        uncapped = threshold_of(offsets, offsets[-1:], self.cfg.min_batches_to_retain, self.cfg.progress_mode)
+        uncapped = self.mode.purge_threshold(offsets, offsets[-1:], self.cfg.min_batches_to_retain, b)
         return purge_round(uncapped, self.last_purged_batch)
 
     def purge_log_entries(self, rnd: PurgeRound | None) -> list[str]:
@@ -84,9 +84,9 @@ class PurgesPastTheLatestCommit(Incarnation):
             return super().purge_log_entries(rnd)
 
 
-def restart_skipping_latest_offset_entry(storage: Storage, progress_mode: str, source_partitions: int) -> RestartPlan:
+def restart_skipping_latest_offset_entry(storage: Storage, mode: RestartRule, source_partitions: int) -> RestartPlan:
     """Resume after the latest offset entry as though its batch had committed."""
-    plan = plan_restart(storage, progress_mode, source_partitions)
+    plan = plan_restart(storage, mode, source_partitions)
     if not plan.fixed_offsets:
         return plan
     latest = max(plan.fixed_offsets)

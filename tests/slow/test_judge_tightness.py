@@ -184,8 +184,11 @@ def test_the_shares_combine_to_the_most_extreme_reach_and_the_earliest_schedule(
     assert combined(same)["replay"].schedule == "first"
     lines = describe({"replay": Reach(2, 2, "x", 1), "versions_kept": Reach(3, 4, "y", 2),
                       "copies_per_rerun": Reach(None), "pending_state_commits": Reach(1)})
-    assert lines == ["  replay: bound 2, reached 2 (tight) by x", "  versions_kept: bound 3, reached 4 (NOT REACHED) by y",
-                     "  copies_per_rerun: not in force", "  pending_state_commits: bound 1, never measured (NOT REACHED)"]
+    assert lines == ["  replay: at most 2; the most seen was 2 (tight) by x",
+                     "  versions_kept: at least 3; the fewest seen was 4 (NOT REACHED) by y",
+                     "  copies_per_rerun: not in force", "  pending_state_commits: at most 1; never measured (NOT REACHED)"]
+    why = describe({"versions_kept": Reach(3, 4, "y", 2, why="no schedule can")})
+    assert why == ["  versions_kept: at least 3; the fewest seen was 4 (NOT REACHED: no schedule can) by y"]
 
 
 # ------------------------------------------------------------------ explorations
@@ -220,6 +223,7 @@ def test_the_explorer_reaches_every_bound_and_names_the_schedule(operator, mode,
     assert tight == PINNED[(operator, mode, batches)]
     untight = {name for name, r in report.tightness.items() if r.tight is False}
     assert untight <= {"versions_kept"}
+    assert all(report.tightness[name].why for name in untight), "a bound the model does not reach says why"
     assert_reached_again(scenario, report)
 
 
@@ -237,12 +241,12 @@ def test_lightspeed_explore_prints_each_bound_and_writes_it(tmp_path):
     done = subprocess.run([sys.executable, "-m", "experiments.cli", "explore", str(scenario_file), "--quiet",
                            "--workers", "1", "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    assert "replay: bound 1, reached 1 (tight) by driver_crash after" in done.stdout
+    assert "replay: at most 1; the most seen was 1 (tight) by driver_crash after" in done.stdout
     assert "pending_state_commits: not in force" in done.stdout
     written = json.loads(out.read_text())["bounds"]
     assert written["replay"]["tight"] is True and written["replay"]["reproduce"]["crash_after_prefix"] is True
     assert written["copies_per_rerun"] == {"bound": None, "reached": None, "tight": None, "schedule": None,
-                                           "reproduce": None}
+                                           "reproduce": None, "why": None}
 
 
 SHORT_PAIRS = [("stateful_function", "snapshot_provider")]

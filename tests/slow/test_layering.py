@@ -32,8 +32,6 @@ ALLOWED: dict[str, set[str]] = {
 
 # reference/'s layers, lowest first: a module imports its own layer or one below it
 REFERENCE_LAYERS = ("language", "protocol", "judge")
-# arrows that still run upwards, each to be removed (issue 37 step 2): (importer, imported)
-UPWARD_EXCEPTIONS = {("reference.protocol.real_time", "reference.judge.bounds")}
 
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
@@ -172,8 +170,7 @@ def test_the_reference_layers_import_downwards():
     upward = sorted((module, target) for module, targets in graph.items() if module.startswith("reference.")
                     and module.count(".") >= 2 for target in targets if target.startswith("reference.")
                     and target.count(".") >= 2 and layer_of(target) > layer_of(module))
-    assert [arrow for arrow in upward if arrow not in UPWARD_EXCEPTIONS] == [], "an upward import in reference/"
-    assert set(UPWARD_EXCEPTIONS) <= set(upward), "an exception no longer needed: remove it from UPWARD_EXCEPTIONS"
+    assert upward == [], "an upward import in reference/"
 
 
 def test_the_layer_reader_sees_an_upward_import():

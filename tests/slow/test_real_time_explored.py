@@ -11,7 +11,7 @@ from reference.judge.explorer import Model, explore
 from reference.language.scenario import Scenario
 
 
-@pytest.mark.parametrize("name", ["real-time-aggregate", "real-time-window"])
+@pytest.mark.parametrize("name", ["real-time-aggregate", "real-time-window", "real-time-dedup"])
 def test_the_explorer_finds_no_violation_on_real_time_scenarios(name):
     report = explore(Scenario.from_dict(load(name)), workers=1)
     assert report.schedules > 100 and not report.violations and not report.truncated
@@ -32,3 +32,16 @@ def test_a_planted_real_time_bug_is_caught_by_a_named_check(name, model, check):
 def test_the_explorer_finds_no_violation_on_the_bounded_replay_variant():
     report = explore(Scenario.from_dict(load("real-time-bounded-replay")), workers=1)
     assert report.schedules > 1000 and not report.violations and not report.truncated
+
+
+def test_the_explorer_reaches_the_async_writers_replay_bound_of_two_without_a_violation():
+    """Issue 37, item 2: a stateless real-time query runs on Spark's async progress at interval 0
+    (StreamingQueryManager.useAsyncProgressTracking), so batch N+1 runs before N's entries are durable and a
+    crash replays N and N+1. Every crash cut passes every oracle, and one of them replays both batches: the
+    graph's bound, two, is reached (a crash after batch 1's tasks wrote their output, before batch 0's entries
+    landed)."""
+    report = explore(Scenario.from_dict(load("real-time-stateless-crash")), workers=1)
+    assert report.schedules > 100 and not report.violations and not report.truncated
+    replay = report.tightness["replay"]
+    assert (replay.bound, replay.reached, replay.tight) == (2, 2, True)
+    assert replay.schedule and "b1" in replay.schedule
