@@ -111,6 +111,47 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None)
         return _session
 
 
+def jvm_exit_status(wait_s: float = 0.0) -> int | None:
+    """The exit status of this process's Spark JVM once it has died (waiting up to ``wait_s`` for it to exit),
+    None while it runs or when there is none."""
+    import subprocess
+    from pyspark import SparkContext
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        return int(proc.wait(timeout=wait_s)) if wait_s > 0 else proc.poll()
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def forget_dead_jvm() -> None:
+    """Let go of a JVM that died under the session (a driver crash: ``Runtime.halt``), so that the next
+    ``session()`` starts a new JVM on the same master: PySpark keeps its gateway, context and session in class
+    attributes, which a stop() cannot clear when the JVM is gone."""
+    global _session
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession, SQLContext
+    status = jvm_exit_status()
+    assert status is not None, "forget_dead_jvm: the JVM is still running"
+    with _lock:
+        gateway = SparkContext._gateway
+        context = SparkContext._active_spark_context
+        server = getattr(context, "_accumulatorServer", None)
+        if server is not None:
+            server.shutdown()
+        if gateway is not None:
+            try:
+                gateway.shutdown_callback_server()
+                gateway.close()
+            except Exception:  # noqa: BLE001 - py4j raises its own types against a dead JVM
+                pass
+        SparkContext._gateway, SparkContext._jvm, SparkContext._active_spark_context = None, None, None
+        SparkSession._instantiatedSession, SparkSession._activeSession = None, None
+        SQLContext._instantiatedContext = None
+        _session = None   # _master stays: the next session() starts on the same master
+
+
 def _threads(master: str) -> str:
     inner = master[len("local"):].strip("[]")
     return inner.split(",")[0] or "1"
