@@ -5,8 +5,8 @@ filesystem fires, each at its own batch, so the test of each kind reads its
 effect off the same run (a run costs a JVM restart: the crash's):
 
 - ``storage_latency`` 800 ms before the rename of ``commits/1``: batch 1's ``commitOffsets`` holds it;
-- ``storage_write_error`` before the create of ``state/0/0/2.changelog`` (batch 1, Spark's partition 0): the
-  task fails and Spark's retry commits the version, with no restart;
+- ``storage_write_error`` at the close of ``state/0/0/2.changelog`` (before its changelog write of batch 1 is
+  durable, Spark's partition 0): the task fails and Spark's retry commits the version, with no restart;
 - ``driver_crash`` before the rename of ``commits/2``: the driver's JVM halts; what it left has ``offsets/2``
   and the temporary file of ``commits/2``, not ``commits/2``; a new JVM re-runs batch 2;
 - ``storage_write_error`` before the rename of ``offsets/3``: the query fails, and its restart plans batch 3
@@ -78,7 +78,7 @@ def test_every_fault_fired_where_its_step_is_and_every_oracle_holds(faulted):
     assert not bad, "\n".join(v.describe() for v in bad)
     assert outcome.error is None and outcome.faults_not_fired == ()
     where = {f["fault"]: (f["when"], f["op"], f["path"]) for f in outcome.details["native"]["faults_fired"]}
-    assert where == {0: ("before", "rename", "commits/1"), 1: ("before", "create", "state/0/0/2.changelog"),
+    assert where == {0: ("before", "rename", "commits/1"), 1: ("after", "create", "state/0/0/2.changelog"),
                      2: ("before", "rename", "commits/2"), 3: ("before", "rename", "offsets/3")}
     reference = run_scenario(sc).outcome()
     assert first_difference(reference, outcome, sc.sink_mode).startswith("batches[3].end_offsets")
@@ -163,9 +163,9 @@ def trigger(step: str, when: str, batch: int = 2, partition: int | None = None, 
     ("offset_log_write", "before", "rename", "before", "checkpoint/offsets/2"),
     ("offset_log_write", "after", "rename", "after", "checkpoint/offsets/2"),
     ("state_load", "before", "create", "before", "checkpoint/state/0/1/3.changelog"),
-    ("changelog_write", "after", "create", "after", "checkpoint/state/0/1/3.changelog"),
-    ("state_commit", "before", "rename", "before", "checkpoint/state/0/1/3.changelog"),
-    ("state_commit", "after", "rename", "after", "checkpoint/state/0/1/3.changelog"),
+    ("changelog_write", "before", "create", "after", "checkpoint/state/0/1/3.changelog"),
+    ("changelog_write", "after", "rename", "after", "checkpoint/state/0/1/3.changelog"),
+    ("state_commit", "before", "rename", "after", "checkpoint/state/0/1/3.changelog"),
     ("snapshot_upload", "before", "create", "before", "checkpoint/state/0/1/3.zip"),
     ("sink_write", "after", "create", "after", "sink/2.json"),
     ("sink_commit", "before", "rename", "before", "sink/2.json"),

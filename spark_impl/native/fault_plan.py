@@ -13,10 +13,13 @@ plan                                             before the create of ``offsets/
 offset_log_write before                          before the rename of ``offsets/b`` (its temporary file is
                                                  written: the last instant before the entry is durable)
 offset_log_write after, purge before             after the rename of ``offsets/b``
-purge after, state_load, task_apply before,      before the create of the state file of version b+1 of
-changelog_write before                           partition p (a stateless query: of the sink's file of b)
-task_apply after, changelog_write after          after the create (the close) of that state file
-state_commit                                     before / after the rename of that state file
+purge after, state_load, task_apply before        before the create of the state file of version b+1 of
+                                                 partition p (a stateless query: of the sink's file of b);
+                                                 the store creates it when it loads version b for update
+task_apply after, changelog_write before         after the create of that state file: its stream is closed
+                                                 with every change written, and not renamed yet
+changelog_write after, state_commit              after the rename of that state file: the version is durable
+                                                 (the rename is the store's commit)
 snapshot_upload                                  before the create / after the rename of the snapshot of
                                                  version b+1 of partition p (``<v>.zip``, ``<v>.snapshot``)
 sink_write                                       before / after the create of the sink's file of batch b
@@ -110,12 +113,12 @@ def fs_trigger(fault: Fault, scenario: Scenario) -> FsTrigger | None:
         return FsTrigger("rename", "before", offsets)
     if step == "offset_log_write" or (step, when) == ("purge", "before"):
         return FsTrigger("rename", "after", offsets)
-    if step in ("purge", "state_load") or (step, when) in (("task_apply", "before"), ("changelog_write", "before")):
+    if step in ("purge", "state_load") or (step, when) == ("task_apply", "before"):
         return state_before
-    if step in ("task_apply", "changelog_write"):
+    if step == "task_apply" or (step, when) == ("changelog_write", "before"):
         return FsTrigger("create", "after", _state_file(scenario, b + 1, p)) if stateful else state_before
-    if step == "state_commit":
-        return FsTrigger("rename", when, _state_file(scenario, b + 1, p)) if stateful else state_before
+    if step in ("changelog_write", "state_commit"):
+        return FsTrigger("rename", "after", _state_file(scenario, b + 1, p)) if stateful else state_before
     if step == "snapshot_upload":
         if not stateful:
             return None

@@ -103,7 +103,7 @@ def committed_batches(run: NativeRun) -> list[BatchRecord]:
         start = position
         for side, planned in sorted(info.files.items()):
             position = run.files.end_offsets_of(side, planned, position)
-        out.append(BatchRecord(b, position, start, info.watermark_ms, run.attempts.get(b, 1)))
+        out.append(BatchRecord(b, position, start, info.watermark_ms, max(1, run.plannings(b))))
     return out
 
 

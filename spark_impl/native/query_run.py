@@ -87,7 +87,8 @@ class NativeRun:
         self.fired: list[dict[str, Any]] = []
         self.fired_in: dict[str, int] = {}   # a mark's name -> the incarnation it appeared in
         self.jvm_deaths: list[dict[str, Any]] = []
-        self.attempts: dict[int, int] = {}
+        self.attempts: dict[int, int] = {}     # foreachBatch calls per batch (the sink's delivery attempts)
+        self.planned: list[tuple[int, int]] = []   # per incarnation, the batches it planned: (first, last)
         self.batch_info: dict[int, BatchInfo] = {}
         self.progress: list[ProgressEvent] = []
         self.progress_extras: list[dict[str, Any]] = []   # what Spark reports beyond a ProgressEvent
@@ -217,6 +218,11 @@ class NativeRun:
         self.batch_info[b] = info
 
     # ---------------------------------------------------------- incarnations
+    def plannings(self, b: int) -> int:
+        """How many incarnations planned batch ``b``: logged it in ``offsets/b``, or re-ran it from there (a
+        crash right after the entry was written comes before foreachBatch sees the batch)."""
+        return sum(1 for first, last in self.planned if first <= b <= last)
+
     def execute(self) -> None:
         started = time.time()
         try:
@@ -262,6 +268,7 @@ class NativeRun:
         failure = self.wait(query)
         status = self.jvm_death(failure)
         new_marks = self.note_marks(life)
+        self.planned.append((restart.first_batch, self.checkpoint.latest_offset()))
         if status is not None:
             return self.after_jvm_death(life, status, new_marks)
         self.collect_progress(query, life)
