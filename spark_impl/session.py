@@ -60,11 +60,17 @@ def backend_session(backend: str, master: str | None = None) -> Any:
         raise BackendUnavailable(backend, str(exc)) from exc
 
 
+def master_of(master: str | None = None) -> str:
+    """The master ``session(master)`` runs on: ``master``, else the running session's, else
+    ``$LIGHTSPEED_SPARK_MASTER``, else ``local[2]`` (without starting anything)."""
+    return master or _master or os.environ.get("LIGHTSPEED_SPARK_MASTER", DEFAULT_MASTER)
+
+
 def session(master: str | None = None, extra_conf: dict[str, str] | None = None) -> Any:
     """The process's SparkSession, created on first use on ``master`` (default ``local[2]``)."""
     global _session, _master
     with _lock:
-        wanted = master or _master or os.environ.get("LIGHTSPEED_SPARK_MASTER", DEFAULT_MASTER)
+        wanted = master_of(master)
         if _session is not None:
             if wanted != _master:
                 raise SparkUnavailable(f"this process already runs Spark on {_master}; cannot switch to {wanted}")

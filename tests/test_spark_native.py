@@ -289,10 +289,6 @@ def test_realtime_run_reports_end_to_end_latency(spark, tmp_path):
 UNSUPPORTED = [
     ("chain", native_dict("chain"), "query.operator.kind"),
     ("executor_loss", native_dict("aggregate", faults=[fault("executor_loss", "task_apply", 1)]), "faults[0].kind"),
-    ("storage_write_error", native_dict("aggregate", faults=[fault("storage_write_error", "commit_log_write", 1)]),
-     "faults[0].kind"),
-    ("storage_latency", native_dict("aggregate", faults=[fault("storage_latency", "commit_log_write", 1, ms=50)]),
-     "faults[0].kind"),
     ("zombie_write", native_dict("aggregate", faults=[fault("zombie_write", "sink_write", 1)]), "faults[0].kind"),
     ("clock_skew", native_dict("aggregate", faults=[fault("clock_skew", "plan", 1, ms=50)]), "faults[0].kind"),
     ("time_ms", native_dict("aggregate", faults=[{"at": {"time_ms": 500}, "kind": "driver_crash"}]),

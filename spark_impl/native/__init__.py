@@ -153,7 +153,7 @@ from reference.backend import RunResult
 from reference.outcome import Outcome
 from reference.scenario import Scenario
 
-from ..session import backend_session
+from ..session import backend_session, master_of
 from .fault_plan import saved_costs
 from .native_outcome import native_outcome
 from .query_run import NativeRun, _has_jar
@@ -161,6 +161,7 @@ from .session_confs import engine_confs
 from .support import (
     BACKEND,
     FS_FAULTS,
+    LOCAL_EXECUTOR_LOSS,
     SUPPORTED_FAULTS,
     SUPPORTED_OPERATORS,
     UNSUPPORTED_FAULTS,
@@ -198,13 +199,17 @@ def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | 
     if workdir is not None and os.path.exists(os.path.join(workdir, "checkpoint")):
         raise ValueError(f"{workdir}: already holds a checkpoint; the spark-native backend needs a fresh workdir "
                          "(Spark would resume the old query)")
+    for i, fault in enumerate(scenario.faults):
+        if fault.kind == "executor_loss" and master_of(master).startswith("local"):
+            raise NativeUnsupported(f"faults[{i}].kind", f"fault 'executor_loss' is not supported by the "
+                                                         f"spark-native backend here: {LOCAL_EXECUTOR_LOSS}")
     spark = backend_session(BACKEND, master)
     if any(f.kind == "task_failure" for f in scenario.faults) and not spark.sparkContext.master.startswith("local") \
             and not _has_jar(spark):
         raise NativeUnsupported("faults", "task_failure on a cluster needs the checkpoint filesystem's jar (its "
                                           "fault marks, shared by every JVM on this host); without it the fault's "
                                           "fired-once mark is a system property of one executor's JVM")
-    by_path = any(f.kind in FS_FAULTS for f in scenario.faults)
+    by_path = any(f.kind in FS_FAULTS or f.kind == "executor_loss" for f in scenario.faults)
     fs = LatencyCheckpoint.start(spark, storage_profile, scenario.seed) if storage_profile or by_path else None
     if uses_stat_sink(scenario, realtime):
         require_stat_sink(spark)

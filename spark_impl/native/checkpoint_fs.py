@@ -172,7 +172,10 @@ def session_confs() -> dict[str, str]:
         _unavailable = str(exc)
         return {}
     _unavailable = None
-    return {"spark.jars": str(jar), f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS}
+    # the executors of a localhost cluster load it from the same path, on their own class path (as the driver's
+    # JVM does through spark.jars): Hadoop looks the scheme's class up with the system class loader there too
+    return {"spark.jars": str(jar), "spark.executor.extraClassPath": str(jar),
+            f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS}
 
 
 def require_loaded(spark: Any, cls: str = FS_CLASS) -> None:

@@ -46,7 +46,8 @@ driver's JVM (``Runtime.halt``: no shutdown hook, no stream closed or
 cancelled, so the disk holds what a killed process leaves, temporary files
 included); ``storage_write_error`` throws an IOException, as S3A does on a
 failed PUT; ``storage_latency`` sleeps ``ms`` on that one operation;
-``executor_loss`` halts the JVM of the executor whose task reached it. Each
+``executor_loss`` halts the JVM of the executor whose task reached a state file
+(``_executor_trigger``; never the driver's JVM: a local master is refused). Each
 fault fires once across the run's JVMs: the Java side marks it by creating
 ``<marks>/fault-<i>`` exclusively, and writes there where it fired.
 """
@@ -102,6 +103,9 @@ def fs_trigger(fault: Fault, scenario: Scenario) -> FsTrigger | None:
     assert at.step is not None and at.batch is not None, "a fault fired by path is at a step and batch"
     step, when, b, p = at.step, at.when, at.batch, at.partition
     stateful = scenario.operator.stateful
+    if fault.kind == "executor_loss":
+        assert stateful, "a stateless query's executor loss is no file operation (plan.executor_loss_filter)"
+        return _executor_trigger(scenario, step, when, b, p)
     offsets, commits = rf"checkpoint/offsets/{b}", rf"checkpoint/commits/{b}"
     sink = _sink_file(scenario, b)
     exactly_once = scenario.sink_mode == "exactly_once"
@@ -132,6 +136,18 @@ def fs_trigger(fault: Fault, scenario: Scenario) -> FsTrigger | None:
     if step in ("commit_log_write", "source_commit"):
         return FsTrigger("rename", "after", commits)
     raise ValueError(f"step {step!r} has no operation in Spark's checkpoint")
+
+
+def _executor_trigger(scenario: Scenario, step: str, when: str, b: int, p: int | None) -> FsTrigger:
+    """Where an executor is lost in a stateful query's task of batch b, partition p: at its state file of
+    version b+1, whose create, close and rename run in the executor (its output rows go to the sink once the
+    version is committed, so a loss at the sink write comes after the rename)."""
+    state = _state_file(scenario, b + 1, p)
+    if step == "state_load" or (step, when) == ("task_apply", "before"):
+        return FsTrigger("create", "before", state)
+    if step == "task_apply" or (step, when) == ("changelog_write", "before"):
+        return FsTrigger("create", "after", state)
+    return FsTrigger("rename", "after", state)
 
 
 def _anchored(root: str, target: str) -> str:

@@ -20,6 +20,7 @@ from reference.timing import LatencySummary, Throughput, summarize_latency, summ
 
 from ..latency import SinkDelivery, record_latencies_ms, record_throughput
 from .fault_plan import MARK_PREFIX
+from .plan import EXECUTOR_MARK
 from .query_run import NativeRun
 from .stat_sink import first_processed, read_stat_sink
 from .state import read_states
@@ -142,6 +143,14 @@ def faults_fired(run: NativeRun) -> tuple[list[dict[str, Any]], list[dict[str, A
             fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": b, "op": mark["op"],
                           "when": mark["when"], "path": run.relative(mark["path"]),
                           "incarnation": run.fired_in.get(f"{MARK_PREFIX}{index}"),
+                          **{k: mark[k] for k in ("pid", "thread", "executor", "stageId", "partitionId",
+                                                  "attemptNumber") if k in mark}})
+        elif point == "executor":
+            mark = marks.get(f"{EXECUTOR_MARK}{index}")
+            if mark is None:
+                not_fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": b})
+                continue
+            fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": b,
                           **{k: mark[k] for k in ("pid", "thread", "executor", "stageId", "partitionId",
                                                   "attemptNumber") if k in mark}})
         elif point == "task":

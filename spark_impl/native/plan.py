@@ -245,6 +245,24 @@ def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Seq
     return df.repartition(partitions, *keys).filter(F.expr(condition))
 
 
+def executor_loss_filter(df: Any, faults: Sequence[tuple[int, Fault]], marks: TaskMarks) -> Any:
+    """Halt the executor that runs a stateless query's task of the fault's batch, once per fault, while the task
+    writes its output rows (the batch's sink write): ``FaultMarks.loseExecutor`` reads the task's micro-batch
+    from its local property (``streaming.sql.batchId``) and halts only an executor's JVM. A batch of a stateless
+    query is one task per input file, so ``at.partition`` is not used. The condition is always true; its calls
+    are what matters."""
+    if not faults:
+        return df
+    assert marks.marks is not None, "an executor loss is marked in a file (the checkpoint filesystem's jar)"
+    from pyspark.sql import functions as F
+    calls = [f"length(coalesce(reflect('{FAULT_MARKS_CLASS}', 'loseExecutor', '{marks.marks}', "
+             f"'{EXECUTOR_MARK}{index}', '{fault.at.batch}'), '')) >= 0" for index, fault in faults]
+    return df.filter(F.expr(" AND ".join(calls)))
+
+
+EXECUTOR_MARK = "executor-"   # the mark of a stateless query's executor loss i: <marks>/executor-<i>
+
+
 def session_sum_function(timeout_ms: int) -> Any:
     """The reference's ``session_sum`` for applyInPandasWithState (event-time timeout)."""
 
@@ -274,9 +292,11 @@ def session_sum_function(timeout_ms: int) -> Any:
 
 
 def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence[tuple[int, Fault]],
-                marks: TaskMarks, source_options: dict[str, str] | None = None) -> Any:
+                marks: TaskMarks, source_options: dict[str, str] | None = None,
+                losses: Sequence[tuple[int, Fault]] = ()) -> Any:
     """The scenario's query as a streaming DataFrame with columns (key, a, b, c) per operator; the file source
-    takes ``source_options`` (by default the untimed runs' one file per trigger)."""
+    takes ``source_options`` (by default the untimed runs' one file per trigger); ``losses``: a stateless
+    query's executor losses (``executor_loss_filter``)."""
     from pyspark.sql import functions as F
     op = scenario.operator
     parts = scenario.state_partitions
@@ -297,7 +317,7 @@ def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence
         return joined.select(F.col("lk").alias("key"), F.col("lv").alias("a"), F.col("rv").alias("b"))
     df = _read(spark, root, "main", options)
     if op.kind == "map":   # the record's identity travels along: the stat sink keys each record's latency by it
-        return df.select("key", F.col("value").alias("a"), "sp", "off")
+        return executor_loss_filter(df.select("key", F.col("value").alias("a"), "sp", "off"), losses, marks)
     if op.kind == "aggregate":
         df = guarded(df, ["key"])
         agg = F.count(F.lit(1)) if op.agg == "count" else F.sum("value")

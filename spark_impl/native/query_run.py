@@ -79,7 +79,8 @@ class NativeRun:
         self.total_records = sum(self.files.data.totals)
         self.storage: dict[str, Any] | None = None   # what the checkpoint's storage cost (a storage profile)
         self.faults = FaultBook(scenario.faults)
-        self.sites = {i: fault_site(f, f"faults[{i}]", realtime=realtime) for i, f in enumerate(scenario.faults)}
+        self.sites = {i: fault_site(f, f"faults[{i}]", realtime=realtime, stateful=scenario.operator.stateful)
+                      for i, f in enumerate(scenario.faults)}
         self.triggers: dict[int, FsTrigger | None] = {i: fs_trigger(f, scenario) for i, f in enumerate(scenario.faults)
                                                       if self.sites[i][0] == "fs"}
         assert not self.triggers or fs is not None, "faults fired by path need the checkpoint filesystem"
@@ -344,8 +345,10 @@ class NativeRun:
 
     def start(self, life: int) -> Any:
         task_faults = [(self.faults.index_of(f), f) for f in self.pending("task", life)]
+        losses = [(self.faults.index_of(f), f) for f in self.pending("executor", life)]
         settings = stream_settings(self.sc, self.realtime)
-        df = build_query(self.spark, self.sc, self.root, task_faults, self.task_marks, settings.source_options)
+        df = build_query(self.spark, self.sc, self.root, task_faults, self.task_marks, settings.source_options,
+                         losses)
         options = {"checkpointLocation": self.location, **settings.query_options}
         if self.stat_sink:
             return start_with_stat_sink(df, self.stat_dir, STAT_COLUMNS, output_mode=output_mode(self.sc.operator),

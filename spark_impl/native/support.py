@@ -20,7 +20,7 @@ BACKEND = "spark-native"
 SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "join",
                        "stateful_function")
 SUPPORTED_FAULTS = ("driver_crash", "task_failure", "storage_write_error", "storage_latency", "corrupt_file",
-                    "delete_file")
+                    "delete_file", "executor_loss")
 # faults fired inside Spark's own checkpoint code, at a file operation (fault_plan.py)
 FS_FAULTS = ("driver_crash", "storage_write_error", "storage_latency")
 
@@ -32,9 +32,10 @@ ZOMBIE_REFUSAL = (
     "local master the attempt's thread has ended when its failure is reported (Executor.TaskRunner), and the "
     "adapter's sink runs once per batch attempt on the driver (ForeachBatchSink), with no task attempts; a late "
     "writer needs an executor that lost contact but kept running, which a local master does not have")
+LOCAL_EXECUTOR_LOSS = ("on a local master the executor lives in the driver's JVM, so losing it is a driver "
+                       "crash; use driver_crash, or run on a standalone cluster (--master spark://...), where an "
+                       "executor is a JVM of its own")
 UNSUPPORTED_FAULTS = {
-    "executor_loss": "on a local master the executor lives in the driver's JVM, so losing it is a driver crash; "
-                     "use driver_crash",
     "zombie_write": ZOMBIE_REFUSAL,
     "clock_skew": "Spark reads the wall clock of its JVM (the query's trigger clock is SystemClock, "
                   "StreamingQueryManager.startQuery); the adapter has no hook to skew it",
@@ -48,8 +49,9 @@ UNSUPPORTED_OPERATORS = {
 
 FaultSite = tuple[str, int]   # (point, batch): where in Spark's micro-batch a fault fires, and in which batch
 # the points: "fs", at a file operation of Spark's checkpoint (fault_plan.py); "before_batch", while the query
-# is stopped between batch b-1 and b (damage to a file); "task", in the stateful operator's task (plan.py)
-POINTS = ("fs", "before_batch", "task")
+# is stopped between batch b-1 and b (damage to a file); "task", in the stateful operator's task (plan.py);
+# "executor", in the output rows of a stateless query's task (an executor's loss)
+POINTS = ("fs", "before_batch", "task", "executor")
 
 
 class NativeUnsupported(ScenarioRefused):
@@ -121,7 +123,7 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
                                            "(reference/redelivery.py) in the driver's plan; open-source Spark has "
                                            "no Pub/Sub connector to run it through")
     for i, fault in enumerate(scenario.faults):
-        fault_site(fault, f"faults[{i}]", realtime=realtime)
+        fault_site(fault, f"faults[{i}]", realtime=realtime, stateful=scenario.operator.stateful)
         if uses_stat_sink(scenario, realtime):
             raise NativeUnsupported(f"faults[{i}]", "a realtime run of a stateless query delivers through Spark's "
                                                     "foreach sink (the stat sink), which has no point at which "
@@ -172,7 +174,7 @@ def _check_modes(scenario: Scenario, realtime: bool) -> None:
                                 "spark-native backend cannot commit them in parallel")
 
 
-def fault_site(fault: Fault, where: str, *, realtime: bool = False) -> FaultSite:
+def fault_site(fault: Fault, where: str, *, realtime: bool = False, stateful: bool = True) -> FaultSite:
     """Where ``fault`` (``where`` names it, e.g. ``faults[2]``) fires in Spark's micro-batch: (point, batch)."""
     if fault.kind in UNSUPPORTED_FAULTS:
         raise NativeUnsupported(f"{where}.kind", f"fault {fault.kind!r} is not supported by the spark-native "
@@ -186,6 +188,10 @@ def fault_site(fault: Fault, where: str, *, realtime: bool = False) -> FaultSite
         return "task", b
     if fault.kind in FS_FAULTS:
         return "fs", b
+    if fault.kind == "executor_loss":
+        # a stateful query's task writes its state files (fired by path); a stateless one's writes nothing, and
+        # a hook in its output rows halts the executor running the batch (plan.executor_loss_filter)
+        return ("fs" if stateful else "executor"), b
     # damage is done between two batches, while no query runs: before b's plan (or its offset entry), else
     # after b's commit
     if (fault.at.step, fault.at.when) not in (("plan", "before"), ("plan", "after"), ("offset_log_write", "before")):

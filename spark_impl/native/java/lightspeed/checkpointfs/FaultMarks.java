@@ -150,13 +150,43 @@ public final class FaultMarks {
     return create(dir, name, line) ? null : read(dir, name);
   }
 
-  /** Spark SQL's reflect() from a task: the first time, mark ``name`` and halt this (an executor's) JVM. */
-  public static String loseExecutor(String dir, String name, String detail) {
-    if (create(dir, name, "{\"detail\":" + quote(detail) + "," + context() + "}")) {
+  /** Spark SQL's reflect() from a task: the first time a task of micro-batch ``batch`` runs it in an executor's
+   *  JVM (not the driver's), mark ``name`` and halt that JVM; "" while it has not fired, else the mark. */
+  public static String loseExecutor(String dir, String name, String batch) {
+    Object task = call("org.apache.spark.TaskContext", null, "get");
+    if (task == null || !batch.equals(localProperty(task, BATCH_ID_KEY)) || !inExecutor()) {
+      return "";
+    }
+    if (create(dir, name, "{\"detail\":" + quote("batch " + batch) + "," + context() + "}")) {
       LatencyFileSystem.saveReports(dir);
       halt();
     }
     return read(dir, name);
+  }
+
+  // the task's local property that names its micro-batch (MicroBatchExecution.BATCH_ID_KEY)
+  static final String BATCH_ID_KEY = "streaming.sql.batchId";
+
+  /** Whether this JVM is an executor's and not the driver's (SparkEnv's executorId is "driver" there). */
+  static boolean inExecutor() {
+    Object env = call("org.apache.spark.SparkEnv$", module("org.apache.spark.SparkEnv$"), "get");
+    Object executor = field("org.apache.spark.SparkEnv", env, "executorId");
+    return executor != null && !"driver".equals(String.valueOf(executor));
+  }
+
+  /** TaskContext.getLocalProperty(key), or null. */
+  private static String localProperty(Object task, String key) {
+    try {
+      for (Method m : Class.forName("org.apache.spark.TaskContext").getDeclaredMethods()) {
+        if (m.getName().equals("getLocalProperty") && m.getParameterCount() == 1) {
+          Object value = m.invoke(task, key);
+          return value == null ? null : String.valueOf(value);
+        }
+      }
+    } catch (ReflectiveOperationException | LinkageError | RuntimeException e) {
+      return null;
+    }
+    return null;
   }
 
   /** Halt this JVM as a crash does: no shutdown hook runs, no stream is closed. */

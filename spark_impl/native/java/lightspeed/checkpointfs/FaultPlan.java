@@ -150,6 +150,9 @@ final class FaultPlan {
         continue;
       }
       String where = when + " " + op + " of " + target;
+      if (rule.kind.equals("executor_loss") && !FaultMarks.inExecutor()) {
+        continue;   // an executor's loss, never the driver's: the operation ran in the driver's JVM
+      }
       if (!FaultMarks.claimRule(marks, rule.index, rule.kind, op, when, target, localPath)) {
         continue;   // fired already, in this JVM or an earlier one
       }
