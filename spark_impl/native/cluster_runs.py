@@ -15,8 +15,6 @@ with the reference's. Prints a JSON report; exit 0 iff every case holds.
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +25,7 @@ from reference.oracles import check_outcome, failures
 from reference.run import run_scenario
 from reference.scenario import load_scenario
 
-from ..cluster import LocalCluster
+from ..cluster import LocalCluster, suite_main
 from ..session import session, stop
 from . import run_native
 
@@ -73,21 +71,8 @@ def run_on_cluster(paths: Sequence[str], workers: int = 2) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m spark_impl.native.cluster_runs",
-        description="Start a Spark standalone cluster on localhost, run scenarios on Spark's own Structured "
-                    "Streaming there (executor_loss included), judge each with the reference oracles and compare "
-                    "it with the reference. Prints a JSON report; exit 0 iff every case holds.")
-    parser.add_argument("scenarios", nargs="+", help="scenario JSON files")
-    parser.add_argument("--workers", type=int, default=2, help="one-core workers, each with its executor")
-    parser.add_argument("--out", help="also write the report here")
-    args = parser.parse_args(argv)
-    report = run_on_cluster(args.scenarios, args.workers)
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
-    return 0 if report["ok"] else 1
+    return suite_main("Spark's own Structured Streaming (executor_loss included)", run_on_cluster,
+                      list(argv) if argv is not None else None, prog="python -m spark_impl.native.cluster_runs")
 
 
 if __name__ == "__main__":
