@@ -9,8 +9,11 @@ What it holds:
   judged and compared), ``judging.py`` (outcome files and verdicts), ``checkpoint_dir.py`` (checkpoint
   directories: claiming, writing, opening), ``input_files.py`` (reading a file the user named),
   ``exploration.py`` (the explorer with a plan and a progress bar), ``demo.py`` and ``experiment_cli.py``.
-- The named experiments: ``experiment.py`` (Point, Check, RunContext, Experiment), ``registry.py`` (names to
-  the definitions in ``defs/``), ``sweep.py`` (one run end to end), ``execution.py`` (points inline, in
+- The named experiments: one folder each (``offset_management/``, ...: ``definition.py``, ``claims.py``,
+  ``section.py``), ``experiment.py`` (Point, Check, RunContext, Experiment), ``registry.py`` (one line per
+  experiment: its name and its folder), ``publications.py`` (the sources and the ``Claim`` type),
+  ``claims.py`` (every experiment's claims in one table), ``scenario_builders.py`` and ``outcome_metrics.py``
+  (the scenarios the experiments build and the numbers they read from outcomes), ``sweep.py`` (one run end to end), ``execution.py`` (points inline, in
   processes or as Spark tasks), ``measure.py`` (a point's run on its backend), ``profiles.py`` (simulator cost
   profiles), ``stats.py``, ``figures.py``, ``results.py`` (results.json and reproducing it), ``provenance.py``,
   ``progress.py`` (tqdm bars).

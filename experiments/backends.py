@@ -64,12 +64,36 @@ class MasterError(ValueError):
 MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[^\s,/:]+:\d+(,[^\s,/:]+:\d+)*)$")
 
 
+MAX_LOCAL_THREADS = 1_024   # local[N]: more threads than any machine this runs on has cores
+
+
 def check_master(master: str | None) -> str | None:
-    """``master`` when it is a Spark master the spark backends run on; ``MasterError`` naming it otherwise."""
-    if master is not None and not MASTER.match(master):
-        raise MasterError(f"--master {master!r}: expected local, local[N], local[*], local[N,F] or "
+    """``master`` when it is a Spark master the spark backends run on; ``MasterError`` naming it otherwise, at
+    once (not after Spark's start-up): its syntax, a thread count of 1 to ``MAX_LOCAL_THREADS``, a failure count
+    of at least 1, ports of 1 to 65535."""
+    if master is None:
+        return master
+    if not MASTER.match(master):
+        raise MasterError(f"--master {master[:200]!r}: expected local, local[N], local[*], local[N,F] or "
                           "spark://HOST:PORT")
+    counts = re.fullmatch(r"local\[(\d+|\*)(?:,(\d+))?\]", master)
+    if counts is not None:
+        threads, failures = counts.groups()
+        if threads != "*" and not 1 <= _small(threads) <= MAX_LOCAL_THREADS:
+            raise MasterError(f"--master {master[:60]!r}: local[N] runs N threads; expected N from 1 to "
+                              f"{MAX_LOCAL_THREADS:,}, or *")
+        if failures is not None and _small(failures) < 1:
+            raise MasterError(f"--master {master[:60]!r}: local[N,F] allows F task failures; expected F of at "
+                              "least 1")
+    for port in re.findall(r":(\d+)", master):
+        if not 1 <= _small(port) <= 65_535:
+            raise MasterError(f"--master {master[:200]!r}: port {port[:20]} is not a port (1 to 65535)")
     return master
+
+
+def _small(digits: str) -> int:
+    """The number ``digits`` says, or one too large for any count here when it has more than 9 digits."""
+    return int(digits) if len(digits) <= 9 else 10**9
 
 
 def parse_backend_list(text: str, at_least: int = 1) -> list[str]:

@@ -13,13 +13,17 @@ anything runs, without a full walk and without writing to it:
   and a scenario digest, and its layout; one is refused unless the user asks to
   overwrite it, and layout files without that marker are refused as not the
   tool's;
-- a link given as the directory is never followed to delete what it points to.
+- a link given as the directory is never followed to delete what it points to;
+- a checkpoint to overwrite must be replaceable whole: its parent writable, it
+  no mount point, each of its folders writable (``checkpoint_swap.swap_problem``).
 
 Only then is the directory made (if it is new) and locked: a lock file (hidden,
 so no checkpoint reader sees it) refuses a second run while the first is alive.
-The old checkpoint's files, each by name, are removed only when the run's own
-checkpoint is written (``Claim.write``), after the scenario validated and the
-backend ran it; a run that was refused or failed leaves the directory as it was.
+The old checkpoint is replaced only when the run's own checkpoint is written
+(``Claim.write``), after the scenario validated and the backend ran it, and
+then whole: the new one is built beside it and swapped in by one rename
+(``checkpoint_swap.py``). A run that was refused, failed or interrupted, in any
+phase (``PHASES``), leaves the old checkpoint whole, or the new one.
 ``open_checkpoint`` opens a directory for the oracles with the snapshot readers
 its metadata names.
 """
@@ -28,13 +32,16 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from experiments.backends import snapshot_readers_for
-from experiments.output_paths import writable
+from experiments.checkpoint_swap import SIBLING_MARK, deferred_signals, exchange, remove_tree, sibling, swap_problem, \
+    write_files
+from experiments.output_paths import OutputPathError, path_length, writable
 from reference import layout
 from reference.logs import read_metadata
 from reference.scenario import Scenario
@@ -140,41 +147,113 @@ def _dangerous(root: Path) -> str | None:
 
 # ------------------------------------------------------------------- claim
 
+# Where a run claiming a directory can be interrupted; a hook given to ``claimed`` is called with each in turn.
+PHASES = ("planning", "compute", "write", "swap", "cleanup")
+Hook = Callable[[str], None]
+
+
+def _no_hook(_phase: str) -> None:
+    return None
+
 
 @dataclass
 class Claim:
-    """A directory claimed for a run's checkpoint: the old checkpoint's files (if any) and the lock."""
+    """A directory claimed for a run's checkpoint: what it held when claimed, and the lock (a descriptor of
+    ``root``'s lock file)."""
 
     root: Path
     old: Survey
+    lock_fd: int
+    hook: Hook = _no_hook
 
     def write(self, storage: Storage | None) -> Path:
-        """Remove the old checkpoint's files, each by name, and write ``storage``'s (None: the backend keeps
-        none, and the directory is left without the old one)."""
-        for rel in self.old.files:
-            if rel != LOCK:   # this run's own lock
-                (self.root / rel).unlink(missing_ok=True)
-        for rel in self.old.folders:
-            try:
-                (self.root / rel).rmdir()
-            except OSError:
-                pass   # not empty: the new checkpoint's files, or litter of a dead writer
-        self.old = Survey()
-        if storage is not None:
-            write_checkpoint(storage, self.root)
+        """Replace what ``root`` holds by ``storage``'s checkpoint (None: the backend keeps none, and the
+        directory is left without the old one), so that ``root`` holds the old checkpoint or the new one whole
+        whatever interrupts this (``checkpoint_swap``): the new one is written in a private folder beside
+        ``root``, locked, swapped in by one rename, and the old one, swapped out, is removed. Where no folder can
+        be made beside it (an empty ``root`` in a folder this user may not write, or a mount point), the files
+        are written straight into the empty ``root``, and removed again if the write fails."""
+        if not self.old.data and swap_problem(self.root, []) is not None:
+            return self._write_in_place(storage)
+        new = sibling(self.root)
+        new_lock: int | None = None
+        try:
+            if storage is not None:
+                write_files(storage, new, after_first=lambda: self.hook("write"))
+            new_lock = _lock(new)
+            self.hook("swap")
+            with deferred_signals():
+                exchange(new, self.root)
+                os.close(self.lock_fd)
+                self.lock_fd, new_lock = new_lock, None
+                self.old = Survey()
+                self.hook("cleanup")
+                left = _remove_old(new)
+        except BaseException as exc:
+            if new_lock is not None:
+                os.close(new_lock)
+            if os.path.lexists(new) and _is_ours(new):
+                remove_tree(new)
+            if isinstance(exc, OSError):
+                raise CheckpointDirError(f"{self.root}: the new checkpoint could not be written ({exc.strerror or exc}"
+                                         f"{': ' + exc.filename if isinstance(exc.filename, str) else ''}); the "
+                                         "directory holds what it held before") from None
+            raise
+        if left is not None:
+            print(f"note: the old checkpoint was swapped out to {new} but not wholly removed: {left}",
+                  file=sys.stderr)
         return self.root
+
+    def _write_in_place(self, storage: Storage | None) -> Path:
+        if storage is None:
+            return self.root
+        written: list[str] = []
+        try:
+            written = write_files(storage, self.root, after_first=lambda: self.hook("write"))
+        except BaseException as exc:
+            for entry in os.scandir(self.root):   # it held only the lock: remove all else, following no link
+                if entry.name != LOCK:
+                    if entry.is_dir(follow_symlinks=False):
+                        remove_tree(Path(entry.path))
+                    else:
+                        os.unlink(entry.path)
+            if isinstance(exc, OSError):
+                raise CheckpointDirError(f"{self.root}: the checkpoint could not be written ({exc.strerror or exc}); "
+                                         "what was written of it is removed") from None
+            raise
+        assert written, "a checkpoint holds at least its metadata"
+        return self.root
+
+
+def _is_ours(folder: Path) -> bool:
+    """Whether ``folder`` is a folder ``sibling`` made (never a link, never anything given by the user)."""
+    return SIBLING_MARK in folder.name and not folder.is_symlink() and folder.is_dir()
+
+
+def _remove_old(folder: Path) -> str | None:
+    """Remove the old checkpoint, swapped out to ``folder``, when it holds only a checkpoint's files (what
+    could not be removed, or None); anything else found there now is left, and named."""
+    found = survey(folder)
+    if found.foreign is not None:
+        return f"it now holds {found.foreign}, so it is left as it is"
+    return remove_tree(folder)
 
 
 def check_target(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool = False) -> Survey:
     """``CheckpointDirError`` unless ``path`` may take a checkpoint of ``scenario``; what it holds now.
 
-    Refused: an empty path; a dangerous place (``_dangerous``); a path under a file; a file or special file;
-    a link, when asked to overwrite; a directory holding anything a checkpoint does not hold, or layout files
-    without the marker; a checkpoint, unless ``overwrite``. Nothing is created or written.
+    Refused: an empty or over-long path; a dangerous place (``_dangerous``); a path under a file; a file or
+    special file; a link, when asked to overwrite; a directory holding anything a checkpoint does not hold, or
+    layout files without the marker; a checkpoint, unless ``overwrite``, and then one the swap cannot replace
+    (``checkpoint_swap.swap_problem``). Nothing is created or written.
     """
     if str(path) == "":
         raise CheckpointDirError("--checkpoint: an empty path names no directory; leave the option out to keep "
                                  "no checkpoint")
+    try:
+        path_length(path, "the checkpoint directory")
+    except OutputPathError as exc:
+        raise CheckpointDirError(str(exc)) from None
     root = Path(path)
     danger = _dangerous(root)
     if danger is not None:
@@ -189,33 +268,44 @@ def check_target(path: str | os.PathLike[str], scenario: Scenario, *, overwrite:
             raise CheckpointDirError(f"{path}: cannot be made: {base} is not writable")
         return Survey()
     if root.is_symlink() and overwrite:
-        raise CheckpointDirError(f"{path}: is a symbolic link; --overwrite never follows a link to delete what it "
-                                 "points to; give the directory itself")
+        raise CheckpointDirError(f"{path}: is a symbolic link; --overwrite never follows a link to delete "
+                                 "what it points to; give the directory itself")
     if not root.is_dir():
         raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (SPEC section 3)")
-    if not os.access(root, os.R_OK) or not writable(root):
+    if not os.access(root, os.R_OK | os.X_OK) or not writable(root):
         raise CheckpointDirError(f"{path}: is not writable")
-    found = survey(root)
+    try:
+        found = survey(root)
+    except OSError as exc:
+        raise CheckpointDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if found.foreign is not None:
-        raise CheckpointDirError(f"{path}: holds {found.foreign}; this tool writes a checkpoint only into an "
-                                 "empty directory or one holding a checkpoint, and --overwrite removes only a "
-                                 "checkpoint's own files")
+        raise CheckpointDirError(f"{path}: holds {found.foreign}; this tool writes a checkpoint only "
+                                 "into an empty directory or one holding a checkpoint, and --overwrite removes only "
+                                 "a checkpoint's own files")
     if found.data and found.marker is None:
         raise CheckpointDirError(f"{path}: holds {len(found.data)} file(s) named like a checkpoint's (first: "
-                                 f"{found.data[0]}) but no metadata naming a query: not a checkpoint this tool "
-                                 "wrote; remove them yourself, or choose an empty directory")
+                                 f"{found.data[0]}) but no metadata naming a query: not a checkpoint this "
+                                 "tool wrote; remove them yourself, or choose an empty directory")
     if found.data and not overwrite:
-        raise CheckpointDirError(f"{path}: {_occupied_by(found, scenario)}; give --overwrite to replace it, or "
-                                 "choose an empty directory")
+        raise CheckpointDirError(f"{path}: {_occupied_by(found, scenario)}; give --overwrite to replace it, "
+                                 "or choose an empty directory")
+    if found.data:
+        why = swap_problem(root, found.folders)
+        if why is not None:
+            raise CheckpointDirError(f"{path}: cannot be replaced whole: {why}; nothing was changed")
     return found
 
 
 @contextmanager
-def claimed(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool = False) -> Iterator[Claim]:
+def claimed(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool = False,
+            hook: Hook = _no_hook) -> Iterator[Claim]:
     """Claim ``path`` for a checkpoint of ``scenario`` for the duration of the block (``check_target`` first).
 
-    The old checkpoint is removed by ``Claim.write``, when the run's checkpoint is written; a block that ends
-    before leaves it as it was, and a directory this call made and nothing was written to is removed.
+    The old checkpoint is replaced by ``Claim.write``, when the run's checkpoint is written; a block that ends
+    before leaves it as it was, and a directory this call made and nothing was written to is removed. ``hook``
+    is called with each of ``PHASES``: planning once the directory is locked, compute as the block starts,
+    write once the first file of the new checkpoint is written, swap just before it is swapped in, cleanup just
+    after (``Claim.write``): where a test interrupts the claim.
     """
     root = Path(path)
     check_target(path, scenario, overwrite=overwrite)
@@ -230,14 +320,27 @@ def claimed(path: str | os.PathLike[str], scenario: Scenario, *, overwrite: bool
         if created:
             _remove_if_empty(root)
         raise
+    claim = Claim(root, Survey(), lock_fd, hook)
     try:
-        old = check_target(path, scenario, overwrite=overwrite)   # again, now that no other run can change it
-        yield Claim(root, old)
+        hook("planning")
+        claim.old = check_target(path, scenario, overwrite=overwrite)   # again, now that no other run can change it
+        hook("compute")
+        yield claim
     finally:
-        (root / LOCK).unlink(missing_ok=True)
-        os.close(lock_fd)
+        _unlock(root, claim.lock_fd)
         if created:
             _remove_if_empty(root)   # the run wrote nothing: leave no empty directory behind
+
+
+def _unlock(root: Path, fd: int) -> None:
+    """Release the lock ``fd`` holds, removing its file only when it is still ``root``'s lock file (a run that
+    claimed the directory since may have made a new one)."""
+    try:
+        if os.fstat(fd).st_ino == os.stat(root / LOCK, follow_symlinks=False).st_ino:
+            (root / LOCK).unlink()
+    except OSError:
+        pass
+    os.close(fd)
 
 
 def _remove_if_empty(root: Path) -> None:
@@ -287,14 +390,10 @@ def _lock(root: Path) -> int:
 
 
 def write_checkpoint(storage: Storage, path: str | os.PathLike[str]) -> Path:
-    """Copy every file of a run's checkpoint into ``path``, its ``metadata`` marker first (so a copy cut short
-    is still recognised as the tool's own)."""
+    """Copy every file of a run's checkpoint into the new or empty folder ``path``, its ``metadata`` marker first
+    (so a copy cut short is still recognised as the tool's own), never through a link
+    (``checkpoint_swap.write_files``)."""
     root = Path(path)
-    if isinstance(storage, LocalStorage) and root.exists() and storage.root.resolve() == root.resolve():
-        return root   # the backend wrote it there itself
-    target = LocalStorage(root)
     root.mkdir(parents=True, exist_ok=True)
-    names = storage.list()
-    for name in sorted(names, key=lambda n: n != layout.METADATA):
-        target.write(name, storage.read(name), overwrite=True)
+    write_files(storage, root)
     return root

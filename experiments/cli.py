@@ -23,14 +23,17 @@ import argparse
 import difflib
 import json
 import os
+import signal
 import sys
 import textwrap
+import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable
 
 from experiments import exit_codes
+from experiments.arguments import once_only
 from experiments.backends import (
     BACKEND_NAMES,
     BackendListError,
@@ -40,7 +43,7 @@ from experiments.backends import (
     parse_backend_list,
     run_backend,
 )
-from experiments.checkpoint_dir import Claim, CheckpointDirError, claimed, open_checkpoint
+from experiments.checkpoint_dir import Claim, CheckpointDirError, check_target, claimed, open_checkpoint
 from experiments.demo import cmd_demo
 from experiments.diff import claim_outputs, compare_backends, comparison_lines, options_per_backend
 from experiments.experiment import ExperimentError
@@ -91,8 +94,17 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
     """The options given on the command line, each checked where it can be before anything runs (each backend
     refuses those it does not take)."""
     check_master(getattr(args, "master", None))
-    if getattr(args, "workdir", None) is not None:
-        output_dir(args.workdir, "the spark backends' work files (--workdir)")
+    workdir = getattr(args, "workdir", None)
+    if workdir is not None:
+        output_dir(workdir, "the spark backends' work files (--workdir)")
+        checkpoint = getattr(args, "checkpoint", None)
+        if checkpoint is not None and _overlap(checkpoint, workdir):
+            raise CheckpointDirError(f"--checkpoint {checkpoint} and --workdir {workdir} overlap: the spark backends "
+                                     f"write (and resume) their own checkpoint in {Path(workdir) / 'checkpoint'}, "
+                                     "and --checkpoint gets a copy of it; give a --checkpoint outside --workdir")
+        if (Path(workdir) / "checkpoint" / "metadata").exists():
+            print(f"note: --workdir {workdir} holds a checkpoint ({Path(workdir) / 'checkpoint'}): this run RESUMES "
+                  "it rather than starting afresh; give a new --workdir to start afresh", file=sys.stderr)
     profile = getattr(args, "profile", None)
     if profile is not None and os.path.lexists(profile):   # a profile file (else a shipped profile's name)
         check_regular(profile, "a cost profile JSON file")
@@ -101,10 +113,23 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(**{k: v for k, v in given.items() if v is not None})
 
 
+def _overlap(a: str, b: str) -> bool:
+    """Whether one of the two paths is the other or lies inside it (after resolving links)."""
+    first, second = Path(os.path.realpath(a)), Path(os.path.realpath(b))
+    return first == second or first in second.parents or second in first.parents
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.overwrite and args.checkpoint is None:
+        raise CheckpointDirError("--overwrite replaces the checkpoint --checkpoint DIR names; without --checkpoint "
+                                 "there is nothing to overwrite (the outcome --out names is replaced anyway)")
     scenario = load_scenario(args.scenario)
     options = _run_options(args)
-    out = output_file(args.out, "the outcome (--out)") if args.out is not None else None
+    if args.checkpoint is not None:
+        check_target(args.checkpoint, scenario, overwrite=args.overwrite)   # its refusals come first
+    inside = [p for p in (args.checkpoint, args.workdir and os.path.join(args.workdir, "checkpoint")) if p]
+    out = output_file(args.out, "the outcome (--out)", inputs=[args.scenario], inside=inside) \
+        if args.out is not None else None
     if args.checkpoint is None:
         return _run_and_write(args, scenario, options, out, None)
     with claimed(args.checkpoint, scenario, overwrite=args.overwrite) as claim:
@@ -147,10 +172,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         if note:
             print(f"note: {note}", file=sys.stderr)
     verdicts = check_outcome(scenario, outcome, storage)
-    print(f"{args.outcome}: {tally(verdicts)}")
-    print("\n".join(verdict_lines(verdicts)))
+    print(shown(f"{args.outcome}: {tally(verdicts)}"))
+    print("\n".join(shown(line, 10 * MESSAGE_CHARS) for line in verdict_lines(verdicts)))
     for line in unfired_lines(scenario, outcome):
-        print(line, file=sys.stderr)
+        print(shown(line), file=sys.stderr)
     return exit_codes.CHECK_FAILED if failures(verdicts) else exit_codes.OK
 
 
@@ -159,6 +184,7 @@ def workers_ceiling() -> int:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
+    check_master(args.master)
     if args.backend == "spark-native":
         return cmd_explore_native(args)
     if args.sample is not None:
@@ -169,7 +195,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.workers is not None and not args.master and args.workers > workers_ceiling():
         raise ExperimentError(f"--workers {args.workers}: expected 1 to {workers_ceiling()} ({WORKERS_PER_CORE} per "
                               "core of this machine); more processes only contend for the cores")
-    out = output_file(args.out, "the exploration report (--out)") if args.out is not None else None
+    out = output_file(args.out, "the exploration report (--out)", inputs=[args.scenario]) \
+        if args.out is not None else None
     if args.master:
         from experiments.explore_spark import explore_on_spark
         report = explore_on_spark(scenario, args.master, depth=args.depth, shares=args.workers, quiet=args.quiet)
@@ -213,6 +240,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
+    if args.no_paper and "paper_out" in getattr(args, "_options_given", ()):
+        raise ZooError(f"--no-paper and --paper-out {args.paper_out} disagree: give one of them")
     jiras = resolve(args.only)
     output_file(args.out, "the zoo's rows (--out)")
     if not args.no_paper:
@@ -256,8 +285,8 @@ SCHEME_TEXT = textwrap.fill(exit_codes.SCHEME, 100)
 
 def _sub(sub: Any, name: str, summary: str, description: str, fn: Callable[[argparse.Namespace], int]
          ) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=summary, description=description + "\n\n" + SCHEME_TEXT,
-                       formatter_class=_Formatter)
+    p = once_only(sub.add_parser(name, help=summary, description=description + "\n\n" + SCHEME_TEXT,
+                                 formatter_class=_Formatter))
     p.set_defaults(fn=fn)
     return p
 
@@ -451,10 +480,18 @@ def _unknown_command(parser: argparse.ArgumentParser, commands: list[str], word:
 MESSAGE_CHARS = 1_000   # an error quotes what it names; a hostile file must not turn that into megabytes
 
 
+def shown(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` as it may reach the terminal: its first ``limit`` characters (saying how many there were in all)
+    with every control character (a terminal escape, a NUL, a carriage return) escaped as ``\\xNN``, so a file or
+    folder name cannot forge what is printed."""
+    safe = "".join(c if c.isprintable() or c == " " else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                   for c in text[:limit])
+    return safe if len(text) <= limit else f"{safe}... ({len(text):,} characters in all)"
+
+
 def said(exc: BaseException) -> str:
-    """An error's message on one line, cut at ``MESSAGE_CHARS`` (saying so)."""
-    text = " ".join(str(exc).splitlines())
-    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + f"... ({len(text):,} characters in all)"
+    """An error's message on one line, escaped and cut at ``MESSAGE_CHARS`` (``shown``)."""
+    return shown(" ".join(str(exc).splitlines()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -469,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
             subs[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:   # argparse has printed the usage and the error (or the help)
         return exc.code if isinstance(exc.code, int) else exit_codes.BAD_INPUT
+    previous = signal.signal(signal.SIGTERM, _terminated) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         return int(args.fn(args))
     except ExplorationInterrupted as exc:
@@ -489,6 +528,15 @@ def main(argv: list[str] | None = None) -> int:
     except BAD_INPUT_ERRORS as exc:
         print(f"error: {said(exc)}", file=sys.stderr)
         return exit_codes.BAD_INPUT
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(_signum: int, _frame: Any) -> None:
+    """SIGTERM stops a command as Ctrl-C does: what it was writing is undone or finished whole, never left half
+    (``checkpoint_swap.py``), and it exits 130."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -106,8 +106,8 @@ def claim_outputs(stack: ExitStack, out: Path, names: Sequence[str], scenario: S
     closes); a ``Keep`` that keeps each run there."""
     claims = {}
     for name in names:
-        output_file(out / f"outcome-{name}.json", f"the outcome of {name}")
         claims[name] = stack.enter_context(claimed(out / f"checkpoint-{name}", scenario, overwrite=overwrite))
+        output_file(out / f"outcome-{name}.json", f"the outcome of {name}", replace=overwrite)
     return Keep(out, claims)
 
 

@@ -1,6 +1,6 @@
 """What an experiment is: its points, the sanity checks on its summary, and how a run of it was asked for.
 
-An experiment (one module in ``experiments/defs``) says which points to run
+An experiment (one folder ``experiments/<name>``, its ``definition`` module) says which points to run
 (a scenario, a seed, a backend, a cost profile and what to measure), how to
 summarise the measurements, which sanity checks the summary must pass, and
 what figures to draw. ``experiments.sweep.run_experiment`` runs it.
@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "local[*]"               # where points run as Spark tasks unless --master names another
 EXECUTORS = ("spark", "processes", "inline")
+# how a run's verdicts were reached (``experiments.verdicts``): on an engine, on the simulator's first-principles
+# costs, on costs fitted to the very figures judged, or on costs fitted to other runs
+MEASURED, FIRST_PRINCIPLES, FITTED, FITTED_ELSEWHERE = (
+    "measured", "first principles", "fitted to the claim", "fitted to other runs")
 
 
 class ExperimentError(ValueError):
@@ -199,7 +203,6 @@ class Experiment:
     def basis(self, ctx: RunContext) -> str:
         """How this run's verdicts were reached (``experiments.verdicts``): measured on an engine, or on the
         simulator's first-principles costs."""
-        from experiments.verdicts import FIRST_PRINCIPLES, MEASURED
         return FIRST_PRINCIPLES if ctx.backend == "sim" else MEASURED
 
     def storage(self, ctx: RunContext) -> str | None:

@@ -24,15 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from experiments import exit_codes
-from experiments.backends import BACKEND_NAMES
+from experiments.arguments import once_only
+from experiments.backends import BACKEND_NAMES, check_master
 from experiments.conditions import Condition, header_lines
 from experiments.experiment import DEFAULT_MASTER, EXECUTORS, Experiment, ExperimentError, RunContext, json_ready
 from experiments.figures import draw_figures
 from experiments.registry import DEFINITIONS, get_experiment
 from experiments.provenance import git_revision
-from experiments.results import load_results, reproduce, write_results
+from experiments.output_paths import output_dir, output_file
+from experiments.results import default_out_dir, load_results, reproduce, write_results
 from experiments.sweep import ExperimentResult, run_experiment, summarize_run
 
+
+MAX_SEEDS = 100      # seeds per point: the paper's runs take 3 to 5; each seed multiplies every point
+MAX_WORKERS = 1_024  # parallel points: more than any cluster this runs on offers task slots
 
 # The one exit-code rule of every experiment (``ExperimentResult.exit_code``), as --help states it.
 EXIT_RULE = (
@@ -57,7 +62,7 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
         "engine), and its report says which it could not meet. `lightspeed experiment NAME --help`\n"
         "describes one experiment: its claim, defaults, backends, times and the paper's command.\n\n"
         + EXIT_RULE)
-    p = subparsers.add_parser(
+    p = once_only(subparsers.add_parser(
         "experiment", help="run a named experiment (sweep, results JSON, figures); 'list' shows them",
         formatter_class=argparse.RawDescriptionHelpFormatter, description=description, add_help=False,
         epilog="experiments:\n" + "\n".join(lines) + "\n\nexamples:\n"
@@ -67,22 +72,26 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
                "  lightspeed experiment calibration --backend spark\n"
                "  lightspeed experiment offset-management --reproduce results/experiments/"
                "offset-management/sim-quick/results.json\n"
-               "  lightspeed experiment pipelining --redraw paper/results/pipelining/sim-quick/results.json")
+               "  lightspeed experiment pipelining --redraw paper/results/pipelining/sim-quick/results.json"))
     p.add_argument("-h", "--help", action="store_true", dest="show_help",
                    help="show this help; after NAME, the experiment's own (claim, defaults, times, paper command)")
     p.add_argument("name", metavar="NAME", nargs="?", default=None, help="an experiment name, or 'list'")
     p.add_argument("--backend", choices=BACKEND_NAMES, default=None,
                    help="where the points run (default: the experiment's own; sim for most, spark for calibration)")
     p.add_argument("--quick", action="store_true", help="the small version (seconds; what CI runs)")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per point (default: 1 quick, 3 full)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help=f"seeds per point (default: 1 quick, 3 full; at most {MAX_SEEDS})")
     p.add_argument("--out", default=None, help="output directory (default: results/experiments/NAME/BACKEND-MODE)")
     p.add_argument("--master", default=None,
                    help=f"Spark master the points run on (default {DEFAULT_MASTER}); the spark backends run "
                         "there too (default: their own, local[2])")
-    p.add_argument("--executor", choices=EXECUTORS, default="spark",
-                   help="run points as Spark tasks (default), in local processes, or one by one in this process")
+    p.add_argument("--executor", choices=EXECUTORS, default=None,
+                   help="run points as Spark tasks (the default), in local processes, or one by one in this process")
     p.add_argument("--no-spark", action="store_true", help="same as --executor processes")
-    p.add_argument("--workers", type=int, default=None, help="parallel points (default: Spark's or the cores)")
+    p.add_argument("--workers", type=int, default=None,
+                   help=f"parallel points (default: Spark's or the cores; at most {MAX_WORKERS})")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the results.json an earlier run left in the output directory (refused without it)")
     p.add_argument("--no-figures", action="store_true", help="write results.json only")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--point-timeout", type=float, default=None, metavar="SECONDS",
@@ -138,14 +147,41 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             print(f"figure:  {path}")
         return exit_codes.OK
     ctx = RunContext(backend=args.backend or experiment.default_backend, quick=args.quick, seeds=args.seeds,
-                     out_dir=Path(args.out) if args.out else None,
-                     executor="processes" if args.no_spark else args.executor,
+                     out_dir=Path(args.out) if args.out else None, executor=_executor(args),
                      master=args.master or DEFAULT_MASTER, workers=args.workers, figures=not args.no_figures,
                      quiet=args.quiet, backend_master=args.master, point_timeout_s=args.point_timeout,
                      storage_profile=args.storage_profile)
+    _check_run_options(args)
+    out_dir = ctx.out_dir if ctx.out_dir is not None else default_out_dir(experiment, ctx)
+    output_dir(out_dir, "the experiment's results (--out)")
+    output_file(out_dir / "results.json", "the experiment's results", replace=args.overwrite)
     result = run_experiment(args.name, ctx)
     print_result(result)
     return result.exit_code
+
+
+def _executor(args: argparse.Namespace) -> str:
+    """Where the points run: ``--executor``, or ``processes`` for ``--no-spark``; the two, or ``--no-spark`` with
+    ``--master``, disagreeing is refused."""
+    if args.no_spark:
+        if args.executor not in (None, "processes"):
+            raise ExperimentError(f"--no-spark runs the points in local processes; --executor {args.executor} "
+                                  "says otherwise; give one of them")
+        if args.master is not None:
+            raise ExperimentError(f"--no-spark runs the points without Spark; --master {args.master} names a Spark "
+                                  "master for them; give one of them")
+        return "processes"
+    return args.executor or "spark"
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """The counts and the master given, refused up front when they are out of range (``MAX_SEEDS``,
+    ``MAX_WORKERS``) or malformed, before any point runs."""
+    if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:
+        raise ExperimentError(f"--seeds {args.seeds}: expected 1 to {MAX_SEEDS} seeds per point")
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        raise ExperimentError(f"--workers {args.workers}: expected 1 to {MAX_WORKERS} parallel points")
+    check_master(args.master)
 
 
 def experiment_help(experiment: Experiment) -> str:

@@ -33,7 +33,7 @@ import os
 from typing import Any, Callable, Sequence
 
 from experiments.claims import CLAIMS
-from experiments.defs.offset_management import CONFIGS, CUT_CLAIMS, EXPERIMENT, FITTED_PROFILE, PROFILE
+from experiments.offset_management.definition import CONFIGS, CUT_CLAIMS, EXPERIMENT, FITTED_PROFILE, PROFILE
 from experiments.experiment import RunContext
 from experiments.profiles import sim_profile
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
-from experiments.defs import WARMUP_BATCHES
+from experiments.outcome_metrics import WARMUP_BATCHES
 from experiments.experiment import Check, Point, RunContext
 from experiments.stats import percentile
 from reference.outcome import ProgressEvent

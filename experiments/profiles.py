@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from experiments.experiment import ExperimentError
+from experiments.input_files import read_json
 
 
 def sim_profile(name_or_doc: str | dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -19,16 +20,16 @@ def sim_profile(name_or_doc: str | dict[str, Any], **changes: Any) -> dict[str, 
 
     ``changes`` may name a storage parameter as ``storage__small_write_ms``.
     """
-    from sim.cost_model import PROFILE_DIR, STORAGE_PRESETS, profile_from_dict
+    from sim.cost_model import STORAGE_PRESETS, profile_from_dict, shipped_profile_path
     if isinstance(name_or_doc, dict):
         doc = json.loads(json.dumps(name_or_doc))
     else:
-        path = name_or_doc if os.path.exists(name_or_doc) else os.path.join(PROFILE_DIR, f"{name_or_doc}.json")
-        try:
-            with open(path) as fh:
-                doc = json.load(fh)
-        except FileNotFoundError:
-            raise ExperimentError(f"cost profile {name_or_doc!r}: no such shipped profile or file") from None
+        path = name_or_doc if os.path.exists(name_or_doc) else shipped_profile_path(name_or_doc)
+        if path is None:
+            raise ExperimentError(f"cost profile {name_or_doc[:200]!r}: no such shipped profile or file")
+        doc = read_json(path, "a cost profile JSON file")
+        if not isinstance(doc, dict):
+            raise ExperimentError(f"cost profile {name_or_doc[:200]!r}: not a JSON object of parameters")
     if isinstance(doc.get("storage"), str):
         doc["storage"] = dict(STORAGE_PRESETS[doc["storage"]])
     for key, value in changes.items():

@@ -1,4 +1,8 @@
-"""The one registry of experiments: a name to its definition module and its paper section.
+"""The one registry of experiments: one line per experiment, its name and its folder under ``experiments/``.
+
+An experiment is one unit, as a FoundationDB workload is: its folder ``experiments/<package>/`` holds its
+definition (``definition.py``, ``EXPERIMENT``), the published claims it judges (``claims.py``, ``CLAIMS``) and its
+part of the paper (``section.py``, ``write``); adding an experiment is that folder plus its line here.
 
 The command line (``lightspeed experiment``), the paper's runs
 (``paper/collect_results.py``, whose ``RUNS`` come from each definition's
@@ -20,28 +24,40 @@ from experiments.experiment import Experiment, ExperimentError
 
 @dataclass(frozen=True)
 class Entry:
-    """An experiment's definition module (``EXPERIMENT``) and its paper section module (``write``)."""
+    """An experiment's folder: the package ``experiments.<package>`` and the modules in it."""
 
-    definition: str
-    section: str
+    package: str
+
+    @property
+    def definition(self) -> str:
+        """The module defining ``EXPERIMENT``."""
+        return f"experiments.{self.package}.definition"
+
+    @property
+    def claims(self) -> str:
+        """The module defining ``CLAIMS``, the published claims the experiment judges."""
+        return f"experiments.{self.package}.claims"
+
+    @property
+    def section(self) -> str:
+        """The module defining ``write(writeup)``, the experiment's part of the paper."""
+        return f"experiments.{self.package}.section"
 
 
-def _entry(module: str) -> Entry:
-    return Entry(f"experiments.defs.{module}", f"experiments.sections.{module}")
 
 
 EXPERIMENTS: dict[str, Entry] = {
-    "offset-management": _entry("offset_management"),
-    "pipelining": _entry("pipelining"),
-    "async-state-checkpoint": _entry("async_state_checkpoint"),
-    "changelog-checkpointing": _entry("changelog_checkpointing"),
-    "checkpoint-interval": _entry("checkpoint_interval"),
-    "calibration": _entry("calibration"),
-    "fault-matrix": _entry("fault_matrix"),
-    "state-rebalancing": _entry("state_rebalancing"),
-    "parallel-store-commit": _entry("parallel_store_commit"),
-    "engine-vs-native": _entry("engine_vs_native"),
-    "real-time-mode": _entry("real_time_mode"),
+    "offset-management": Entry("offset_management"),
+    "pipelining": Entry("pipelining"),
+    "async-state-checkpoint": Entry("async_state_checkpoint"),
+    "changelog-checkpointing": Entry("changelog_checkpointing"),
+    "checkpoint-interval": Entry("checkpoint_interval"),
+    "calibration": Entry("calibration"),
+    "fault-matrix": Entry("fault_matrix"),
+    "state-rebalancing": Entry("state_rebalancing"),
+    "parallel-store-commit": Entry("parallel_store_commit"),
+    "engine-vs-native": Entry("engine_vs_native"),
+    "real-time-mode": Entry("real_time_mode"),
 }
 # experiment name -> definition module (one module per experiment)
 DEFINITIONS: dict[str, str] = {name: entry.definition for name, entry in EXPERIMENTS.items()}

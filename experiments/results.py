@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from experiments.execution import run_point
 from experiments.experiment import Experiment, ExperimentError, RunContext
 from experiments.input_files import read_text
+from experiments.output_paths import write_text
 
 RESULTS_ROOT = Path("results") / "experiments"
 
@@ -25,7 +26,9 @@ def default_out_dir(experiment: Experiment, ctx: RunContext) -> Path:
 
 
 def write_results(path: Path, document: dict[str, Any]) -> None:
-    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    """Write a results file whole or not at all, never through a link (``output_paths.write_text``); whether an
+    existing one may be replaced is decided before the run (``experiment_cli``)."""
+    write_text(path, json.dumps(document, indent=1, sort_keys=True) + "\n", "the experiment's results")
 
 
 def load_results(results_path: str | Path) -> dict[str, Any]:

@@ -32,14 +32,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from experiments.claims import Claim, claim as claim_named
+from experiments.claims import claim as claim_named
+from experiments.experiment import FIRST_PRINCIPLES, FITTED, FITTED_ELSEWHERE, MEASURED  # noqa: F401 - the bases
+from experiments.publications import Claim
 
 REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED, NOT_MEASURED = (
     "reproduced", "direction only", "not reproduced", "not measured")
 PARTLY = "partly reproduced"
 VERDICTS = (REPRODUCED, PARTLY, DIRECTION_ONLY, NOT_REPRODUCED, NOT_MEASURED)
-MEASURED, FIRST_PRINCIPLES, FITTED, FITTED_ELSEWHERE = (
-    "measured", "first principles", "fitted to the claim", "fitted to other runs")
 
 
 @dataclass(frozen=True)

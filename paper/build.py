@@ -43,7 +43,8 @@ ROOT = PAPER.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from experiments.claims import CLAIMS, SOURCES  # noqa: E402 - the repository root is on the path now
+from experiments.claims import CLAIMS  # noqa: E402 - the repository root is on the path now
+from experiments.publications import SOURCES  # noqa: E402
 from experiments.registry import EXPERIMENTS, SECTIONS, get_experiment, get_section  # noqa: E402
 from experiments.verdicts import (DIRECTION_ONLY, FITTED, NOT_MEASURED, NOT_REPRODUCED, PARTLY,  # noqa: E402
                                   REPRODUCED)

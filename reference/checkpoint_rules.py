@@ -53,7 +53,6 @@ from typing import Collection
 
 from . import layout
 from .bounds import bounds_of
-from .changelog import MAGIC
 from .json_input import JsonInputError, loads
 from .logs import CommitEntry, OffsetEntry, log_batches, read_metadata
 from .retained import committed_chain, unreadable
@@ -62,7 +61,6 @@ from .sink_files import read_manifest, read_part
 from .state_store import read_state_file
 from .storage import CheckpointFormatError, Storage, inventory
 
-SNAPSHOT_MAGIC = MAGIC["snapshot"]
 RULES = ("layout", "log_entries", "commit_order", "commit_has_offsets", "offsets_committed", "log_retention",
          "watermark_monotone", "lineage_reachable", "state_files", "sink_files", "fetch_state")
 # Each numeric or ordered condition of the rules, listed once with every way it can fail;
@@ -336,14 +334,12 @@ def _unreadable_files(storage: Storage) -> list[tuple[str, str]]:
 
 
 def _state_file(storage: Storage, path: str) -> None:
-    """Decode a state file of the reference's format in full (decodes are cached by content) and compare its
-    header with its name. A snapshot of a backend's own format is decoded where a load reads it (the
-    ``checkpoint`` oracle reads every file on a committed chain): its reader rebuilds a store to read it."""
+    """Decode a state file in full (decodes of the reference's format are cached by content) and compare its
+    header with its name. A snapshot of a backend's own format is decoded by its reader too, which validates
+    every name it holds before restoring it: a load could fall back past a damaged one (SPARK-21696), so only
+    this rule names it when it is off the committed chain."""
     name = layout.parse_state_file(path)
     assert name is not None
-    if name.kind == "snapshot" and getattr(storage, "snapshot_readers", None) \
-            and storage.read(path)[:4] != SNAPSHOT_MAGIC:
-        return
     header, _ = read_state_file(storage, path)
     if (header.version, header.kind, header.uid) != (name.version, name.kind, name.uid):
         raise CheckpointFormatError(f"{path}: holds {header.kind} version {header.version} of lineage id "

@@ -18,6 +18,17 @@
 part of a checkpoint. Ids are written in canonical decimal (``offsets/7``,
 never ``offsets/07``).
 
+A name read from inside a checkpoint (a manifest's file names, a snapshot's
+SST names, a sink manifest's part files, a metadata field) is untrusted input:
+``checked_name`` is the one check every reader applies before such a name
+becomes a path, and a name it refuses is a ``CheckpointFormatError`` naming the
+file and the field. A name passes when it is one path component, or (where a
+relative path is expected) a path of such components: no absolute path, no
+empty, ``.`` or ``..`` component, no NUL or other control character, no
+component over ``MAX_NAME_BYTES`` and no path over ``MAX_PATH_BYTES``. Such a
+path stays under whatever root it is joined to, and the writers that use one
+never follow a link.
+
 State files carry their attempt's lineage uid in the name (Spark's checkpoint
 format v2), so a retried task or a zombie writer can never overwrite or be read
 as the committed version.
@@ -29,6 +40,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from .storage import CheckpointFormatError, excerpt
+
 METADATA = "metadata"
 OFFSETS = "offsets"
 COMMITS = "commits"
@@ -39,6 +52,9 @@ SOURCES = "sources"
 STATE_KINDS = ("changelog", "delta", "snapshot")
 SNAPSHOT_DATA = "SSTs"           # a store's folder of snapshot data in a backend's own format (Spark's RocksDB)
 RUN_LOCK = ".lightspeed-run.lock"
+
+MAX_NAME_BYTES = 255            # one path component, as Linux's NAME_MAX
+MAX_PATH_BYTES = 4096           # a whole relative path, as Linux's PATH_MAX
 
 _STATE_FILE = re.compile(r"^(\d+)_([A-Za-z0-9.-]+)\.(changelog|delta|snapshot)$")
 
@@ -171,3 +187,43 @@ def classify_folder(path: str) -> Entry | None:
         return Entry("snapshot_data", store=parts[1], partition=number(parts[2])) if parts[3] == SNAPSHOT_DATA \
             else None
     return None
+
+
+def name_problem(name: object, *, component: bool = True) -> str | None:
+    """Why ``name``, read from a checkpoint, cannot be joined to a root as a path (``component``: as one path
+    component; else as a relative path), or None when it can (see the module docstring)."""
+    if not isinstance(name, str):
+        return f"is not a string (a JSON {type(name).__name__})"
+    if not name:
+        return "is empty"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return "holds a control character (a NUL, a newline or a terminal escape)"
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid Unicode text"
+    if size > MAX_PATH_BYTES:
+        return f"is {size:,} bytes long, more than the {MAX_PATH_BYTES:,} of a path"
+    if name.startswith("/"):
+        return "is an absolute path"
+    parts = name.split("/")
+    if component and len(parts) > 1:
+        return "is a path, not one file name"
+    for part in parts:
+        if part in ("", ".", ".."):
+            return f"holds the path component {part!r}, which leaves the folder or names none"
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            return f"has a component of {len(part.encode('utf-8')):,} bytes, more than the {MAX_NAME_BYTES} of a " \
+                   "file name"
+    return None
+
+
+def checked_name(name: object, file: str, field: str, *, component: bool = True) -> str:
+    """``name`` when it passes ``name_problem``; else a ``CheckpointFormatError`` naming the checkpoint ``file``
+    it was read from and its ``field`` (``other_files[2].name``), quoting the name short and escaped."""
+    why = name_problem(name, component=component)
+    if why is not None:
+        raise CheckpointFormatError(f"{file}: {field} {excerpt(str(name))} {why}; a name read from a checkpoint "
+                                    "must stay inside it (tampered?)")
+    assert isinstance(name, str)
+    return name

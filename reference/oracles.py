@@ -42,7 +42,7 @@ from .fault_effects import unexplained
 from .scenario import Scenario
 from .sink_files import visible_output
 from .sources import SourceData
-from .state_store import load_version, readable
+from .state_store import load_version, read_state_file
 from .storage import CheckpointFormatError, Storage
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
@@ -484,9 +484,12 @@ def _damaged_on_chain(ctx: Context, storage: Storage) -> Verdict | None:
         for p in range(ctx.scenario.state_partitions):
             for link in committed_chain(storage, sid, p, version, lineage.get(sid, {}).get(str(p), "")):
                 for path in (link.delta, link.snapshot):
-                    if path is not None and not readable(storage, path):
-                        return Verdict("checkpoint", FAIL, f"{path} is damaged (it does not decode)", sid, p,
-                                       link.version)
+                    try:
+                        if path is not None:
+                            read_state_file(storage, path)
+                    except CheckpointFormatError as exc:
+                        return Verdict("checkpoint", FAIL, f"{path} is damaged (it does not decode: {exc})", sid,
+                                       p, link.version)
     return None
 
 

@@ -349,6 +349,19 @@ def _opened_inside(root: Path, path: str) -> Iterator[int]:
             os.close(fd)
 
 
+def create_new_in(folder: int, name: str, data: bytes) -> None:
+    """Create the new file ``name`` (one path component) holding ``data`` in the open directory ``folder``:
+    never over an existing file, never through a link (``FileExistsError``, ``OSError``)."""
+    assert "/" not in name and name not in ("", ".", ".."), f"{name!r} is not one path component"
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
 def _read_bounded(fd: int, full: Path) -> bytes:
     """The bytes of an open regular file, refused with its size when it passes ``MAX_CHECKPOINT_FILE_BYTES``
     (or grows past it while being read)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
 
@@ -271,10 +272,20 @@ def profile_from_dict(raw: dict[str, Any]) -> Profile:
     return Profile(name=str(raw.get("name", "custom")), storage=storage, **values)
 
 
+def shipped_profile_path(name: str) -> str | None:
+    """The file of the shipped profile ``name`` (``local_spark``), or None when no shipped profile has that name.
+    Only a plain name is looked up, so a name with a path in it (``../../x``) never reads a file outside
+    ``PROFILE_DIR``."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,100}", name):
+        return None
+    path = os.path.join(PROFILE_DIR, f"{name}.json")
+    return path if os.path.isfile(path) else None
+
+
 def load_profile(path: str) -> Profile:
-    """Read a JSON profile file, or a shipped profile by name (``local_spark``)."""
-    if not os.path.exists(path) and os.path.exists(os.path.join(PROFILE_DIR, f"{path}.json")):
-        path = os.path.join(PROFILE_DIR, f"{path}.json")
+    """Read a JSON profile file the user named, or a shipped profile by name (``local_spark``)."""
+    if not os.path.exists(path):
+        path = shipped_profile_path(path) or path
     try:
         with open(path) as fh:
             raw = json.load(fh)

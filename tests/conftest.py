@@ -39,6 +39,6 @@ def spark():
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The hostile-input suite (``test_cli_hostile.py``) runs first: a data-losing or hanging command line is the
+    """The hostile-input suites (``test_cli_hostile*.py``) run first: a data-losing or hanging command line is the
     first thing ``make test`` reports. Every other test keeps its order."""
-    items.sort(key=lambda item: item.path.name != "test_cli_hostile.py")
+    items.sort(key=lambda item: not item.path.name.startswith("test_cli_hostile"))

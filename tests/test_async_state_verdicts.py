@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from experiments.defs import async_state_checkpoint as asc
+from experiments.async_state_checkpoint import definition as asc
 from experiments.experiment import RunContext
 from experiments.verdicts import NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from experiments.defs import checkpoint_interval as ci
+from experiments.checkpoint_interval import definition as ci
 from experiments.experiment import RunContext
 from experiments.verdicts import NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 

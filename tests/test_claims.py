@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.claims import CLAIMS, HEADLINE, KAFKA, RATE_SOURCE, SOURCES, SOURCES_ENV, claim, sources_dir
+from experiments.claims import CLAIMS, claim
+from experiments.publications import HEADLINE, KAFKA, RATE_SOURCE, SOURCES, SOURCES_ENV, sources_dir
 from experiments.registry import experiment_names
 
 

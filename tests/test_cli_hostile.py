@@ -26,9 +26,9 @@ import pytest
 
 from experiments import exit_codes
 from experiments.checkpoint_dir import LOCK, write_checkpoint
-from experiments.cli import main
 from reference.changelog import decode_state_file, encode_state_file
 from reference.logs import OffsetEntry
+from hostile_cli import failed_lines, lightspeed, write_crashed_count
 from streamtest import check, crash, fault, make, scenario_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,14 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A running count with a crash after a state commit: scenario.json, outcome.json and checkpoint/."""
-    scenario = make("aggregate", batches=5, faults=[crash("state_commit", 2, partition=0)])
-    result = check(scenario, on="reference")
-    out = tmp_path_factory.mktemp("written")
-    (out / "scenario.json").write_text(scenario.to_json())
-    (out / "outcome.json").write_text(result.outcome.to_json())
-    assert result.checkpoint is not None
-    write_checkpoint(result.checkpoint, out / "checkpoint")
-    return out
+    return write_crashed_count(tmp_path_factory.mktemp("written"))
 
 
 @pytest.fixture
@@ -52,14 +45,6 @@ def work(written: Path, tmp_path: Path) -> Path:
     """A private copy of ``written`` that a test may damage."""
     shutil.copytree(written, tmp_path / "w")
     return tmp_path / "w"
-
-
-def lightspeed(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, str]:
-    """Run the command line; (exit code, stdout, stderr). A traceback anywhere fails the test."""
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err, out + err
-    return code, out, err
 
 
 def check_cli(capsys: pytest.CaptureFixture[str], work: Path, outcome: Path | None = None,
@@ -83,10 +68,6 @@ def one_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, err
     return lines[0]
-
-
-def failed_lines(out: str) -> list[str]:
-    return [line for line in out.splitlines() if "[FAIL]" in line]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

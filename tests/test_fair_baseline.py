@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from experiments.defs import latency_metrics
-from experiments.defs.offset_management import EXPERIMENT as OFFSET_MANAGEMENT
+from experiments.outcome_metrics import latency_metrics
+from experiments.offset_management.definition import EXPERIMENT as OFFSET_MANAGEMENT
 from experiments.experiment import RunContext
 from reference.outcome import Timing
 from reference.run import run_scenario

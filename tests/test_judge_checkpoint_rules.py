@@ -16,6 +16,7 @@ import pytest
 
 from reference import layout
 from reference.catalogue import make
+from reference.changelog import decode_state_file
 from reference.checkpoint_rules import LINE_RULES, RULES, in_flight_limit, violations
 from reference.logs import CommitEntry, encode_entry
 from reference.run import run_scenario
@@ -312,11 +313,19 @@ def test_state_files_names_a_file_whose_header_is_not_its_name(count):
     assert "state_files" in rules(damaged, scenario) or "lineage_reachable" in rules(damaged, scenario)
 
 
-def test_state_files_leaves_a_foreign_snapshot_to_its_reader(count):
+def test_state_files_decodes_a_foreign_snapshot_with_its_reader(count):
+    """A snapshot of a backend's own format passes when its reader decodes it as what its name says, and is named
+    when no reader decodes it (a load may fall back past it, SPARK-21696: only this rule sees it then)."""
     scenario, storage = count
-    foreign = DurableStorage(dict(storage.files), snapshot_readers=(lambda *_: None,))
-    foreign.write("state/0/0/2_r0b1p0a0.snapshot", b"{not ours}", overwrite=True)
+    original = storage.read("state/0/0/2_r0b1p0a0.snapshot")
+
+    def reader(_storage, path, data):   # the reference's own decoding of the bytes the foreign file stands for
+        return decode_state_file(original, path) if data == b"{ours}" else None
+    foreign = DurableStorage(dict(storage.files), snapshot_readers=(reader,))
+    foreign.write("state/0/0/2_r0b1p0a0.snapshot", b"{ours}", overwrite=True)
     assert "state_files" not in rules(foreign, scenario)
+    foreign.write("state/0/0/2_r0b1p0a0.snapshot", b"{not ours}", overwrite=True)
+    assert rules(foreign, scenario)[-1] == "state_files"
     plain = storage.copy()
     plain.write("state/0/0/2_r0b1p0a0.snapshot", b"{not ours}", overwrite=True)
     assert rules(plain, scenario)[-1] == "state_files"

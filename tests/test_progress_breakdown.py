@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from experiments.defs import BREAKDOWN_PARTS, duration_breakdown
+from experiments.outcome_metrics import BREAKDOWN_PARTS, duration_breakdown
 from reference.outcome import ProgressEvent
 from reference.scenario import Scenario
 from sim import simulate

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from test_reference_rebalancing import HAND_MOVES, counts, moves_of
 
-from experiments.defs import rate_scenario, step_durations
+from experiments.outcome_metrics import step_durations
+from experiments.scenario_builders import rate_scenario
 from reference.compare import first_difference
 from reference.oracles import check_outcome, failures
 from reference.run import run_scenario

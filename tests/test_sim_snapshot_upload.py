@@ -67,7 +67,7 @@ def test_the_state_kept_counts_one_rocksdb_snapshot_per_store_and_every_hdfs_sna
     entry each); store 0/1 a snapshot of version 4 (2 keys). HDFS (``delta``): every file is a copy, 3 + 4 + 1 +
     1 + 2 = 11 entries. RocksDB (``changelog``): the newest snapshot of each store, 4 + 2, and the changelogs,
     1 + 1: 8."""
-    from experiments.defs.changelog_checkpointing import kept_state_keys
+    from experiments.changelog_checkpointing.definition import kept_state_keys
     from reference import layout
     from reference.changelog import StateFileHeader, encode_state_file
 

@@ -11,7 +11,8 @@ import dataclasses
 
 import pytest
 
-from experiments.defs import rate_scenario, step_durations
+from experiments.outcome_metrics import step_durations
+from experiments.scenario_builders import rate_scenario
 from reference.compare import first_difference
 from reference.run import run_scenario
 from reference.scenario import Scenario

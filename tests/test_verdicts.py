@@ -123,7 +123,7 @@ def test_flinks_changelog_figures_and_the_rocksdb_posts_direction_each_get_a_ver
     changelog checkpointing is faster. By hand: 4,800 over 300 ms is 16x (reproduced; 1,500% faster), 2.4x is
     direction only (140% faster); +25% storage is within 10 points of +30%, -72% is the other way; +50% recovery
     is 16 points short of +66% (direction only), +100% inside the range."""
-    from experiments.defs.changelog_checkpointing import _flink_verdicts
+    from experiments.changelog_checkpointing.definition import _flink_verdicts
 
     def verdicts(changelog: float, full: float, storage: float, recovery: float) -> list[str]:
         return [v["verdict"] for v in _flink_verdicts({"commit_p50_changelog_ms": changelog,

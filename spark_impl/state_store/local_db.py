@@ -9,7 +9,11 @@ links) that maintenance uploads later. Nothing here is needed for recovery
 may delete this directory at any moment.
 
 Each load builds its instance in a new sub-directory, so the files of an
-abandoned instance are never reused (SPARK-45419, SPARK-51717).
+abandoned instance are never reused (SPARK-45419, SPARK-51717). The
+workspace itself is a private directory made by ``tempfile.mkdtemp`` (mode
+0700, a name no one can predict), in the system's temporary directory unless
+the caller names a root, and is removed on close: a fixed, shared path could
+be made in advance by another user, or be a link.
 """
 
 from __future__ import annotations
@@ -27,8 +31,6 @@ from .changelog_codec import replay_chunks
 from .checkpoint_fs import StoreId
 from .memory import SharedRocksMemory
 from .sst_files import LocalCheckpoint
-
-DEFAULT_LOCAL_ROOT = Path(tempfile.gettempdir()) / "lightspeed-rocksdb"
 
 
 @dataclass
@@ -61,12 +63,17 @@ def unlogged_write_options() -> rocksdict.WriteOptions:
 class LocalWorkspace:
     """The local working directory of one store and the instance currently open in it."""
 
-    def __init__(self, store: StoreId, root: Path, memory: SharedRocksMemory):
+    def __init__(self, store: StoreId, root: Path | None, memory: SharedRocksMemory):
+        """A new private directory (``mkdtemp``) under ``root`` (made if missing; None: the system's
+        temporary directory)."""
         self.store = store
         self.memory = memory
-        self.directory = root / f"{store.op}-{store.partition}-{uuid.uuid4().hex[:12]}"
+        if root is not None:
+            root.mkdir(parents=True, exist_ok=True)
+        self.directory = Path(tempfile.mkdtemp(prefix=f"lightspeed-rocksdb-{store.op}-{store.partition}-",
+                                               dir=root))
         self.checkpoint_dir = self.directory / "checkpoints"
-        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_dir.mkdir()
         self.write_options = unlogged_write_options()
         self.current: LocalDB | None = None
 

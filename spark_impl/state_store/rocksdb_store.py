@@ -42,7 +42,7 @@ from .checkpoint_fs import StoreId
 from .cleanup import delete_planned, plan_retention
 from .commit import Committer, Sealed
 from .lineage import VersionLineage, check_uid
-from .local_db import DEFAULT_LOCAL_ROOT, LocalWorkspace
+from .local_db import LocalWorkspace
 from .maintenance import MaintenancePool, default_pool
 from .manifest_index import ManifestIndex
 from .memory import MemoryBudget, MemoryUsage, shared_memory
@@ -77,7 +77,7 @@ class RocksDBStateStore:
         # state files above this store's version that are not another writer's: on file at the last load (a
         # dead lineage) or written by this store (a failed attempt); ``cleanup`` refuses any other
         self._known_files: set[str] = set()
-        root = Path(local_root) if local_root is not None else DEFAULT_LOCAL_ROOT
+        root = Path(local_root) if local_root is not None else None   # None: a private temporary directory
         self._workspace = LocalWorkspace(self.store, root, self._memory)
         self.local_dir = self._workspace.directory  # disposable: never needed for recovery
         self._lineage = VersionLineage(str(self.store))

@@ -45,9 +45,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reference.storage import CheckpointFormatError, Storage
+from reference.json_input import JsonInputError, loads
+from reference.layout import checked_name
+from reference.storage import CheckpointFormatError, Storage, create_new_in, excerpt
 
 from .checkpoint_fs import StoreId, list_sst_names
+from .lineage import UID_PATTERN
 
 MANIFEST_FORMAT = "lightspeed-rocksdb-snapshot"
 MANIFEST_FORMAT_VERSION = 1
@@ -97,28 +100,95 @@ class SnapshotManifest:
                           sort_keys=True, separators=(",", ":")).encode()
 
 
+MANIFEST_FIELDS = frozenset({"format", "format_version", "version", "uid", "parent_uid", "ssts", "other_files"})
+SST_FIELDS = frozenset({"local_name", "dfs_name", "size_bytes", "content_hash"})
+INLINE_FIELDS = frozenset({"name", "size_bytes", "data_b64"})
+
+
 def decode_manifest(data: bytes, path: str) -> SnapshotManifest:
-    """Parse and verify a manifest; every failure names the file (and the version when known)."""
+    """Parse and verify a manifest; every failure names the file (and the version when known).
+
+    A manifest is read from a checkpoint, so it is untrusted: every file name in it must pass
+    ``reference.layout.checked_name`` as one path component (an SST's checkpoint name must also be an SST
+    name of this layout), no name may be given twice, a lineage id must be one, and a field the format does
+    not have is refused, each naming the field."""
     try:
-        outer = json.loads(data)
+        outer = loads(data)
         body = outer["manifest"]
         raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise CheckpointFormatError(f"{path}: unreadable snapshot manifest: {exc!r}") from None
-    where = f"{path} (version {body.get('version', '?') if isinstance(body, dict) else '?'})"
+    except (JsonInputError, KeyError, TypeError) as exc:
+        raise CheckpointFormatError(f"{path}: unreadable snapshot manifest: {exc}") from None
+    if not isinstance(body, dict) or set(outer) != {"crc32", "manifest"}:
+        raise CheckpointFormatError(f"{path}: a snapshot manifest is {{\"crc32\": n, \"manifest\": {{...}}}}")
+    where = f"{path} (version {str(body.get('version', '?'))[:20]})"
     if outer.get("crc32") != zlib.crc32(raw):
         raise CheckpointFormatError(f"{where}: manifest checksum mismatch (file is corrupt)")
     if body.get("format") != MANIFEST_FORMAT or body.get("format_version") != MANIFEST_FORMAT_VERSION:
-        raise CheckpointFormatError(f"{where}: unknown manifest format {body.get('format')!r} "
-                                    f"v{body.get('format_version')!r}")
-    try:
-        ssts = tuple(SstEntry(s["local_name"], s["dfs_name"], int(s["size_bytes"]), s["content_hash"])
-                     for s in body["ssts"])
-        others = tuple(InlineFile(f["name"], int(f["size_bytes"]), base64.b64decode(f["data_b64"]))
-                       for f in body["other_files"])
-        return SnapshotManifest(int(body["version"]), body["uid"], body["parent_uid"], ssts, others)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointFormatError(f"{where}: malformed manifest: {exc!r}") from None
+        raise CheckpointFormatError(f"{where}: unknown manifest format {str(body.get('format'))[:40]!r} "
+                                    f"v{str(body.get('format_version'))[:20]!r}")
+    _known_fields(body, MANIFEST_FIELDS, where, "manifest")
+    ssts: list[SstEntry] = []
+    others: list[InlineFile] = []
+    names: set[str] = set()
+    for i, s in enumerate(_listed(body, "ssts", where)):
+        _known_fields(s, SST_FIELDS, where, f"ssts[{i}]")
+        local = checked_name(s["local_name"], where, f"ssts[{i}].local_name")
+        dfs = checked_name(s["dfs_name"], where, f"ssts[{i}].dfs_name")
+        if parse_dfs_sst_name(dfs) is None:
+            raise CheckpointFormatError(f"{where}: ssts[{i}].dfs_name {excerpt(dfs)} is not an SST name of this "
+                                        "layout (<stem>-<hash>[-v<version>].sst)")
+        if not isinstance(s["content_hash"], str):
+            raise CheckpointFormatError(f"{where}: ssts[{i}].content_hash is not a string")
+        ssts.append(SstEntry(_unique(local, names, where, f"ssts[{i}].local_name"), dfs,
+                             _count(s["size_bytes"], where, f"ssts[{i}].size_bytes"), s["content_hash"]))
+    for i, f in enumerate(_listed(body, "other_files", where)):
+        _known_fields(f, INLINE_FIELDS, where, f"other_files[{i}]")
+        name = checked_name(f["name"], where, f"other_files[{i}].name")
+        try:
+            inline = base64.b64decode(f["data_b64"], validate=True)
+        except (TypeError, ValueError):
+            raise CheckpointFormatError(f"{where}: other_files[{i}].data_b64 is not base64") from None
+        others.append(InlineFile(_unique(name, names, where, f"other_files[{i}].name"),
+                                 _count(f["size_bytes"], where, f"other_files[{i}].size_bytes"), inline))
+    for key in ("uid", "parent_uid"):
+        uid = body[key]
+        if not isinstance(uid, str) or not (UID_PATTERN.match(uid) or (key == "parent_uid" and uid == "")):
+            raise CheckpointFormatError(f"{where}: {key} {excerpt(str(uid))} is not a lineage id "
+                                        f"({UID_PATTERN.pattern})")
+    return SnapshotManifest(_count(body["version"], where, "version"), body["uid"], body["parent_uid"],
+                            tuple(ssts), tuple(others))
+
+
+def _known_fields(value: object, fields: frozenset[str], where: str, what: str) -> None:
+    """``value`` is an object with exactly ``fields``: a missing or an unknown one is named."""
+    if not isinstance(value, dict):
+        raise CheckpointFormatError(f"{where}: {what} is not a JSON object")
+    unknown, missing = sorted(set(value) - fields), sorted(fields - set(value))
+    if unknown:
+        raise CheckpointFormatError(f"{where}: {what} has the field {excerpt(unknown[0])}, which a snapshot "
+                                    "manifest does not have (tampered?)")
+    if missing:
+        raise CheckpointFormatError(f"{where}: {what} lacks the field {missing[0]!r}")
+
+
+def _listed(body: dict, key: str, where: str) -> list:
+    value = body[key]
+    if not isinstance(value, list):
+        raise CheckpointFormatError(f"{where}: {key} is not a list")
+    return value
+
+
+def _count(value: object, where: str, field: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CheckpointFormatError(f"{where}: {field} {str(value)[:20]} is not a count (an integer >= 0)")
+    return value
+
+
+def _unique(name: str, seen: set[str], where: str, field: str) -> str:
+    if name in seen:
+        raise CheckpointFormatError(f"{where}: {field} {excerpt(name)} names a file the manifest already lists")
+    seen.add(name)
+    return name
 
 
 @dataclass(frozen=True)
@@ -247,7 +317,11 @@ def _inline_file(full: Path) -> InlineFile:
 
 def restore_snapshot(storage: Storage, store: StoreId, manifest_path: str, expected_version: int,
                      expected_uid: str, target_dir: str) -> SnapshotManifest:
-    """Download a snapshot into ``target_dir`` (a fresh local DB directory), verifying every file."""
+    """Download a snapshot into ``target_dir`` (a new, empty local DB directory), verifying every file.
+
+    Every name was checked by ``decode_manifest`` to be one path component, and each file is created in
+    ``target_dir`` through a descriptor of it, new (never over an existing file) and never through a link, so
+    a tampered manifest can write nothing outside ``target_dir``."""
     manifest = decode_manifest(storage.read(manifest_path), manifest_path)
     where = f"{manifest_path} (version {expected_version})"
     if manifest.version != expected_version or manifest.uid != expected_uid:
@@ -255,20 +329,24 @@ def restore_snapshot(storage: Storage, store: StoreId, manifest_path: str, expec
                                     f"uid {manifest.uid!r}, expected uid {expected_uid!r}")
     root = Path(target_dir)
     root.mkdir(parents=True, exist_ok=True)
-    for sst in manifest.ssts:
-        try:
-            data = storage.read(store.sst_path(sst.dfs_name))
-        except CheckpointFormatError as exc:
-            raise CheckpointFormatError(f"{where}: SST {sst.dfs_name} is missing: {exc}") from None
-        if len(data) != sst.size_bytes or content_hash(data) != sst.content_hash:
-            raise CheckpointFormatError(f"{where}: SST {sst.dfs_name} is corrupt "
-                                        f"({len(data)} bytes, expected {sst.size_bytes})")
-        (root / sst.local_name).write_bytes(data)
-    for inline in manifest.other_files:
-        if len(inline.data) != inline.size_bytes:
-            raise CheckpointFormatError(f"{where}: inline file {inline.name} has {len(inline.data)} bytes, "
-                                        f"expected {inline.size_bytes}")
-        (root / inline.name).write_bytes(inline.data)
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for sst in manifest.ssts:
+            try:
+                data = storage.read(store.sst_path(sst.dfs_name))
+            except CheckpointFormatError as exc:
+                raise CheckpointFormatError(f"{where}: SST {sst.dfs_name} is missing: {exc}") from None
+            if len(data) != sst.size_bytes or content_hash(data) != sst.content_hash:
+                raise CheckpointFormatError(f"{where}: SST {sst.dfs_name} is corrupt "
+                                            f"({len(data)} bytes, expected {sst.size_bytes})")
+            create_new_in(folder, sst.local_name, data)
+        for inline in manifest.other_files:
+            if len(inline.data) != inline.size_bytes:
+                raise CheckpointFormatError(f"{where}: inline file {inline.name} has {len(inline.data)} bytes, "
+                                            f"expected {inline.size_bytes}")
+            create_new_in(folder, inline.name, inline.data)
+    finally:
+        os.close(folder)
     return manifest
 
 
