@@ -211,7 +211,7 @@ class TaskMarks:
 FAULT_MARKS_CLASS = "lightspeed.checkpointfs.FaultMarks"
 
 
-def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Sequence[tuple[int, Fault]],
+def task_fault_filter(df: Any, keys: Sequence[str], partitions: int | None, faults: Sequence[tuple[int, Fault]],
                       marks: TaskMarks) -> Any:
     """Make a task of the stateful operator fail once per fault, with Spark SQL expressions only.
 
@@ -227,6 +227,10 @@ def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Seq
     Python UDF would do, but Spark cannot see through a Python evaluation node
     that the rows are still partitioned, so it would shuffle again and the
     failure would land in another stage.)
+
+    A stateless query (``partitions`` None) has no operator to place it in: the
+    filter runs in the task that reads the batch's input file, and
+    ``at.partition`` is not used (a batch is one task per input file).
     """
     if not faults:
         return df
@@ -234,7 +238,7 @@ def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Seq
     condition = None
     for index, fault in faults:
         where = f"pb = {fault.at.batch}"
-        if fault.at.partition is not None:
+        if fault.at.partition is not None and partitions is not None:
             where += f" AND spark_partition_id() = {fault.at.partition}"
         mark = marks.reflect(index, f"concat('batch ', pb, ' partition ', spark_partition_id(), ' key ', {keys[0]})")
         fail = (f"raise_error(concat('injected task_failure (faults[{index}]) in batch ', pb, "
@@ -242,7 +246,7 @@ def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Seq
         clause = f"CASE WHEN {where} THEN (CASE WHEN {mark} IS NULL THEN {fail} ELSE true END) ELSE true END"
         condition = clause if condition is None else f"({condition}) AND ({clause})"
     assert condition is not None, "at least one fault makes a condition"
-    return df.repartition(partitions, *keys).filter(F.expr(condition))
+    return (df if partitions is None else df.repartition(partitions, *keys)).filter(F.expr(condition))
 
 
 def executor_loss_filter(df: Any, faults: Sequence[tuple[int, Fault]], marks: TaskMarks) -> Any:
@@ -317,6 +321,7 @@ def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence
         return joined.select(F.col("lk").alias("key"), F.col("lv").alias("a"), F.col("rv").alias("b"))
     df = _read(spark, root, "main", options)
     if op.kind == "map":   # the record's identity travels along: the stat sink keys each record's latency by it
+        df = task_fault_filter(df, ["key"], None, task_faults, marks)
         return executor_loss_filter(df.select("key", F.col("value").alias("a"), "sp", "off"), losses, marks)
     if op.kind == "aggregate":
         df = guarded(df, ["key"])

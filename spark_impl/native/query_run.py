@@ -336,12 +336,13 @@ class NativeRun:
         return rel if not rel.startswith("..") else os.path.relpath(local_path, self.root)
 
     def failure_message(self, failure: BaseException, life: int) -> str:
-        error = f"the Spark query failed in incarnation {life}: {describe_failure(failure)}"
+        """Spark's error, as Spark worded it (whether it names a damaged file is Spark's to show: the damage
+        done is in the notes)."""
         damaged = [f for f in self.fired if f["kind"] in DAMAGE_KINDS]
         if damaged:
-            error += "; after " + ", ".join(
-                f"faults[{f['fault']}] {f['kind']} {self.sc.faults[f['fault']].path}" for f in damaged)
-        return error
+            self.notes.append("the query failed after " + ", ".join(
+                f"faults[{f['fault']}] {f['kind']} {self.sc.faults[f['fault']].path}" for f in damaged))
+        return f"the Spark query failed in incarnation {life}: {describe_failure(failure)}"
 
     def start(self, life: int) -> Any:
         task_faults = [(self.faults.index_of(f), f) for f in self.pending("task", life)]
