@@ -54,6 +54,10 @@ from reference.steps import NodeId
 
 BACKEND = "spark-native"
 CHILD_TIMEOUT_S = 6 * 3600.0   # a share's driver process that runs longer is taken to be stuck
+# The explorer's driver JVMs compile with C1 only: a cut's JVM lives a minute, and C2's compiler threads would
+# take the cores its first batches need (a crash starts a JVM per cut). It changes how fast Spark runs, not
+# what it does.
+EXPLORER_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,9 @@ def explore_share(scenario: Scenario, sample: int, seed: int, share: int, shares
     _total, cuts = sample_cuts(scenario, sample, seed)
     out = []
     mine = [c for i, c in enumerate(cuts) if i % shares == share]
+    if master is None:
+        from spark_impl.session import session
+        session(None, EXPLORER_JVM)   # this process's first Spark: a crash's new JVM gets the same options
     for done, cut in enumerate(mine, 1):
         result = run_cut(scenario, cut, os.path.join(workdir, f"cut-{cut.order}"), master)
         shutil.rmtree(os.path.join(workdir, f"cut-{cut.order}"), ignore_errors=True)

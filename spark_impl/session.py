@@ -22,6 +22,7 @@ DEFAULT_MASTER = "local[2]"
 _lock = threading.Lock()
 _session: Any = None
 _master: str | None = None
+_extra: dict[str, str] = {}   # the extra confs the session started with: a JVM started after a crash gets them too
 
 
 class SparkUnavailable(RuntimeError):
@@ -67,8 +68,9 @@ def master_of(master: str | None = None) -> str:
 
 
 def session(master: str | None = None, extra_conf: dict[str, str] | None = None) -> Any:
-    """The process's SparkSession, created on first use on ``master`` (default ``local[2]``)."""
-    global _session, _master
+    """The process's SparkSession, created on first use on ``master`` (default ``local[2]``) with ``extra_conf``
+    (a JVM started again after a crash, ``forget_dead_jvm``, gets the same)."""
+    global _session, _master, _extra
     with _lock:
         wanted = master_of(master)
         if _session is not None:
@@ -104,7 +106,8 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None)
         # native Spark's checkpoint filesystem with a storage profile's latency: its jar must be on the class
         # path when the JVM starts (built here if needed; without javac the session starts without it)
         from .native.checkpoint_fs import session_confs as checkpoint_fs_confs
-        for key, value in {**checkpoint_fs_confs(), **(extra_conf or {})}.items():
+        extra = dict(extra_conf) if extra_conf is not None else dict(_extra)
+        for key, value in {**checkpoint_fs_confs(), **extra}.items():
             builder = builder.config(key, value)
         try:
             _session = builder.getOrCreate()
@@ -113,7 +116,7 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None)
             raise SparkUnavailable(f"Spark did not start on {wanted}: {first}") from exc
         # task failures are part of the protocol (faults, retries); the engine reports what matters itself
         _session.sparkContext.setLogLevel("FATAL")
-        _master = wanted
+        _master, _extra = wanted, extra
         return _session
 
 
@@ -164,11 +167,11 @@ def _threads(master: str) -> str:
 
 
 def stop() -> None:
-    global _session, _master
+    global _session, _master, _extra
     with _lock:
         if _session is not None:
             _session.stop()
-        _session, _master = None, None
+        _session, _master, _extra = None, None, {}
 
 
 def task_slots(spark: Any) -> int:

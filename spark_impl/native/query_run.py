@@ -18,6 +18,7 @@ checkpoint, or from the marks a fault leaves where it fired.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -54,6 +55,13 @@ JVM_EXIT_WAIT_S = 60.0    # how long a JVM whose connection broke may take to ex
 
 class DeadIncarnation(RuntimeError):
     """foreachBatch of an incarnation whose JVM has died was still running: it must not touch the sink."""
+
+
+class _Py4jBrokenCalls(logging.Filter):
+    """Drops the records py4j's modules log on the root logger (a call broken by a JVM a fault halted)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 class NativeRun:
@@ -226,10 +234,21 @@ class NativeRun:
 
     def execute(self) -> None:
         started = time.time()
+        # a halted JVM takes py4j's connections with it mid-call: py4j logs each broken call with its traceback
+        # (on its "py4j.*" loggers, and with logging.exception on the root logger); the death itself is
+        # reported once, by the incarnation that saw it
+        root, py4j_log = logging.getLogger(), logging.getLogger("py4j")
+        quiet, py4j_level = (_Py4jBrokenCalls() if self.may_halt else None), py4j_log.level
+        if quiet is not None:
+            py4j_log.setLevel(logging.CRITICAL)
+            root.addFilter(quiet)
         try:
             for life, restart in self.supervisor.lives():
                 self.supervisor.ended(life, self.incarnation(life, restart))
         finally:
+            if quiet is not None:
+                py4j_log.setLevel(py4j_level)
+                root.removeFilter(quiet)
             self.stopping.set()
             if self.feeder is not None:
                 self.feeder.join()
