@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test soak typecheck install clean native-fs
+.PHONY: demo test test-quick test-spark test-slow java soak typecheck install clean native-fs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,13 +30,37 @@ native-fs: $(NATIVE_FS_JAR)
 demo: $(STAMP) $(NATIVE_FS_JAR)
 	$(BIN)/lightspeed demo
 
-test: $(STAMP) $(NATIVE_FS_JAR)
+# The tests, tiered by cost in folders (tests/README.md): quick (pure Python, no Java, under 2 minutes),
+# spark (PySpark, a JVM or typst) and slow (soak and exhaustive forms). `make test` type-checks, then runs every
+# tier, each in its own process (the quick tier alone, so the tier guard sees every pyspark import there), and
+# fails at the end naming each tier that failed. The spark and slow tiers need Java 17 and javac: a machine
+# without them fails there, naming what is missing.
+TIERS := quick spark slow
+
+test: $(STAMP) java $(NATIVE_FS_JAR)
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	@failed=""; for tier in $(TIERS); do \
+	  echo "== tests/$$tier"; $(BIN)/python -m pytest tests/$$tier || failed="$$failed $$tier"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: the tiers that failed:$$failed"; exit 1; fi
+
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest tests/quick
+
+test-spark: $(STAMP) java $(NATIVE_FS_JAR)
+	$(BIN)/python -m pytest tests/spark
+
+test-slow: $(STAMP) java $(NATIVE_FS_JAR)
+	$(BIN)/python -m pytest tests/slow
+
+# Java 17, which PySpark needs: its absence fails here, naming it (spark_impl/session.py says what is missing)
+java: $(STAMP)
+	@$(BIN)/python -c "import sys; from spark_impl.session import missing; m = missing(); \
+	sys.exit(f'make: the spark and slow tiers need {m}; install a JDK 17 (java and javac)' if m else 0)"
 
 # the soak runs whole (tests/soak.py): every case of the exhaustive tests (make test runs a short form of each)
 soak: $(STAMP)
-	LIGHTSPEED_SOAK=1 $(BIN)/python -m pytest -m soak
+	LIGHTSPEED_SOAK=1 $(BIN)/python -m pytest -m soak tests
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -17,6 +17,10 @@ What it holds:
   processes or as Spark tasks), ``measure.py`` (a point's run on its backend), ``profiles.py`` (simulator cost
   profiles), ``stats.py``, ``figures.py``, ``results.py`` (results.json and reproducing it), ``provenance.py``,
   ``progress.py`` (tqdm bars).
+- The evidence (issue 39): ``ledger.py`` (every point x seed a unit, kept as it ends with its provenance;
+  fresh, stale, dirty, noisy, failed or missing), ``staleness.py`` (the code a unit measured, as a key, in the
+  working tree or at a commit), ``machine_load.py`` (the CPU other processes used while a unit ran) and
+  ``stopping.py`` (a timed point runs until its p50 is precise or its budget ends).
 - ``scenarios/``: example scenarios.
 
 What it may import: every package of the project (``reference``, ``sim``, ``spark_impl``) and third-party

@@ -1,4 +1,4 @@
-"""The one registry of backends: a name to a ``reference.backend.Backend``.
+"""The one registry of backends: a name to a ``reference.protocol.backend.Backend``.
 
 The command line, the experiments and the tests reach every backend through
 ``get_backend`` / ``run_backend``; nothing else imports a backend's entry
@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from reference.backend import Backend, BackendUnavailable, RunOptions, RunResult
-from reference.logs import read_metadata
-from reference.scenario import Scenario
-from reference.storage import SnapshotReader, Storage
+from reference.protocol.backend import Backend, BackendUnavailable, RunOptions, RunResult
+from reference.protocol.logs import read_metadata
+from reference.language.scenario import Scenario
+from reference.protocol.storage import SnapshotReader, Storage
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Entry:
 
 # backend name -> where it lives; the order is the order help texts list them in
 BACKENDS: dict[str, Entry] = {
-    "reference": Entry("reference.backend", "ReferenceBackend"),
+    "reference": Entry("reference.protocol.backend", "ReferenceBackend"),
     "sim": Entry("sim.backend", "SimBackend"),
     "spark": Entry("spark_impl.engine.backend", "SparkEngineBackend", on_spark=True),
     "spark-native": Entry("spark_impl.native.backend", "NativeBackend", on_spark=True),
@@ -158,6 +159,8 @@ def snapshot_readers_for(storage: Storage) -> tuple[SnapshotReader, ...]:
     fmt = (metadata or {}).get("snapshot_format")
     if fmt is None:
         return ()
+    if not isinstance(fmt, str):
+        raise ValueError(f"metadata: snapshot_format {json.dumps(fmt)[:40]} is not the name of a format")
     for name in BACKEND_NAMES:
         try:
             backend = get_backend(name)

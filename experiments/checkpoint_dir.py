@@ -1,4 +1,4 @@
-"""Checkpoint directories on disk (SPEC section 3): claiming one for a run, writing a run's files, opening one.
+"""Checkpoint directories on disk (spec section 3): claiming one for a run, writing a run's files, opening one.
 
 The tool deletes only what it wrote. ``claimed`` looks at a directory before
 anything runs, without a full walk and without writing to it:
@@ -6,7 +6,7 @@ anything runs, without a full walk and without writing to it:
 - the filesystem root, the home directory, the working directory and their
   ancestors are refused up front, by name;
 - a directory holding anything that is not a file or folder of a checkpoint
-  (``reference.layout.classify``) is refused, naming the first such entry: a
+  (``reference.protocol.layout.classify``) is refused, naming the first such entry: a
   user's own file, a link, a FIFO; the survey stops there, so a large foreign
   tree is never walked;
 - a checkpoint is recognised by its marker, a ``metadata`` file naming a query
@@ -42,10 +42,10 @@ from experiments.backends import snapshot_readers_for
 from experiments.checkpoint_swap import SIBLING_MARK, deferred_signals, exchange, remove_tree, sibling, swap_problem, \
     write_files
 from experiments.output_paths import OutputPathError, path_length, writable
-from reference import layout
-from reference.logs import read_metadata
-from reference.scenario import Scenario
-from reference.storage import CheckpointFormatError, LocalStorage, Storage, entry_kind
+from reference.protocol import layout
+from reference.protocol.logs import read_metadata
+from reference.language.scenario import Scenario
+from reference.protocol.storage import CheckpointFormatError, LocalStorage, Storage, entry_kind
 
 LOCK = layout.RUN_LOCK
 
@@ -62,17 +62,38 @@ def open_checkpoint(path: str | os.PathLike[str]) -> tuple[LocalStorage, str | N
     """
     if str(path) == "":
         raise CheckpointDirError("--checkpoint: an empty path names no directory")
+    try:
+        path_length(path, "the checkpoint directory")
+    except OutputPathError as exc:
+        raise CheckpointDirError(str(exc)) from None
     root = Path(path)
-    if not root.exists():
+    if not os.path.lexists(root):
         raise CheckpointDirError(f"{path}: no such checkpoint directory")
     if not root.is_dir():
-        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (SPEC section 3)")
+        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (spec section 3)")
+    unreadable = _unreadable_folder(root)
+    if unreadable is not None:
+        raise CheckpointDirError(f"{path}: cannot read the checkpoint: {unreadable}")
     storage = LocalStorage(root)
     try:
         readers = snapshot_readers_for(storage)
     except (ValueError, CheckpointFormatError) as exc:
         return storage, f"{path}: {exc}; judged without its snapshot reader"
     return LocalStorage(root, snapshot_readers=readers), None
+
+
+def _unreadable_folder(root: Path) -> str | None:
+    """The first folder of the checkpoint this user cannot list (a listing would silently skip it), with why;
+    never following a link (the checkpoint rules name a link)."""
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                pending += [Path(e.path) for e in listing if e.is_dir(follow_symlinks=False)]
+        except OSError as exc:
+            return f"{folder} ({exc.strerror or exc})"
+    return None
 
 
 # ------------------------------------------------------------------ survey
@@ -271,7 +292,7 @@ def check_target(path: str | os.PathLike[str], scenario: Scenario, *, overwrite:
         raise CheckpointDirError(f"{path}: is a symbolic link; --overwrite never follows a link to delete "
                                  "what it points to; give the directory itself")
     if not root.is_dir():
-        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (SPEC section 3)")
+        raise CheckpointDirError(f"{path}: not a directory; a checkpoint is a directory (spec section 3)")
     if not os.access(root, os.R_OK | os.X_OK) or not writable(root):
         raise CheckpointDirError(f"{path}: is not writable")
     try:
@@ -383,8 +404,14 @@ def _lock(root: Path) -> int:
         except FileNotFoundError:
             same = False
         if same:   # not a file its last holder unlinked while we waited to lock it
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+            except OSError as exc:   # a full disk: the lock is held, but its file cannot name its holder
+                os.close(fd)
+                lock.unlink(missing_ok=True)
+                raise CheckpointDirError(f"{root}: cannot write the run's lock {lock} ({exc.strerror or exc})") \
+                    from None
             return fd
         os.close(fd)
 

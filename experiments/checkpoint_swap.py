@@ -33,8 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from reference import layout
-from reference.storage import Storage, create_new_in
+from reference.protocol import layout
+from reference.protocol.storage import Storage, create_new_in
 
 SIBLING_MARK = ".lightspeed-new-"   # in the name of the folder a new checkpoint is built in
 _RENAME_EXCHANGE = 2                # renameat2's flag (linux/fs.h)

@@ -10,7 +10,8 @@
     lightspeed diff SCENARIO.json --backends reference,sim [--out DIR]
     lightspeed demo [--out DIR]
     lightspeed experiment NAME ...
-    lightspeed zoo [--only JIRA] [--out FILE] [--paper-out FILE | --no-paper] [--seed N]
+    lightspeed zoo [--only JIRA] [--out FILE] [--paper-out FILE] [--seed N]
+    lightspeed cluster start|status|stop [--dir DIR]
 
 Every subcommand does its work through library functions that raise typed
 errors; ``main`` alone turns them into a one-line message and an exit code
@@ -43,6 +44,7 @@ from experiments.backends import (
     parse_backend_list,
     run_backend,
 )
+from experiments.cluster_cli import add_cluster_parser
 from experiments.checkpoint_dir import Claim, CheckpointDirError, check_target, claimed, open_checkpoint
 from experiments.demo import cmd_demo
 from experiments.diff import claim_outputs, compare_backends, comparison_lines, options_per_backend
@@ -56,16 +58,15 @@ from experiments.judging import load_outcome, tally, unfired_lines, verdict_line
 from experiments.output_paths import OutputPathError, output_dir, output_file, write_text
 from experiments.zoo import DEFAULT_OUT as ZOO_OUT
 from experiments.zoo import JIRAS as ZOO_JIRAS
-from experiments.zoo import PAPER_OUT as ZOO_PAPER_OUT
 from experiments.zoo import ZooError, all_held, resolve, run_zoo, table_lines, write_rows
-from reference.backend import BackendError, BackendUnavailable, RunOptions
-from reference.explorer import ExplorationInterrupted
-from reference.oracles import check_outcome, failures
-from reference.outcome import OutcomeError
-from reference.scenario import Scenario, ScenarioError
-from reference.size import MATERIALISED, refusal
-from reference.storage import CheckpointFormatError
-from reference.storage_profiles import STORAGE_PROFILES, StorageProfileError
+from reference.protocol.backend import BackendError, BackendUnavailable, RunOptions
+from reference.judge.explorer import ExplorationInterrupted
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.outcome import OutcomeError
+from reference.language.scenario import Scenario, ScenarioError
+from reference.language.size import MATERIALISED, explore_refusal, refusal
+from reference.protocol.storage import CheckpointFormatError
+from reference.protocol.storage_profiles import STORAGE_PROFILES, StorageProfileError
 
 DEFAULT_DIFF_BACKENDS = "reference,sim"
 DEFAULT_DEMO_BACKENDS = "reference,sim,spark"
@@ -173,7 +174,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"note: {note}", file=sys.stderr)
     verdicts = check_outcome(scenario, outcome, storage)
     print(shown(f"{args.outcome}: {tally(verdicts)}"))
-    print("\n".join(shown(line, 10 * MESSAGE_CHARS) for line in verdict_lines(verdicts)))
+    print("\n".join(shown(part) for line in verdict_lines(verdicts) for part in line.split("\n")))
     for line in unfired_lines(scenario, outcome):
         print(shown(line), file=sys.stderr)
     return exit_codes.CHECK_FAILED if failures(verdicts) else exit_codes.OK
@@ -190,6 +191,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.sample is not None:
         raise ExperimentError("--sample draws crash cuts for --backend spark-native; the reference explores all")
     scenario = load_scenario(args.scenario)
+    large = explore_refusal(scenario)
+    if large is not None:
+        raise ExperimentError(f"{args.scenario}: cannot be explored: {large}")
     if args.workers is not None and args.workers < 1:
         raise ExperimentError(f"--workers {args.workers}: expected at least 1")
     if args.workers is not None and not args.master and args.workers > workers_ceiling():
@@ -240,11 +244,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
-    if args.no_paper and "paper_out" in getattr(args, "_options_given", ()):
-        raise ZooError(f"--no-paper and --paper-out {args.paper_out} disagree: give one of them")
     jiras = resolve(args.only)
     output_file(args.out, "the zoo's rows (--out)")
-    if not args.no_paper:
+    if args.paper_out is not None:
         output_file(args.paper_out, "the zoo's rows for the paper (--paper-out)")
     if args.seed is not None:
         print(f"seed {args.seed}: the bugs run in a shuffled order", file=sys.stderr)
@@ -257,7 +259,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_rows(rows, out)
     print(f"results written to {out}")
-    if not args.no_paper:
+    if args.paper_out is not None:
         if len(rows) == len(ZOO_JIRAS):
             write_rows(rows, Path(args.paper_out))
             print(f"and to {args.paper_out}")
@@ -324,12 +326,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     subs: dict[str, argparse.ArgumentParser] = {}
 
     p = subs["validate"] = _sub(sub, "validate", "check a scenario file and explain what is wrong",
-                                "Read a scenario JSON file (SPEC section 1) and validate it; an invalid one is named "
+                                "Read a scenario JSON file (spec section 1) and validate it; an invalid one is named "
                                 "by file and field,\nwith what was expected.", cmd_validate)
     p.add_argument("scenario", help="the scenario JSON file")
 
     p = subs["run"] = _sub(sub, "run", "run a scenario on one backend and write its outcome JSON",
-                           "Run a scenario on one backend and write its outcome (SPEC section 4); exit 1 when the "
+                           "Run a scenario on one backend and write its outcome (spec section 4); exit 1 when the "
                            "run stopped with an error.", cmd_run)
     p.add_argument("scenario", help="the scenario JSON file")
     p.add_argument("--backend", choices=BACKEND_NAMES, default="reference", help="where the scenario runs")
@@ -357,7 +359,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     _storage_profile_option(p)
 
     p = subs["check"] = _sub(sub, "check", "judge an outcome from any backend with every oracle (exit 0 iff all hold)",
-                             "Judge an outcome file from any backend with every oracle of SPEC section 5 (and the "
+                             "Judge an outcome file from any backend with every oracle of spec section 5 (and the "
                              "checks\nthe README adds). Exit 0 when every oracle holds, 1 when one fails, 2 when "
                              "the outcome,\nthe scenario or the checkpoint directory cannot be read.", cmd_check)
     p.add_argument("outcome", help="the outcome JSON file")
@@ -439,9 +441,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help=f"backends for the failure-replay differential, of {', '.join(BACKEND_NAMES)}")
     _spark_options(p)
 
-    p = subs["zoo"] = _sub(sub, "zoo", "plant each real Spark state-store bug (SPEC section 6) and show which "
+    p = subs["zoo"] = _sub(sub, "zoo", "plant each real Spark state-store bug (spec section 6) and show which "
                                        "check catches it",
-                           "The bug zoo. For each of the 11 real Spark state-store bugs of SPEC section 6, run the "
+                           "The bug zoo. For each of the 11 real Spark state-store bugs of spec section 6, run the "
                            "failing\nsequence of its bug report on a copy of the RocksDB store with that one mistake "
                            "planted, and on\nthe real store, and judge both with the same checks (steps_complete, "
                            "state_equivalence,\nreconstruction, lineage, checkpoint, maintenance). Each run is judged as every step "
@@ -454,15 +456,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="run only this bug (SPARK-43404, 43404; repeat the option or separate ids with commas); "
                         f"one of {', '.join(ZOO_JIRAS)}")
     p.add_argument("--out", default=str(ZOO_OUT), metavar="FILE", help="write the rows as JSON here")
-    p.add_argument("--paper-out", default=str(ZOO_PAPER_OUT), metavar="FILE",
-                   help="also write the rows here when the whole zoo ran (the file the paper reads)")
-    p.add_argument("--no-paper", action="store_true", help="do not write --paper-out")
+    p.add_argument("--paper-out", default=None, metavar="FILE",
+                   help="also write the rows here when the whole zoo ran (paper/collect_results.py gives the file "
+                        "the paper reads; nothing is written into the source tree unless named)")
     p.add_argument("--seed", type=int, default=None,
                    help="run the bugs in an order shuffled by this seed (no entry may depend on another); the "
                         "sequences themselves are fixed")
     p.add_argument("--quiet", action="store_true", help="do not announce each bug on stderr")
 
     subs["experiment"] = add_experiment_parser(sub)
+    subs["cluster"] = add_cluster_parser(sub, _Formatter)
     return parser, subs
 
 

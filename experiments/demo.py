@@ -29,7 +29,7 @@ from experiments.exploration import explore_with_progress, report_lines
 from experiments.input_files import load_scenario
 from experiments.output_paths import make_dir, output_dir
 from experiments.sweep import run_experiment
-from reference.backend import RunOptions
+from reference.protocol.backend import RunOptions
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 SCENARIO = SCENARIOS / "running-count-crash-after-wal.json"

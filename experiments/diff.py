@@ -1,7 +1,7 @@
 """Running one scenario on several backends, judging each outcome and comparing them (``lightspeed diff``).
 
 Every backend that runs is judged with every oracle on its own checkpoint;
-the outcomes are compared with ``reference.compare.first_difference``. A
+the outcomes are compared with ``reference.judge.compare.first_difference``. A
 backend that refuses the scenario (``ScenarioRefused``: native Spark has no
 pipelining, for example) or cannot run here (``BackendUnavailable``) is
 reported with the reason, and the backends that did run are still compared.
@@ -20,10 +20,10 @@ from experiments.backends import get_backend, run_backend
 from experiments.checkpoint_dir import Claim, claimed
 from experiments.judging import tally, verdict_lines
 from experiments.output_paths import output_file, write_text
-from reference.backend import BackendUnavailable, OptionRefused, RunOptions, RunResult, ScenarioRefused
-from reference.compare import first_difference
-from reference.oracles import Verdict, check_outcome, failures
-from reference.scenario import Scenario
+from reference.protocol.backend import BackendUnavailable, OptionRefused, RunOptions, RunResult, ScenarioRefused
+from reference.judge.compare import first_difference
+from reference.judge.oracles import Verdict, check_outcome, failures
+from reference.language.scenario import Scenario
 
 
 @dataclass

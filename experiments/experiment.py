@@ -13,13 +13,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from experiments.stopping import Stopping
+
 if TYPE_CHECKING:
     from experiments.conditions import Condition
 
 DEFAULT_MASTER = "local[*]"               # where points run as Spark tasks unless --master names another
 EXECUTORS = ("spark", "processes", "inline")
 # how a run's verdicts were reached (``experiments.verdicts``): on an engine, on the simulator's first-principles
-# costs, on costs fitted to the very figures judged, or on costs fitted to other runs
+# costs, on costs fitted to the very figures judged, or on costs fitted to other runs (kept here, not with the
+# verdicts, so that the code a measurement reaches, ``experiments.staleness``, holds no judgement)
 MEASURED, FIRST_PRINCIPLES, FITTED, FITTED_ELSEWHERE = (
     "measured", "first principles", "fitted to the claim", "fitted to other runs")
 
@@ -109,7 +112,9 @@ class RunContext:
     quiet: bool = False                     # no progress bar
     backend_master: str | None = None       # --master given explicitly: the Spark backends run there too
     point_timeout_s: float | None = None    # a point on a Spark backend taking longer fails (None: the experiment's)
-    storage_profile: str | None = None      # every point's checkpoint storage: a reference.storage_profiles name
+    storage_profile: str | None = None      # every point's checkpoint storage: a reference.protocol.storage_profiles name
+    deadline: float | None = None           # no point is started unless expected to end by then (epoch seconds)
+    fresh: bool = False                     # measure every point again, reusing no unit of the ledger
 
     @property
     def mode(self) -> str:
@@ -157,6 +162,8 @@ class Experiment:
     partial_ok = False
     # a point on a Spark backend that takes longer than this is recorded as failed and the backend as stuck
     point_timeout_s = 900.0
+    # adaptive stopping of its timed points (experiments.stopping): None, each point runs once as defined
+    stopping: Stopping | None = None
 
     # -- what to run
     def points(self, ctx: RunContext) -> list[Point]:

@@ -19,6 +19,7 @@ import argparse
 import datetime as _dt
 import json
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -91,16 +92,23 @@ def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None,
                    help=f"parallel points (default: Spark's or the cores; at most {MAX_WORKERS})")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace the results.json an earlier run left in the output directory (refused without it)")
+                   help="replace the results.json an earlier run left in the output directory (refused without it); "
+                        "the units of that run whose code has not changed are reused (--fresh measures them again)")
     p.add_argument("--no-figures", action="store_true", help="write results.json only")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--point-timeout", type=float, default=None, metavar="SECONDS",
                    help="a point on a spark backend that runs longer fails, and the backend's remaining points "
                         "are not run (default: the experiment's, 180 s to 900 s)")
     p.add_argument("--storage-profile", default=None, metavar="NAME",
-                   help="every point's checkpoint storage latency, a reference.storage_profiles name (local_disk, "
+                   help="every point's checkpoint storage latency, a reference.protocol.storage_profiles name (local_disk, "
                         "hdfs, object_store): the spark engine sleeps it, the sim charges it; results go to "
                         "BACKEND-MODE-NAME")
+    p.add_argument("--budget", type=float, default=None, metavar="MINUTES",
+                   help="start no point that is not expected to end within MINUTES; the points left are measured "
+                        "by the next run (every point that ends is kept in OUT/units/, and a run reuses those "
+                        "whose code has not changed)")
+    p.add_argument("--fresh", action="store_true",
+                   help="measure every point again, reusing none measured before (OUT/units/)")
     p.add_argument("--reproduce", metavar="RESULTS.json", default=None,
                    help="re-run the points of a results file and say whether every number is the same")
     p.add_argument("--redraw", metavar="RESULTS.json", default=None,
@@ -146,11 +154,14 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         for path in figures:
             print(f"figure:  {path}")
         return exit_codes.OK
+    if args.budget is not None and not args.budget > 0:
+        raise ExperimentError(f"--budget must be a positive number of minutes, got {args.budget:g}")
     ctx = RunContext(backend=args.backend or experiment.default_backend, quick=args.quick, seeds=args.seeds,
                      out_dir=Path(args.out) if args.out else None, executor=_executor(args),
                      master=args.master or DEFAULT_MASTER, workers=args.workers, figures=not args.no_figures,
                      quiet=args.quiet, backend_master=args.master, point_timeout_s=args.point_timeout,
-                     storage_profile=args.storage_profile)
+                     storage_profile=args.storage_profile, fresh=args.fresh,
+                     deadline=None if args.budget is None else time.time() + args.budget * 60.0)
     _check_run_options(args)
     out_dir = ctx.out_dir if ctx.out_dir is not None else default_out_dir(experiment, ctx)
     output_dir(out_dir, "the experiment's results (--out)")
@@ -299,6 +310,15 @@ def print_result(result: ExperimentResult, indent: str = "") -> None:
     stored = (result.summary or {}).get("conditions")
     conditions = [Condition(**c) for c in stored] if stored is not None else exp.conditions(ctx)
     out += ["   " + line for line in header_lines(conditions)]
+    if result.reused:
+        out.append(f"   {result.reused} of {len(result.records) + len(result.remaining)} points were measured by an "
+                   "earlier run of this code and reused (--fresh measures them again)")
+    if result.remaining:
+        out.append(f"   STOPPED AT THE BUDGET: {len(result.records)} of {len(result.records) + len(result.remaining)} "
+                   f"points measured, {len(result.remaining)} remain; run the same command again to measure them "
+                   f"(results.json is written once every point is measured; the units are in {result.out_dir}/units)")
+        print("\n".join(indent + line for line in out))
+        return
     if result.unavailable:
         out.append(f"   BACKEND NOT AVAILABLE: {result.unavailable}")
         if not result.summary:

@@ -1,6 +1,6 @@
 """Exploring a scenario's single-fault schedules with the plan said up front and a progress bar.
 
-``reference.explorer`` does the work; this adds what a user at a terminal
+``reference.judge.explorer`` does the work; this adds what a user at a terminal
 needs: how many schedules the exploration will run (and whether it will stop
 incomplete at the explorer's cap) before it starts, a bar while it runs, and
 a summary that says INCOMPLETE when it was cut short. An interrupt raises
@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from experiments.progress import ExploreBar
-from reference.explorer import ExplorationInterrupted, Report, explore, plan_exploration
-from reference.scenario import Scenario
+from reference.judge.explorer import ExplorationInterrupted, Report, explore, plan_exploration
+from reference.language.scenario import Scenario
 
 
 def _stderr(line: str) -> None:

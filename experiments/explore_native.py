@@ -2,7 +2,7 @@
 --seed S``): crash cuts of the reference's explorer, run on Spark's own Structured Streaming.
 
 The reference explorer enumerates every crash cut of a scenario: every
-down-closed set of its writing steps (``reference.explorer.writing_cuts``). A
+down-closed set of its writing steps (``reference.judge.explorer.writing_cuts``). A
 cut of Spark cannot be chosen as a set (its tasks run in parallel), but the
 crash that ends it can: this module draws ``N`` cuts, seeded, from that
 enumeration, and runs each on Spark as a ``driver_crash`` right after the cut's
@@ -46,11 +46,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from reference.explorer import MAX_CUTS, first_graph, writing_cuts, writing_steps
-from reference.incarnation import Incarnation
-from reference.oracles import check_outcome, failures
-from reference.scenario import Fault, FaultAt, Scenario, load_scenario
-from reference.steps import NodeId
+from reference.judge.explorer import MAX_CUTS, first_graph, writing_cuts, writing_steps
+from reference.protocol.incarnation import Incarnation
+from reference.judge.oracles import check_outcome, failures
+from reference.language.scenario import Fault, FaultAt, Scenario, load_scenario
+from reference.language.steps import NodeId
 
 BACKEND = "spark-native"
 CHILD_TIMEOUT_S = 6 * 3600.0   # a share's driver process that runs longer is taken to be stuck
@@ -117,7 +117,7 @@ def sample_cuts(scenario: Scenario, sample: int, seed: int) -> tuple[int, list[N
 
 
 def _model() -> Any:
-    from reference.explorer import Model
+    from reference.judge.explorer import Model
     return Model()
 
 
@@ -281,7 +281,7 @@ def _in_processes(scenario: Scenario, sample: int, seed: int, workers: int, work
 def _on_cluster(scenario: Scenario, sample: int, seed: int, master: str, shares: int | None, workdir: str,
                 say: Callable[[str], None]) -> list[list[dict[str, Any]]]:
     """The shares as Spark tasks on ``master``: each task starts a share's driver process on its host."""
-    from reference.backend import BackendUnavailable
+    from reference.protocol.backend import BackendUnavailable
     from spark_impl.session import SparkUnavailable, session, task_slots
     try:
         spark = session(master)

@@ -1,10 +1,10 @@
 """The explorer on a Spark cluster: an exploration's schedules as Spark tasks (``lightspeed explore --master``).
 
-An exploration is the merge of its shares (``reference.explorer.explore_share``:
+An exploration is the merge of its shares (``reference.judge.explorer.explore_share``:
 the schedules whose position is the share's number modulo the number of
 shares). Here each share is one Spark task, in a job of its own so the bar
 moves as shares finish; the driver merges what they found
-(``reference.explorer.merged``), so the report is the one a local run gives:
+(``reference.judge.explorer.merged``), so the report is the one a local run gives:
 the same schedules, distinct checkpoints (and their fingerprint) and
 violations, whatever the number of shares. Only ``seconds`` differs.
 
@@ -23,10 +23,10 @@ import time
 from typing import Any, Callable
 
 from experiments.progress import ExploreBar
-from reference.backend import BackendUnavailable
-from reference.explorer import (ExplorationInterrupted, ExploreProgress, Model, Report, Share, explore_share,
+from reference.protocol.backend import BackendUnavailable
+from reference.judge.explorer import (ExplorationInterrupted, ExploreProgress, Model, Report, Share, explore_share,
                                 merged, plan_exploration)
-from reference.scenario import Scenario
+from reference.language.scenario import Scenario
 
 SHARES_PER_SLOT = 2
 

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from reference.backend import BackendUnavailable, RunOptions, ScenarioRefused
-from reference.oracles import Verdict, check_outcome, failures
-from reference.scenario import Fault, FaultAt, Scenario
-from reference.sources import SourceData
-from reference.steps import STEP_NAMES, TASK_STEPS
+from reference.protocol.backend import BackendUnavailable, RunOptions, ScenarioRefused
+from reference.judge.oracles import Verdict, check_outcome, failures
+from reference.language.scenario import Fault, FaultAt, Scenario
+from reference.protocol.sources import SourceData
+from reference.language.steps import STEP_NAMES, TASK_STEPS
 
 MAX_FAULTS = 3                # faults a seed draws at most
 MAX_SHRINK_RUNS = 8           # runs a violation's shrinking may take

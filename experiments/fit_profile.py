@@ -20,7 +20,8 @@ with a fixed initial simplex: the same command gives the same profile. What
 the fit reaches is printed, and the offset-management experiment judges the
 fitted profile against the same claims, labelled as fitted.
 
-    python -m experiments.fit_profile            # fit, print residuals, write the fitted profile
+    python -m experiments.fit_profile            # fit, print residuals, write results/profiles/<fitted>.json
+    python -m experiments.fit_profile --out sim/profiles/lightspeed_cluster_fitted.json   # replace the shipped one
     python -m experiments.fit_profile --check    # only evaluate the shipped fitted profile
 """
 
@@ -171,17 +172,20 @@ def _value(doc: dict[str, Any], name: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sim.cost_model import PROFILE_DIR
     parser = argparse.ArgumentParser(prog="python -m experiments.fit_profile", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="evaluate the shipped fitted profile, write nothing")
     parser.add_argument("--evaluations", type=int, default=MAX_EVALUATIONS, help="most objective evaluations")
+    parser.add_argument("--out", default=os.path.join("results", "profiles", f"{FITTED_PROFILE}.json"),
+                        metavar="FILE", help="where the fitted profile goes (the shipped one is sim/profiles/"
+                                             f"{FITTED_PROFILE}.json: name it to replace it)")
     args = parser.parse_args(argv)
-    path = os.path.join(PROFILE_DIR, f"{FITTED_PROFILE}.json")
+    path = args.out
     if args.check:
         print("\n".join(residual_lines(residuals(measure_p50(sim_profile(FITTED_PROFILE))))))
         return 0
     print(f"fitting {', '.join(FIT_PARAMETERS)} of {PROFILE} ({len(CONFIGS)} configurations x 3 rates)")
     profile, rows = fit(args.evaluations)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as fh:
         json.dump(profile, fh, indent=2)
         fh.write("\n")

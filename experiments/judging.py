@@ -1,6 +1,6 @@
 """Judging an outcome on the command line: reading an outcome file and summarising the oracles' verdicts.
 
-The oracles are the reference's (``reference.oracles``, SPEC section 5); an
+The oracles are the reference's (``reference.judge.oracles``, spec section 5); an
 outcome file is read as the typed ``Outcome``, so a malformed one is refused
 with an ``OutcomeError`` naming the file and the field, never judged.
 """
@@ -8,10 +8,10 @@ with an ``OutcomeError`` naming the file and the field, never judged.
 from __future__ import annotations
 
 from experiments.input_files import read_json
-from reference.fault_effects import describe
-from reference.oracles import Verdict
-from reference.outcome import Outcome, OutcomeError
-from reference.scenario import Scenario
+from reference.judge.fault_effects import describe
+from reference.judge.oracles import Verdict
+from reference.protocol.outcome import Outcome, OutcomeError
+from reference.language.scenario import Scenario
 
 
 def load_outcome(path: str) -> Outcome:

@@ -4,7 +4,7 @@ zoo of state-store bugs (``zoo.py``).
 Each finding is a minimal scenario that shows it on ``spark-native``, the Spark
 class responsible (read in Spark's source), what the spec expects, and a
 signature: what the native outcome shows, checked by
-``tests/test_native_findings.py`` against a fresh run (so the test fails if
+``tests/spark/test_native_findings.py`` against a fresh run (so the test fails if
 Spark, or the adapter, stops showing it) and by the fault matrix, which names
 the finding a failing native cell shows (``fault_matrix.definition``). The
 write-up is ``spark_impl/native/README.md``. Found on pyspark 4.3.0 (Spark
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from reference.outcome import Outcome
+from reference.protocol.outcome import Outcome
 
 SPARK_VERSION = "4.3.0"
 

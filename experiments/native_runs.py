@@ -31,8 +31,8 @@ from typing import Any, Sequence
 from experiments.outcome_metrics import WARMUP_BATCHES
 from experiments.experiment import Check, Point, RunContext
 from experiments.stats import percentile
-from reference.outcome import ProgressEvent
-from reference.storage_profiles import storage_profile
+from reference.protocol.outcome import ProgressEvent
+from reference.protocol.storage_profiles import storage_profile
 
 NATIVE = "spark-native"
 FEED_MS = 50                  # the native feed: one input file per 50 ms of arrivals

@@ -1,4 +1,4 @@
-"""The numbers the experiments read out of a typed outcome (``reference.outcome.Outcome``, SPEC section 4):
+"""The numbers the experiments read out of a typed outcome (``reference.protocol.outcome.Outcome``, spec section 4):
 end-to-end latency percentiles (the backend's ``timing`` block), batch durations from the ``progress`` events,
 what a restart re-ran and how long it took, and step durations from a simulator trace.
 """
@@ -10,8 +10,8 @@ import statistics
 from typing import Any, Iterable, Sequence
 
 from experiments.stats import percentile
-from reference.outcome import Outcome, ProgressEvent
-from reference.timing import reported_latency
+from reference.protocol.outcome import Outcome, ProgressEvent
+from reference.protocol.timing import reported_latency
 
 # a traced step shorter than this did nothing (a maintenance round with no snapshot due); traces
 # record start times to the microsecond, so an empty step can show up to half a microsecond
@@ -31,7 +31,7 @@ def check_outcome_ok(outcome: Outcome) -> None:
 
 def latency_metrics(outcome: Outcome) -> dict[str, Any]:
     """End-to-end latency (creation to first visibility at the sink) percentiles of an outcome, in ms, and how
-    many records they summarise; whether the run kept up with its input (``reference.timing``'s one rule).
+    many records they summarise; whether the run kept up with its input (``reference.protocol.timing``'s one rule).
     A run that did not keep up is ``backlogged``: its percentiles are None (its latency measured its queue),
     and its rates say how far behind it fell."""
     if outcome.timing is None:

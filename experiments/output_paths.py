@@ -101,8 +101,8 @@ def _is_under(path: Path, folder: str | os.PathLike[str]) -> bool:
 
 def _checkpoints_above(path: Path) -> list[Path]:
     """The folders above ``path`` that hold a checkpoint (a ``metadata`` marker naming a scenario digest)."""
-    from reference.logs import read_metadata
-    from reference.storage import CheckpointFormatError, LocalStorage
+    from reference.protocol.logs import read_metadata
+    from reference.protocol.storage import CheckpointFormatError, LocalStorage
     out = []
     for folder in Path(os.path.realpath(path)).parents:
         if os.path.isfile(folder / "metadata"):

@@ -1,4 +1,4 @@
-"""Copies of the RocksDB state store with one real Spark bug planted in each (SPEC section 6).
+"""Copies of the RocksDB state store with one real Spark bug planted in each (spec section 6).
 
 Never on the shipped code path: nothing in ``spark_impl`` imports this
 module, and the shipped store has no flag that turns a bug on. Each class
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reference.storage import CheckpointFormatError
+from reference.protocol.storage import CheckpointFormatError
 
 from spark_impl.state_store import RocksDBStateStore
 from spark_impl.state_store.checkpoint_fs import list_state_files

@@ -11,7 +11,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from reference.explorer import ExploreProgress
+from reference.judge.explorer import ExploreProgress
 
 MIN_INTERVAL_S = 0.5        # redraw a bar at most this often on a terminal
 PIPE_INTERVAL_S = 10.0      # and this often into a file or a pipe

@@ -3,9 +3,17 @@ its kinds. Each experiment keeps the claims it judges in its own folder (``exper
 ``experiments.claims`` gathers them into the one table.
 
 Each ``Claim`` carries the post it comes from (``SOURCES``), the exact
-sentence that states it (``tests/test_claims.py`` finds it in the archived
-copy of the post), the benchmark it belongs to, its kind, the published value
-or range, and the tolerance a verdict allows, with the reason for it. An
+sentence that states it (``tests/quick/test_claims.py`` finds it in the archived
+copy of the post), the digest (sha256) of the copy it was found in, the
+benchmark it belongs to, its kind, the published value or range, and the
+tolerance a verdict allows, with the reason for it.
+
+The archived posts are not part of the repository: the quote check reads them
+from ``$LIGHTSPEED_SOURCES`` and is skipped, saying why, without it; ``.ci/run``
+sets it and ``LIGHTSPEED_STRICT_SOURCES=1``, which makes their absence a
+failure. A quote that is not in its post is a wrong quote when the post is the
+copy the quote was checked against, and a changed post otherwise
+(``quote_problem``). An
 experiment judges the claims it tests (``experiments.verdicts.judge``) once,
 where it measures them; the paper renders those verdicts and the claims'
 own fields from here. Nothing else in the project keeps a copy of a
@@ -30,7 +38,9 @@ Kinds (how ``judge`` reads a claim):
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +48,8 @@ RATE_SOURCE = "rate source to stat sink"
 KAFKA = "Kafka source to Kafka sink"
 HEADLINE = "overall headline"
 KINDS = ("range", "ceiling", "direction", "absolute")
-SOURCES_ENV = "LIGHTSPEED_SOURCES"      # where the archived posts are, when not beside the repository
+SOURCES_ENV = "LIGHTSPEED_SOURCES"      # the folder of the archived posts (not in the repository)
+STRICT_SOURCES_ENV = "LIGHTSPEED_STRICT_SOURCES"   # "1": without the posts the quote check fails, not skips
 
 
 @dataclass(frozen=True)
@@ -69,8 +80,13 @@ class Claim:
     neutral: float | None = 0.0  # the value meaning no effect (None: the number has no direction)
     experiment: str | None = None   # the experiment that judges it (experiments.registry); None: none does
     untested: str = ""           # why no experiment judges it
+    checked_against: str = ""    # sha256 of the archived post the quote was found in ("": no archived copy)
 
     def __post_init__(self) -> None:
+        assert (SOURCES[self.source].file is None) == (not self.checked_against), (
+            "a quote from an archived post names the post's digest it was checked against, and only such a quote")
+        assert not self.checked_against or re.fullmatch(r"[0-9a-f]{64}", self.checked_against), \
+            f"checked_against is a sha256 in hex, not {self.checked_against!r}"
         assert self.kind in KINDS, f"claim kind {self.kind!r} is not one of {KINDS}"
         assert self.low <= self.high, f"published range {self.low}..{self.high} is reversed"
         assert self.tolerance >= 0 and self.tolerance_reason, "every tolerance has a reason"
@@ -125,12 +141,30 @@ SOURCES: dict[str, Source] = {
 
 
 def sources_dir() -> Path | None:
-    """The directory holding the archived posts: ``$LIGHTSPEED_SOURCES``, else ``shared/sources`` beside the
-    repository or one level further up (a worktree); None when none exists."""
-    if os.environ.get(SOURCES_ENV):
-        return Path(os.environ[SOURCES_ENV])
-    root = Path(__file__).resolve().parent.parent
-    for candidate in (root.parent / "shared" / "sources", root.parent.parent / "shared" / "sources"):
-        if candidate.is_dir():
-            return candidate
-    return None
+    """The folder of the archived posts, ``$LIGHTSPEED_SOURCES``; None when it is not set. The repository holds
+    no copy of the posts and looks for them nowhere else."""
+    folder = os.environ.get(SOURCES_ENV)
+    return Path(folder) if folder else None
+
+
+def post_digest(post: bytes) -> str:
+    """The digest a claim records of the post its quote was checked against."""
+    return hashlib.sha256(post).hexdigest()
+
+
+def quote_problem(claim: Claim, folder: Path) -> str | None:
+    """What is wrong with ``claim``'s quote against its archived post in ``folder``: None when the quote is in the
+    post it was checked against; otherwise whether the quote is wrong (the post is that copy) or the post changed
+    (its digest is not the one the claim records)."""
+    name = SOURCES[claim.source].file
+    assert name is not None, f"source {claim.source!r} has no archived copy"
+    post = (folder / name).read_bytes()
+    digest = post_digest(post)
+    found = claim.quote in post.decode("utf-8")
+    if found and digest == claim.checked_against:
+        return None
+    if digest != claim.checked_against:
+        return (f"{name} changed since the quote was checked (sha256 {digest}, the claim records "
+                f"{claim.checked_against}): " + ("the quote is still in it; record the new digest" if found else
+                                                  "the quote is not in it; check the quote against the new post"))
+    return f"the quote is not in {name}, the copy it was checked against (sha256 {digest}): the quote is wrong"

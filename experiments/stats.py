@@ -2,7 +2,7 @@
 
 Percentiles here summarise batch and step durations; they interpolate
 linearly between samples (numpy's default). End-to-end latency is summarised
-by each backend with the one definition of ``reference/timing.py`` and read
+by each backend with the one definition of ``reference/protocol/timing.py`` and read
 from the outcome, never recomputed here.
 """
 
@@ -42,7 +42,7 @@ def over_seeds(records: Sequence[Record], metric: str | Callable[[dict[str, Any]
 
 
 def keep_up(records: Sequence[Record]) -> dict[str, Any]:
-    """How a group's seeds fared against the keep-up rule (``reference.timing``; each point's metric
+    """How a group's seeds fared against the keep-up rule (``reference.protocol.timing``; each point's metric
     ``kept_up``): how many seeds were judged and how many fell behind, with the median input and processed
     rates of those that did."""
     judged = [r["metrics"] for r in records if (r.get("metrics") or {}).get("kept_up") is not None]

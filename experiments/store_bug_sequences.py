@@ -1,4 +1,4 @@
-"""The failing sequences of SPEC section 6's state-store bugs, runnable against any store class.
+"""The failing sequences of spec section 6's state-store bugs, runnable against any store class.
 
 Each sequence replays the events of one Spark bug report (JIRA / pull
 request description) on a store built by a ``StoreBench`` (the RocksDB store,
@@ -9,7 +9,7 @@ the files each commit wrote, the snapshot uploads that started, what steps on
 other threads raised, and a few observations the unit tests assert
 (``observed``). A sequence never asserts: a planted store must be able to run
 it to the end, so that the checks of ``experiments/zoo_checks.py`` can judge
-what it left. ``tests/test_rocksdb_store_bugs.py`` and ``lightspeed zoo`` both
+what it left. ``tests/quick/test_rocksdb_store_bugs.py`` and ``lightspeed zoo`` both
 run these.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference.storage import LocalStorage, SnapshotReader, Storage
+from reference.protocol.storage import LocalStorage, SnapshotReader, Storage
 from spark_impl.snapshot_reader import read_manifest_snapshot
 from spark_impl.state_store import RocksDBStateStore
 from spark_impl.state_store.sst_files import decode_manifest

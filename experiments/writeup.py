@@ -5,7 +5,7 @@ tables and sentences in Typst, the experiments' figures.
 compiling); each experiment owns its section (``experiments/sections``),
 written with these blocks: a section reads its experiment's results files
 through ``Writeup.run`` and shows every number through ``Values``, which
-records the file and key it came from, so that ``tests/test_paper.py`` can
+records the file and key it came from, so that ``tests/slow/test_paper.py`` can
 resolve each one again. A published number comes from ``experiments.claims``
 (provenance ``experiments/claims.py``); a verdict from its run's
 ``summary.findings``, never judged here.
@@ -134,7 +134,7 @@ def lookup(doc: Any, key: Sequence[Any]) -> Any:
 
 def backlogged(record: dict[str, Any]) -> bool | None:
     """Whether a rate-source latency point fell behind its input (the metric ``kept_up`` every timed backend
-    records by ``reference/timing.py``'s one rule); None: no input rate, or a file made before the metric."""
+    records by ``reference/protocol/timing.py``'s one rule); None: no input rate, or a file made before the metric."""
     metrics, point = record.get("metrics") or {}, record.get("point") or {}
     source = (point.get("scenario") or {}).get("source") or {}
     if source.get("rows_per_second") is None:

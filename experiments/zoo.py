@@ -1,4 +1,4 @@
-"""The bug zoo (``lightspeed zoo``): each real state-store bug of SPEC section 6, planted and caught.
+"""The bug zoo (``lightspeed zoo``): each real state-store bug of spec section 6, planted and caught.
 
 For every bug, the failing sequence of its report (``store_bug_sequences.py``)
 runs twice: on a copy of the RocksDB store with the mistake planted
@@ -39,7 +39,6 @@ from .store_bug_sequences import SEQUENCES, StoreBench, Trace
 from .zoo_checks import Finding, judge
 
 DEFAULT_OUT = Path("results") / "zoo" / "zoo.json"
-PAPER_OUT = Path("paper") / "results" / "zoo.json"
 JIRAS: tuple[str, ...] = tuple(SEQUENCES)
 assert set(JIRAS) == set(PLANTED), "every bug of the zoo has a sequence and a planted store"
 

@@ -1,7 +1,7 @@
-"""The checks that judge what a state-store bug sequence left behind (SPEC sections 5 and 6).
+"""The checks that judge what a state-store bug sequence left behind (spec sections 5 and 6).
 
 A sequence of ``store_bug_sequences.py`` runs at the level of one store, not
-of a whole query, so the oracles of ``reference/oracles.py`` are applied here
+of a whole query, so the oracles of ``reference/judge/oracles.py`` are applied here
 in their store-level form, against the sequence's own ground truth:
 
 - ``steps_complete``: every step of the sequence, on any thread, finished
@@ -11,18 +11,18 @@ in their store-level form, against the sequence's own ground truth:
   the class under test, to exactly its ground truth;
 - ``reconstruction``: every snapshot in the checkpoint, loaded on its own
   (every changelog hidden), equals the ground truth of its version; and the
-  reference's own loader (``reference.state_store.load_version``, the one the
+  reference's own loader (``reference.protocol.state_store.load_version``, the one the
   ``reconstruction`` oracle uses) rebuilds every committed version from every
   snapshot on its lineage, and from a full replay, to the same state;
 - ``lineage``: every changelog or delta file still holds the bytes its
   attempt wrote (no other attempt rewrote it), and names its own attempt;
 - ``checkpoint``: the sequence's committed line, written out as the offset
   and commit logs a query would have written (``commits/b`` naming the uid of
-  version b + 1), obeys the rules of ``reference/checkpoint_rules.py``
+  version b + 1), obeys the rules of ``reference/judge/checkpoint_rules.py``
   (``lineage_reachable``: every committed version is on the lineage chain
   walked down from the latest commit), and the versions the checkpoint
   retains, read back as the ``checkpoint`` oracle reads them
-  (``reference.retained.retained_states``), equal the ground truth;
+  (``reference.protocol.retained.retained_states``), equal the ground truth;
 - ``maintenance``: every snapshot upload that started left its snapshot.
 
 Between steps (``judge(..., between_steps=True)``) ``maintenance`` is left
@@ -37,13 +37,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reference import checkpoint_rules, layout
-from reference.catalogue import make as make_scenario
-from reference.changelog import decode_state_file
-from reference.logs import CommitEntry, OffsetEntry
-from reference.retained import retained_states
-from reference.state_store import load_version, plan_load
-from reference.storage import CheckpointFormatError, DurableStorage
+from reference.judge import checkpoint_rules
+from reference.protocol import layout
+from reference.language.catalogue import make as make_scenario
+from reference.protocol.changelog import decode_state_file
+from reference.protocol.logs import CommitEntry, OffsetEntry
+from reference.protocol.retained import retained_states
+from reference.protocol.state_store import load_version, plan_load
+from reference.protocol.storage import CheckpointFormatError, DurableStorage
 
 from .store_bug_sequences import OP, PART, StoreBench, Trace, snapshots
 

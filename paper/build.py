@@ -17,7 +17,7 @@ commands that make it), and writes
   for byte into ``paper/figures/``, and the figures drawn here (the step graph);
 - ``paper/generated/provenance.json``: for every value, the results file (or
   ``experiments/claims.py``) and key path it was read from, the raw value, and
-  how it was derived and formatted (``tests/test_paper.py`` resolves each one);
+  how it was derived and formatted (``tests/slow/test_paper.py`` resolves each one);
 - ``paper/generated/figures.json``: each figure and its source.
 
 Then it compiles ``paper/lightspeed-ref.typ`` with Typst (``--pdf``).
@@ -83,7 +83,7 @@ def section_claims(w: Writeup) -> None:
     w.table("published", Table(["Claim", "Published", "Tolerance and why", "Benchmark", "Source", "Judged by"], rows,
                                aligns=["left", "right", "left", "left", "center", "left"],
                                widths=["1.3fr", "auto", "2fr", "1.1fr", "auto", "1.3fr"]),
-            label="tab-published", commands=["(experiments/claims.py; tests/test_claims.py finds each quote)"])
+            label="tab-published", commands=["(experiments/claims.py; tests/quick/test_claims.py finds each quote)"])
 
 
 def _tolerance(claim_id: str) -> str:

@@ -1,7 +1,7 @@
-"""The SimPy cluster simulator: the protocol of SPEC section 2 with time and a cost model.
+"""The SimPy cluster simulator: the protocol of spec section 2 with time and a cost model.
 
 What it holds: ``backend.SimBackend`` (the simulator behind the backend
-interface of ``reference.backend``: a scenario in, a ``RunResult`` out),
+interface of ``reference.protocol.backend``: a scenario in, a ``RunResult`` out),
 ``simulate`` (a whole ``Simulation``, for experiments that need its trace,
 checkpoint or simulated end time), and ``load_profile`` / ``shipped_profile``
 (cost profiles, refusing a missing or negative parameter by name with

@@ -1,17 +1,17 @@
-"""The simulator behind the backend interface (``reference.backend.Backend``, SPEC section 4).
+"""The simulator behind the backend interface (``reference.protocol.backend.Backend``, spec section 4).
 
 ``SimBackend().run(scenario, RunOptions(profile=..., sim_mode=...))`` returns a
 ``RunResult``: the typed outcome (with its timing block) and, in data mode,
-the simulated checkpoint (a ``reference.storage.DurableStorage``) for the
+the simulated checkpoint (a ``reference.protocol.storage.DurableStorage``) for the
 oracles that read files. Volume mode writes no state files, so it gives no
 checkpoint. Bad options are typed errors that name them, never a traceback
 for the command line to show: a malformed cost profile raises
 ``cost_model.ProfileError`` naming the parameter, an unknown ``sim_mode``
 raises ``simulation.SimModeError``; both are ``BackendError``s (and
 ``ValueError``s). A scenario larger than the mode can hold is refused before
-anything is simulated, with the numbers (``reference.size``: data mode holds
+anything is simulated, with the numbers (``reference.language.size``: data mode holds
 every record, volume mode counts them). ``storage_profile`` replaces the cost profile's checkpoint
-storage with a named ``reference.storage_profiles`` profile, the one the
+storage with a named ``reference.protocol.storage_profiles`` profile, the one the
 Spark engine sleeps under the same name. Any other option is refused with
 ``OptionRefused``.
 """
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import importlib.util
 
-from reference.backend import RunOptions, RunResult, refuse_too_large, refuse_unknown_options
-from reference.scenario import Scenario
-from reference.size import MATERIALISED, VOLUME
-from reference.storage import SnapshotReader
+from reference.protocol.backend import RunOptions, RunResult, refuse_too_large, refuse_unknown_options
+from reference.language.scenario import Scenario
+from reference.language.size import MATERIALISED, VOLUME
+from reference.protocol.storage import SnapshotReader
 
 REQUIRED_PACKAGES = ("simpy", "numpy")
 

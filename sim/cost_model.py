@@ -1,6 +1,6 @@
 """The simulator's cost model: named, documented parameters loaded from JSON profiles.
 
-A profile says how long each protocol step of SPEC section 2 takes on one
+A profile says how long each protocol step of spec section 2 takes on one
 cluster. Every parameter is named with its unit; a profile that lacks one, or
 gives a negative value, is refused with the parameter's name
 (``ProfileError``, a ``ValueError``). Durations are simulated milliseconds.
@@ -26,8 +26,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from reference.backend import BackendError
-from reference.storage_profiles import (
+from reference.protocol.backend import BackendError
+from reference.protocol.storage_profiles import (
     STORAGE_PROFILE_ALIASES,
     STORAGE_PROFILES,
     StorageProfile,
@@ -162,7 +162,7 @@ def store_commits_ms(costs_ms: Sequence[float], parallel: bool) -> float:
 
 
 # Storage presets a profile may name instead of giving ``storage`` in full: the named profiles of
-# ``reference.storage_profiles`` (one table, shared with the Spark engine's ``--storage-profile``), under
+# ``reference.protocol.storage_profiles`` (one table, shared with the Spark engine's ``--storage-profile``), under
 # their own names and their aliases (``s3`` is ``object_store``).
 STORAGE_PRESETS: dict[str, dict[str, float]] = {
     **{name: profile.to_dict() for name, profile in STORAGE_PROFILES.items()},
@@ -237,7 +237,7 @@ def profile_from_dict(raw: dict[str, Any]) -> Profile:
         storage_raw = STORAGE_PRESETS[storage_raw]
     if not isinstance(storage_raw, dict):
         raise ProfileError("storage", "missing or not an object")
-    try:   # the storage parameters are reference.storage_profiles.StorageProfile's, shared with the engine
+    try:   # the storage parameters are reference.protocol.storage_profiles.StorageProfile's, shared with the engine
         storage = StorageProfile(**{f.name: _number(storage_raw, f.name, f"storage.{f.name}")
                                     for f in fields(StorageProfile)})
     except StorageProfileError as exc:
@@ -322,7 +322,7 @@ def resolve_profile(profile: Profile | dict[str, Any] | str | None) -> Profile:
 
 
 def with_storage_profile(profile: Profile, name: str) -> Profile:
-    """``profile`` with its checkpoint storage replaced by the named ``reference.storage_profiles`` profile
+    """``profile`` with its checkpoint storage replaced by the named ``reference.protocol.storage_profiles`` profile
     (what ``--storage-profile`` gives the Spark engine); ``ProfileError`` naming an unknown one."""
     try:
         named = storage_profile(name)

@@ -1,4 +1,4 @@
-"""Data mode: the real operator semantics on real records, real checkpoint files (SPEC sections 2-4).
+"""Data mode: the real operator semantics on real records, real checkpoint files (spec sections 2-4).
 
 Batch boundaries are the reference's (``SourceData.planned_end_offsets``), so
 an outcome can be compared with the reference's batch for batch; the clock
@@ -6,7 +6,7 @@ decides only *when* a batch is planned: once its input has arrived
 (``SourceData.input_ready_ms``, the rule every timed backend uses) and the
 trigger interval has passed (real-time mode: its long-running tasks deliver
 each record as it arrives, ``real_time.py``). Step effects are the reference's step
-functions, over a ``reference.storage.DurableStorage``, so the checkpoint is
+functions, over a ``reference.protocol.storage.DurableStorage``, so the checkpoint is
 the reference's format byte for byte. Costs come from the sizes those steps
 really read and write.
 """
@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from reference.outcome import ProgressEvent
-from reference.query import route
-from reference.real_time import deadline_ms
-from reference.seams import StepNode
-from reference.state_store import plan_load
+from reference.protocol.outcome import ProgressEvent
+from reference.protocol.query import route
+from reference.protocol.real_time import deadline_ms
+from reference.protocol.seams import StepNode
+from reference.protocol.state_store import plan_load
 
 from .cost_model import store_commits_ms
 from .latency import RecordLatency

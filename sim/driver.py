@@ -1,4 +1,4 @@
-"""The driver: the micro-batch thread, the async log writer, the async purger (SPEC section 2).
+"""The driver: the micro-batch thread, the async log writer, the async purger (spec section 2).
 
 Structure: the driver owns one ``StepThread`` per thread. The micro-batch
 thread runs the driver steps on the critical path (plan, sync log writes,

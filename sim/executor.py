@@ -1,4 +1,4 @@
-"""Executors: task slots, a state-commit thread and a maintenance thread each (SPEC section 2).
+"""Executors: task slots, a state-commit thread and a maintenance thread each (spec section 2).
 
 Structure: an executor owns ``cores`` task slots and two background
 ``StepThread``s. State partition ``p`` lives on executor ``p % executors``

@@ -1,4 +1,4 @@
-"""Faults in the simulated cluster (SPEC section 2's fault kinds): at a step, and at a simulated time.
+"""Faults in the simulated cluster (spec section 2's fault kinds): at a step, and at a simulated time.
 
 Faults at a step are matched by the reference's ``FaultBook`` and decided by
 its ``apply_fault`` (the one decision table of every backend); what a decision
@@ -11,7 +11,7 @@ does here is ``ClusterSubstrate``, the simulator's ``FaultSubstrate``:
   cost (``TimedIncarnation.retry_cost_ms``);
 - ``lose_executor`` drops the stores cached on the executor (the reference's
   ``lose_executor``) and charges ``executor_replacement_ms``;
-- ``plant_zombie`` keeps the failed attempt's write (``reference.faults.zombie_landings``)
+- ``plant_zombie`` keeps the failed attempt's write (``reference.protocol.faults.zombie_landings``)
   and lands it right after ``commit_log_write`` of its batch, or at the end of
   the incarnation, as the reference does;
 - damage (``corrupt_file``, ``delete_file``) and ``clock_skew`` as everywhere.
@@ -47,11 +47,11 @@ from typing import Generator, NoReturn, Protocol
 
 import simpy
 
-from reference.failures import DriverCrash, QueryFailure
-from reference.observer import Observer
-from reference.run import InPlaceFaultEffects
-from reference.scenario import Fault
-from reference.steps import NodeId
+from reference.protocol.failures import DriverCrash, QueryFailure
+from reference.protocol.observer import Observer
+from reference.protocol.run import InPlaceFaultEffects
+from reference.language.scenario import Fault
+from reference.language.steps import NodeId
 
 from .storage_service import StorageService
 from .timed_incarnation import TimedIncarnation

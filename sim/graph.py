@@ -1,7 +1,7 @@
 """The step graph of one batch as a reusable template (the reference's graph, as data).
 
 The reference describes one batch's nodes as values:
-``reference.graph.GraphShape.batch_nodes(b)`` gives every node of batch ``b``
+``reference.protocol.graph.GraphShape.batch_nodes(b)`` gives every node of batch ``b``
 (one per step and partition) with every dependency it may have, in creation
 order. Within one incarnation the graph of batch ``b`` has the same shape as
 that of batch ``b - 1`` shifted by one batch, except for maintenance:
@@ -19,12 +19,12 @@ Whether a named dependency exists is decided when a batch is instantiated
 batch, of a batch whose nodes are all done and forgotten, or of a step the
 batch's shape lacks (a stateless query's state steps, the snapshot of a batch
 that is not a maintenance batch) is satisfied, exactly as
-``reference.graph.build_graph`` keeps only the dependencies on nodes that exist.
+``reference.protocol.graph.build_graph`` keeps only the dependencies on nodes that exist.
 
 Each instantiated node (``SimNode``) counts its unmet dependencies and lists
 its dependents, so finishing a node costs one decrement per dependent. A
 ``SimNode`` has the ``batch``/``step``/``partition`` fields of a
-``reference.steps.NodeId`` (cost and fault matching read only those); the
+``reference.language.steps.NodeId`` (cost and fault matching read only those); the
 real ``NodeId`` is made on demand (``node_id``) for fault handling and traces.
 """
 
@@ -33,9 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Hashable
 
-from reference.graph import BatchShape, Node
-from reference.incarnation import Incarnation
-from reference.steps import STEP_ORDER, TASK_STEPS, NodeId
+from reference.protocol.graph import BatchShape, Node
+from reference.protocol.incarnation import Incarnation
+from reference.language.steps import STEP_ORDER, TASK_STEPS, NodeId
 
 # What happens to a node once its dependencies are met.
 GATE = 0          # launch the task of one partition (its foreground steps run back to back in one slot)

@@ -1,6 +1,6 @@
-"""The protocol of SPEC section 2 with time: one incarnation's step graph, executed on the simulated cluster.
+"""The protocol of spec section 2 with time: one incarnation's step graph, executed on the simulated cluster.
 
-The step graph is the reference's (``reference.graph.GraphShape.batch_nodes``:
+The step graph is the reference's (``reference.protocol.graph.GraphShape.batch_nodes``:
 one node per (step, batch, partition) and the dependency edges of every mode).
 The simulator instantiates it one batch at a time from a template per batch
 shape (``graph.py``), so batch boundaries can be decided by the simulated
@@ -34,9 +34,9 @@ from typing import Callable, Sequence, cast
 
 import simpy
 
-from reference.faults import FaultBook, apply_fault
-from reference.storage import CheckpointFormatError
-from reference.supervisor import RESTARTABLE
+from reference.protocol.faults import FaultBook, apply_fault
+from reference.protocol.storage import CheckpointFormatError
+from reference.protocol.supervisor import RESTARTABLE
 
 from .driver import Driver
 from .executor import Executor
@@ -162,7 +162,7 @@ class IncarnationRun:
         return f"{executor}.background" if node.background else executor
 
     def run_step(self, node: SimNode, on_done: Callable[[], None]) -> None:
-        """Charge the step's cost, then apply its effect; faults before and after it (SPEC section 2).
+        """Charge the step's cost, then apply its effect; faults before and after it (spec section 2).
 
         The effect lands when the cost has been paid, so a crash in between loses
         the step. ``on_done`` is called once the step is complete (never after a stop).

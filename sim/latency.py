@@ -1,21 +1,21 @@
 """End-to-end latency per record: from its creation to the moment it FIRST became visible at the sink.
 
-SPEC section 4 measures latency from a record's creation (``arrival_ms``) to
+spec section 4 measures latency from a record's creation (``arrival_ms``) to
 when its output can first be read. A batch re-run after a crash delivers its
 records again, later; that re-delivery never moves a record's latency (issue
 14: measuring at the last delivery turned a p50 of 87 ms into 5 s after a
 crash). Both books below keep the first visibility and hand their latencies
-to ``reference.timing.summarize_segments``, the one percentile definition.
+to ``reference.protocol.timing.summarize_segments``, the one percentile definition.
 
 - ``RecordLatency`` (data mode): one exact latency per record, from
-  ``reference.timing.first_visible_ms`` over every delivery seen.
+  ``reference.protocol.timing.first_visible_ms`` over every delivery seen.
 - ``RangeLatency`` (volume mode, no records): per source partition, the
   offsets already visible; a delivery of offsets ``[lo, hi)`` adds only the
   offsets not yet visible, as one segment whose latencies are spread between
   those of its newest and oldest record.
 
 Both also judge whether the run kept up with its input, by the one rule of
-``reference.timing`` (``summarize_throughput``; volume mode over its delivered
+``reference.protocol.timing`` (``summarize_throughput``; volume mode over its delivered
 ranges, ``summarize_throughput_groups``), so a simulated latency point gets
 the same kept-up or backlogged verdict as a timed engine's.
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from reference.outcome import Timing
-from reference.timing import (DeliveryGroup, LatencySummary, Segment, Throughput, first_visible_ms,
+from reference.protocol.outcome import Timing
+from reference.protocol.timing import (DeliveryGroup, LatencySummary, Segment, Throughput, first_visible_ms,
                               summarize_segments, summarize_throughput, summarize_throughput_groups)
 
 

@@ -1,4 +1,4 @@
-"""The network between driver and executors: a one-way message delay (SPEC section 2's task launch)."""
+"""The network between driver and executors: a one-way message delay (spec section 2's task launch)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Spark 4.3 (``RealTimeStreamScanExec``, the pipelined shuffle of SPARK-58508,
 once, so a record goes from its source task through the streaming shuffle to
 the stateful task and on to the sink as soon as it arrives, long before the
 batch ends. The tasks stop at the batch's deadline
-(``reference.real_time.deadline_ms``); the driver then writes the offset log
+(``reference.protocol.real_time.deadline_ms``); the driver then writes the offset log
 and the commit log, and plans the next batch: the boundary gap, in which
 records that arrive wait for the next batch's tasks.
 

@@ -2,8 +2,8 @@
 
 ``simulate(scenario)`` runs a scenario to the end and returns the
 ``Simulation`` (its outcome, trace and checkpoint); ``sim.backend.SimBackend``
-is the simulator behind the backend interface (SPEC section 4). The outcome
-is the reference's (``reference.observer.build_outcome``, from the simulated
+is the simulator behind the backend interface (spec section 4). The outcome
+is the reference's (``reference.protocol.observer.build_outcome``, from the simulated
 run's checkpoint and observer) with a timing block (end-to-end latency per
 record, creation to first visibility at the sink, ``latency.py``), timed
 progress events, and ``details["sim"]`` (mode, profile, simulated end time,
@@ -19,15 +19,15 @@ from typing import Any, Generator
 import numpy as np
 import simpy
 
-from reference.backend import BackendError
-from reference.faults import FaultBook
-from reference.observer import Observer, build_outcome
-from reference.outcome import Outcome
-from reference.recovery import RestartPlan
-from reference.scenario import Fault, Scenario
-from reference.sources import SourceData
-from reference.storage import CheckpointFormatError, DurableStorage
-from reference.supervisor import Supervisor
+from reference.protocol.backend import BackendError
+from reference.protocol.faults import FaultBook
+from reference.protocol.observer import Observer, build_outcome
+from reference.protocol.outcome import Outcome
+from reference.protocol.recovery import RestartPlan
+from reference.language.scenario import Fault, Scenario
+from reference.protocol.sources import SourceData
+from reference.protocol.storage import CheckpointFormatError, DurableStorage
+from reference.protocol.supervisor import Supervisor
 
 from .cost_model import Profile, resolve_profile
 from .data_mode import DataIncarnation
@@ -118,11 +118,11 @@ class Simulation:
 
     @property
     def storage(self) -> DurableStorage:
-        """The simulated run's checkpoint (SPEC section 3 layout; volume mode writes no state files)."""
+        """The simulated run's checkpoint (spec section 3 layout; volume mode writes no state files)."""
         return self.service.files
 
     def outcome(self) -> Outcome:
-        """The outcome (SPEC section 4) with the timing block and the simulator's own details."""
+        """The outcome (spec section 4) with the timing block and the simulator's own details."""
         details = {"sim": {"mode": self.mode, "profile": self.profile.name, "end_time_ms": round(self.end_ms, 3),
                            "trace_events": self.trace.count}}
         unfired = list(self.faults.pending) + [f for f in self.clock_faults

@@ -34,7 +34,7 @@ the stage is visible to the rest of the simulation before then. Nothing reads
 them earlier in a stage batch, which is why only such batches run as stages; a
 maintenance batch (its snapshot uploads run beside the tasks), asynchronous
 state checkpointing, pipelining, a latency spike not yet over, or any fault
-still to fire keeps the task-by-task path. ``tests/test_sim_volume_stage.py``
+still to fire keeps the task-by-task path. ``tests/slow/test_sim_volume_stage.py``
 holds both paths, and the simulator before stages, to the same bytes.
 """
 

@@ -1,4 +1,4 @@
-"""A stage's storage jitter, drawn for all its partitions at once: ``reference.storage_profiles.jitter_factor`` in numpy.
+"""A stage's storage jitter, drawn for all its partitions at once: ``reference.protocol.storage_profiles.jitter_factor`` in numpy.
 
 Volume mode draws one jitter factor per partition and task step of a batch
 (``StorageService.jitter_base``: the shared draw function over the keys
@@ -7,7 +7,7 @@ which was a quarter of a cluster-scale run. This is its twin over an array of
 partitions, in the same operations on the same IEEE doubles (the hash in
 wrapping 64-bit integers; ``frexp``, ``ldexp``, ``floor``, ``sqrt``, ``+ - * /``
 are exact or correctly rounded in both), so it gives the same bits:
-``tests/test_sim_volume_stage.py`` checks it against the scalar function.
+``tests/slow/test_sim_volume_stage.py`` checks it against the scalar function.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from reference.storage_profiles import (
+from reference.protocol.storage_profiles import (
     _ACKLAM_A,
     _ACKLAM_B,
     _ACKLAM_C,

@@ -1,10 +1,10 @@
 """The durable storage service: the checkpoint filesystem with a latency per operation.
 
-It owns the durable bytes (a ``reference.storage.DurableStorage`` in data mode,
+It owns the durable bytes (a ``reference.protocol.storage.DurableStorage`` in data mode,
 so the checkpoint is byte-identical in format to the reference's) and the
-latency model of SPEC section 3's checkpoint file manager: small-file writes,
+latency model of spec section 3's checkpoint file manager: small-file writes,
 atomic renames, listings, deletes and bandwidth-bound transfers. Each
-operation's latency is drawn by ``reference.storage_profiles.LatencyDraws``,
+operation's latency is drawn by ``reference.protocol.storage_profiles.LatencyDraws``,
 the one draw function the Spark engine's checkpoint storage and native
 Spark's checkpoint filesystem also use: the n-th operation of a kind on the
 ``"<seed>/driver"`` or ``"<seed>/executor"`` stream costs the same on all
@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from reference.storage import DurableStorage
-from reference.storage_profiles import LatencyDraws, StorageProfile
+from reference.protocol.storage import DurableStorage
+from reference.protocol.storage_profiles import LatencyDraws, StorageProfile
 
 from .cost_model import store_commits_ms
 

@@ -1,9 +1,9 @@
-"""The reference's incarnation with time: a simulated clock, step costs and timed progress (SPEC sections 2, 4).
+"""The reference's incarnation with time: a simulated clock, step costs and timed progress (spec sections 2, 4).
 
-``TimedIncarnation`` is the simulator's side of the seams (``reference.seams``):
+``TimedIncarnation`` is the simulator's side of the seams (``reference.protocol.seams``):
 
 - ``Clock``: logical time is SimPy's clock (``logical_time_ms``); the trigger's
-  rule (``reference.trigger``) says when a batch may plan (``trigger_ms``);
+  rule (``reference.protocol.trigger``) says when a batch may plan (``trigger_ms``);
 - ``StepCosts``: what each driver step costs (``cost_ms``; a purge round is
   decided when it is charged, ``purge_round_of``) and what a retry costs;
 - ``ProgressReporter``: Spark's ``durationMs`` from the simulated step times
@@ -27,21 +27,21 @@ from typing import Any, Callable
 
 import simpy
 
-from reference import layout
-from reference.graph import Node
-from reference.incarnation import Incarnation
-from reference.logs import PurgeRound
-from reference.outcome import ProgressEvent
-from reference.seams import StepCosts, StepNode
-from reference.steps import NodeId
-from reference.trigger import next_batch_time_ms, trigger_plan_ms
+from reference.protocol import layout
+from reference.protocol.graph import Node
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.logs import PurgeRound
+from reference.protocol.outcome import ProgressEvent
+from reference.protocol.seams import StepCosts, StepNode
+from reference.language.steps import NodeId
+from reference.protocol.trigger import next_batch_time_ms, trigger_plan_ms
 
 from .cost_model import Profile
 from .graph import SimNode
 from .random_draws import Draws
 from .storage_service import StorageService
 
-# What a mode of the simulator implements, beside the reference's seams (``reference.seams``) it overrides.
+# What a mode of the simulator implements, beside the reference's seams (``reference.protocol.seams``) it overrides.
 MODE_INTERFACE = ("has_batch", "plan_ready_ms", "begin_step", "task_cost_ms", "fuse_task_steps", "run_stages")
 COMMIT_STEPS = frozenset(("changelog_write", "state_commit"))   # a task's part of Spark's commitTimeMs
 SMALL_FILE_BYTES = 256         # a log entry or manifest
@@ -118,7 +118,7 @@ class TimedIncarnation(Incarnation, StepCosts):
 
     def trigger_ms(self, input_ms: float | None) -> float:
         """When the trigger plans the next batch, its dependencies met now and its input arriving at
-        ``input_ms`` (None: no input left): ``reference.trigger``, Spark's ``ProcessingTimeExecutor``
+        ``input_ms`` (None: no input left): ``reference.protocol.trigger``, Spark's ``ProcessingTimeExecutor``
         (ticks at multiples of the interval; a zero interval plans as soon as ready)."""
         now, interval = self.clock.now, self.cfg.trigger_interval_ms
         fire = trigger_plan_ms(interval, self.last_plan_start_ms, now, input_ms)
@@ -174,7 +174,7 @@ class TimedIncarnation(Incarnation, StepCosts):
         deletes the ids between the last round's threshold and this one's blindly when there are at
         most three, and otherwise lists the log directory and deletes every entry below the
         threshold. A round whose threshold has not moved does nothing. The round is the reference's
-        (``Incarnation.next_purge_round``, ``reference.logs.purge_round``): under sync progress the latest offset entry minus
+        (``Incarnation.next_purge_round``, ``reference.protocol.logs.purge_round``): under sync progress the latest offset entry minus
         ``minBatchesToRetain`` (MicroBatchExecution.scala: ``purge(batchId - minLogEntriesToMaintain)``,
         called only once ``batchId > minLogEntriesToMaintain``: before that the threshold is below 1 and
         nothing is due here either), so in steady state one entry per log;

@@ -11,9 +11,10 @@ restart planning, the same engine running it); only the payload differs:
   split, as a uniform hash gives), and per state store the keys changed, held
   and removed and the output rows, from the operator's model
   (``volume_state.OperatorModel``: aggregates keep every key, windows and
-  sessions evict after the watermark, dedup grows then evicts, a join keeps
-  both sides' rows within its time bound);
-- watermarks are tracked as in data mode (``reference.query.advance_trackers``)
+  sessions evict after the watermark, dedup within a watermark grows then
+  evicts, plain dedup grows for ever (or, with a watermark, holds what it has
+  not passed), a join keeps both sides' rows within its time bound);
+- watermarks are tracked as in data mode (``reference.protocol.query.advance_trackers``)
   from each batch's largest event time, and written to the commit log;
 - state files are not written (their cost is charged), so a restart loads
   state at the cost of reading and replaying every key of the store.
@@ -33,12 +34,12 @@ from typing import Any, cast
 
 import numpy as np
 
-from reference.incarnation_state import BatchPlan, TaskState
-from reference.outcome import ProgressEvent, StateOperatorProgress
-from reference.query import watermarks_of
-from reference.recovery import RestartPlan
-from reference.seams import StepNode
-from reference.sources import SourceData
+from reference.protocol.incarnation_state import BatchPlan, TaskState
+from reference.protocol.outcome import ProgressEvent, StateOperatorProgress
+from reference.protocol.query import watermarks_of
+from reference.protocol.recovery import RestartPlan
+from reference.protocol.seams import StepNode
+from reference.protocol.sources import SourceData
 
 from .cost_model import store_commits_ms
 from .graph import SimNode

@@ -33,6 +33,15 @@ the batch's end offsets:
   expiry the watermark reached are removed. A restarted query starts from the
   steady state: a key is held for ``2 * delay`` (expiry plus the watermark's
   lag) after each insertion and absent until its next record.
+- ``dedup`` without a watermark: holds every key seen, ``D(all records so
+  far)``; inserts and emits the keys first seen in the batch (the growth of
+  that count); never removes.
+- ``dedup`` with a watermark: an entry per distinct (key, event time) with
+  event time after the watermark. Over ``w`` milliseconds of event time with
+  ``c`` records, ``P(c, w) = min(c, w * D(c / w))`` entries (records spread
+  evenly over the milliseconds, keys drawn per millisecond); it holds
+  ``P`` of the records after ``wm``, inserts and emits ``P`` of the batch's
+  records, and removes what the watermark passed.
 - ``join``: each side holds its rows (Spark's join state counts rows) with
   event time at or after ``wm - time_bound_ms``, ``cnt(wm - bound, now)`` of
   that side; changes the rows appended plus the rows evicted; emits each new
@@ -55,7 +64,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from reference.scenario import OperatorSpec, Scenario, Source
+from reference.language.scenario import OperatorSpec, Scenario, Source
 
 WINDOW_BUCKETS = 64   # at most this many window groups are summed per batch (windows are grouped beyond it)
 
@@ -117,7 +126,7 @@ class VolumeSource:
         return self.scenario.sources[side], p
 
     def arrival_ms(self, sp: int, offset: int) -> float:
-        """When record ``offset`` of source partition ``sp`` is created (as ``reference.sources``)."""
+        """When record ``offset`` of source partition ``sp`` is created (as ``reference.protocol.sources``)."""
         src, p = self._source(sp)
         if src.kind == "rate":
             return float(int(offset * (1000.0 * src.partitions / src.rows_per_second)))
@@ -257,6 +266,8 @@ class OperatorModel:
             return self._join(window, wm, previous_wm)
         if kind == "dedup_within_watermark":
             return self._dedup(window, scale, n, wm)
+        if kind == "dedup":
+            return self._drop_duplicates(window, scale, n, wm, previous_wm)
         assert kind == "stateful_function", f"no volume model for operator {kind}"
         timeout = float(self.spec.timeout_ms or 0)
         total = self.D(window.count(wm - timeout, math.inf) * scale)
@@ -283,6 +294,33 @@ class OperatorModel:
                 kept.append((max(lo, wm), hi, keys * (1.0 - gone)))
         self._entries = kept
         return [StoreCounts(inserted + removed, held + inserted - removed, removed)], inserted
+
+    def _drop_duplicates(self, window: Window, scale: float, n: float, wm: float,
+                         previous_wm: float) -> tuple[list[StoreCounts], float]:
+        """Spark's plain dropDuplicates (module docs): by key for ever, or by (key, event time) until the
+        watermark passes it."""
+        if self.spec.watermark_delay_ms is None:
+            total = self.D(window.count(-math.inf, math.inf) * scale)
+            inserted = max(0.0, total - self.D(window.count(-math.inf, math.inf, upto="start") * scale))
+            return [StoreCounts(inserted, total, 0.0)], inserted
+        span = window.event_span()
+        inserted = self._timed_entries(n, span[1] - span[0] + 1) if span is not None else 0.0
+        total = self._timed_entries(window.count(wm, math.inf) * scale, self._after(window, wm, "end"))
+        before = self._timed_entries(window.count(previous_wm, math.inf, upto="start") * scale,
+                                     self._after(window, previous_wm, "start"))
+        removed = max(0.0, before + inserted - total)
+        return [StoreCounts(inserted + removed, total, removed)], inserted
+
+    def _timed_entries(self, records: float, width_ms: float) -> float:
+        """``P(c, w)``: distinct (key, millisecond) pairs among ``records`` spread over ``width_ms``."""
+        width = max(1.0, width_ms)
+        return min(records, width * self.D(records / width))
+
+    @staticmethod
+    def _after(window: Window, wm: float, upto: str) -> float:
+        """The milliseconds of event time from the watermark to the latest record before ``upto``."""
+        latest = window.latest(upto)
+        return 0.0 if latest is None else latest - wm
 
     def _dedup_at_start(self, window: Window, scale: float, wm: float,
                         delay: float) -> list[tuple[float, float, float]]:

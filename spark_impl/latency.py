@@ -3,9 +3,9 @@
 The engine and the native adapter record every sink commit of a batch as a
 ``SinkDelivery`` (the batch's boundaries and the wall time it became
 visible), re-deliveries after a crash included. A record's latency ends at its first delivery
-(``reference.timing.first_visible_ms``): a batch re-run after a crash shows
+(``reference.protocol.timing.first_visible_ms``): a batch re-run after a crash shows
 output that was readable earlier, and the replay must not make it look slower.
-The percentiles are ``reference.timing.summarize_latency``, as on every timed
+The percentiles are ``reference.protocol.timing.summarize_latency``, as on every timed
 backend.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from reference.sources import SourceData
-from reference.timing import Throughput, first_visible_ms, summarize_throughput
+from reference.protocol.sources import SourceData
+from reference.protocol.timing import Throughput, first_visible_ms, summarize_throughput
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def delivered_times_ms(data: SourceData, deliveries: Iterable[SinkDelivery],
 
 
 def record_throughput(data: SourceData, deliveries: Iterable[SinkDelivery], t0: float) -> Throughput | None:
-    """Whether the run kept up with its input: ``reference.timing.summarize_throughput``, the one rule."""
+    """Whether the run kept up with its input: ``reference.protocol.timing.summarize_throughput``, the one rule."""
     return summarize_throughput(*delivered_times_ms(data, deliveries, t0))
 
 

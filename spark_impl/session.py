@@ -5,6 +5,14 @@ test suite all share the session this module makes. ``session()`` fails loudly
 when there is no Java: every Spark backend needs a JVM. ``missing()`` says
 what is missing without starting anything; ``backend_session`` turns a Spark
 that cannot start into the backend interface's ``BackendUnavailable``.
+
+The driver JVM's output goes to a log file, not the screen. On a standalone
+cluster (``spark://``) the master is checked before the session waits on it
+(``master_probe.py``), and the session waits at most
+``FIRST_EXECUTOR_TIMEOUT_S`` for its first executor: a wrong or idle master
+is named in seconds, not after a minute of Java stack traces or never. The
+session is stopped when the process exits, before its temporary folders are
+removed (``scratch.py``).
 """
 
 from __future__ import annotations
@@ -12,16 +20,29 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
-from reference.backend import BackendUnavailable
+from reference.protocol.backend import BackendUnavailable
+
+from . import scratch
+from .master_probe import MasterUnusable, check_reachable, master_addresses, memory_mb, probe
 
 DEFAULT_MASTER = "local[2]"
+DRIVER_LOG = "driver.log"
+DRIVER_LOG_PREFIX = "lightspeed-driver"   # its scratch folder, and the name of a log kept after a failure
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+FIRST_EXECUTOR_TIMEOUT_S = 60.0   # a cluster's first executor: a JVM start on a worker (10-20 s when loaded)
+EXECUTOR_POLL_S = 0.25
 _lock = threading.Lock()
 _session: Any = None
 _master: str | None = None
+_driver_log: Path | None = None
 _extra: dict[str, str] = {}   # the extra confs the session started with: a JVM started after a crash gets them too
 
 
@@ -67,9 +88,16 @@ def master_of(master: str | None = None) -> str:
     return master or _master or os.environ.get("LIGHTSPEED_SPARK_MASTER", DEFAULT_MASTER)
 
 
-def session(master: str | None = None, extra_conf: dict[str, str] | None = None) -> Any:
+def session(master: str | None = None, extra_conf: dict[str, str] | None = None,
+            driver_log: str | os.PathLike[str] | None = None) -> Any:
     """The process's SparkSession, created on first use on ``master`` (default ``local[2]``) with ``extra_conf``
-    (a JVM started again after a crash, ``forget_dead_jvm``, gets the same)."""
+    (a JVM started again after a crash, ``forget_dead_jvm``, gets the same).
+
+    The driver JVM's own output (Spark's log, Java stack traces) goes to ``driver_log`` (default: a file in this
+    process's scratch folder, removed at exit), never to the screen. A ``spark://`` master is checked first
+    (``master_probe``): one that is unreachable, not a master, or has no worker with a free core is
+    ``SparkUnavailable`` within seconds, with the driver log kept and named when it has something to say.
+    """
     global _session, _master, _extra
     with _lock:
         wanted = master_of(master)
@@ -82,48 +110,145 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None)
             from pyspark.sql import SparkSession
         except ImportError as exc:  # pragma: no cover - pyspark is a dependency
             raise SparkUnavailable(f"pyspark is not importable: {exc}") from exc
-        # executors' Python workers must run this interpreter (it has rocksdict and this package)
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        builder = (SparkSession.builder.master(wanted).appName("lightspeed")
-                   .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.scheduler.mode", "FAIR")
-                   .config("spark.python.worker.reuse", "true")
-                   .config("spark.sql.shuffle.partitions", "2")
-                   .config("spark.default.parallelism", "2")
-                   .config("spark.task.maxFailures", "4")
-                   .config("spark.driver.host", "127.0.0.1")
-                   .config("spark.driver.bindAddress", "127.0.0.1")
-                   .config("spark.sql.streaming.stateStore.providerClass",
-                           "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-                   .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"))
-        if wanted.startswith("local"):
-            # local[N] gives up on the first task failure unless told otherwise; Spark's own default
-            # for a cluster is 4 attempts, and the protocol's task retry relies on it
-            builder = builder.master(f"local[{_threads(wanted)},4]")
-        # native Spark's checkpoint filesystem with a storage profile's latency: its jar must be on the class
-        # path when the JVM starts (built here if needed; without javac the session starts without it)
-        from .native.checkpoint_fs import session_confs as checkpoint_fs_confs
+        cluster = wanted.startswith("spark://")
+        if cluster:
+            _check(lambda: check_reachable(wanted))   # before any JVM: a wrong URL is named in seconds
         extra = dict(extra_conf) if extra_conf is not None else dict(_extra)
-        for key, value in {**checkpoint_fs_confs(), **extra}.items():
+        options = _options(wanted, extra)
+        log = _launch_driver_jvm(options, driver_log)
+        builder = SparkSession.builder
+        for key, value in options.items():
             builder = builder.config(key, value)
         try:
+            if cluster:
+                _check_master(wanted, options, log)
             _session = builder.getOrCreate()
+        except SparkUnavailable:
+            raise
         except Exception as exc:  # noqa: BLE001 - py4j and PySpark raise their own types when the JVM fails
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise SparkUnavailable(f"Spark did not start on {wanted}: {first}") from exc
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(". ")
+            raise SparkUnavailable(f"Spark did not start on {wanted} ({first}); Spark's log: {_kept(log)}") from exc
         # task failures are part of the protocol (faults, retries); the engine reports what matters itself
         _session.sparkContext.setLogLevel("FATAL")
         _master, _extra = wanted, extra
-        return _session
+        scratch.before_removal(stop)   # at exit: stop the executors before the folders they write in go
+    if cluster:
+        _await_first_executor(wanted, log)
+    return _session
+
+
+def _options(master: str, extra_conf: dict[str, str] | None) -> dict[str, str]:
+    """The session's Spark configuration: the same for the JVM's launch and the SparkContext."""
+    # executors' Python workers must run this interpreter (it has rocksdict and this package); on other
+    # machines the same path must hold the same Python (the README's "Several machines")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    options = {
+        "spark.master": master, "spark.app.name": "lightspeed",
+        "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.scheduler.mode": "FAIR",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.task.maxFailures": "4",
+        # the driver's own scratch (block manager, shipped files) where this process's temporary files go
+        "spark.local.dir": tempfile.gettempdir(),
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    }
+    if master.startswith("local"):
+        # local[N] gives up on the first task failure unless told otherwise; Spark's own default
+        # for a cluster is 4 attempts, and the protocol's task retry relies on it
+        options["spark.master"] = f"local[{_threads(master)},4]"
+    if master.startswith("local") or \
+            (master.startswith("spark://") and all(a.host in LOOPBACK for a in master_addresses(master))):
+        # one machine: the driver listens on loopback only; a cluster on other machines must reach the
+        # driver at an address of this one (Spark's default, or SPARK_LOCAL_IP)
+        options["spark.driver.host"] = options["spark.driver.bindAddress"] = "127.0.0.1"
+    # native Spark's checkpoint filesystem with a storage profile's latency: its jar must be on the class
+    # path when the JVM starts (built here if needed; without javac the session starts without it)
+    from .native.checkpoint_fs import session_confs as checkpoint_fs_confs
+    options.update(checkpoint_fs_confs())
+    options.update(extra_conf or {})
+    return options
+
+
+def _launch_driver_jvm(options: dict[str, str], driver_log: str | os.PathLike[str] | None) -> Path:
+    """Start the driver's JVM (py4j's gateway) with its output in a log file, unless this process has one
+    already (a session stopped and started again reuses it, and its log); the log's path."""
+    global _driver_log
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    if SparkContext._gateway is not None:
+        assert _driver_log is not None, "a JVM this module did not start (the driver log is unknown)"
+        return _driver_log
+    path = Path(driver_log) if driver_log is not None else scratch.scratch_dir(DRIVER_LOG_PREFIX + "-") / \
+        DRIVER_LOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as out:
+        conf = SparkConf(loadDefaults=False).setAll(list(options.items()))
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": subprocess.STDOUT})
+        except Exception as exc:  # noqa: BLE001 - PySpark's own error when the JVM exits at once
+            kept = scratch.keep(path, DRIVER_LOG_PREFIX)
+            raise SparkUnavailable(f"the driver's JVM did not start ({exc}); its output: {kept}") from exc
+    SparkContext._ensure_initialized(gateway=gateway)
+    _driver_log = path
+    return path
+
+
+def _check(fn: Any) -> None:
+    try:
+        fn()
+    except MasterUnusable as exc:
+        raise SparkUnavailable(str(exc)) from None
+
+
+def _check_master(master: str, options: dict[str, str], log: Path) -> None:
+    """``SparkUnavailable`` naming why ``master`` cannot run this application now (``master_probe``)."""
+    from pyspark import SparkContext
+    try:
+        state = probe(SparkContext._jvm, master)
+    except MasterUnusable as exc:
+        raise SparkUnavailable(f"{str(exc).rstrip('.')} (Spark's log: {_kept(log)})") from None
+    problem = None if state is None else state.problem(memory_mb(options.get("spark.executor.memory", "1g")))
+    if problem is not None:
+        raise SparkUnavailable(problem)
+
+
+def _await_first_executor(master: str, log: Path) -> None:
+    """On a cluster, the first executor registers within ``FIRST_EXECUTOR_TIMEOUT_S``; else the session stops and
+    ``SparkUnavailable`` says so (what the master's check could not foresee: a worker that fails to launch one)."""
+    assert _session is not None
+    jsc = _session.sparkContext._jsc.sc()
+    deadline = time.monotonic() + FIRST_EXECUTOR_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if jsc.statusStore().executorList(True).size() > 1:   # the driver is listed too
+            return
+        time.sleep(EXECUTOR_POLL_S)
+    stop()
+    raise SparkUnavailable(f"the master at {master} accepted the application but started no executor for it "
+                           f"within {FIRST_EXECUTOR_TIMEOUT_S:.0f} s; the workers' logs say why "
+                           f"(Spark's log: {_kept(log)})")
+
+
+def _kept(log: Path) -> Path:
+    """The driver log, moved where it outlives this process when it is in the scratch folder (the JVM writes on
+    into the moved file)."""
+    global _driver_log
+    if log.parent.name.startswith(DRIVER_LOG_PREFIX) and log.exists():
+        log = scratch.keep(log, DRIVER_LOG_PREFIX)
+        if _driver_log is not None:
+            _driver_log = log
+    return log
 
 
 def jvm_exit_status(wait_s: float = 0.0) -> int | None:
     """The exit status of this process's Spark JVM once it has died (waiting up to ``wait_s`` for it to exit),
     None while it runs or when there is none."""
-    import subprocess
     from pyspark import SparkContext
     proc = getattr(SparkContext._gateway, "proc", None)
     if proc is None:

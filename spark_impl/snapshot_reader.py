@@ -12,14 +12,15 @@ its files. Nothing is registered process-wide.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from reference import layout
-from reference.changelog import StateFileHeader
-from reference.storage import CheckpointFormatError, LocalStorage, Storage
+from reference.protocol import layout
+from reference.protocol.changelog import StateFileHeader
+from reference.protocol.storage import CheckpointFormatError, LocalStorage, Storage
 
 SNAPSHOT_FORMAT = "rocksdb-sst-manifest"
 
@@ -28,8 +29,8 @@ def read_manifest_snapshot(storage: Storage, path: str, data: bytes, local_root:
                            ) -> tuple[StateFileHeader, tuple[Any, ...]] | None:
     """Decode a snapshot manifest and the SST files it names; None when ``data`` is not a manifest.
 
-    ``local_root``: where the throwaway RocksDB that reads the SSTs goes (default: the store's own default);
-    bind it with ``functools.partial`` to keep a verifier's reads in a scratch directory.
+    ``local_root``: where the throwaway RocksDB that reads the SSTs goes (default: a temporary folder of this
+    process, removed when it ends); bind it with ``functools.partial`` to keep a verifier's reads elsewhere.
     """
     if not data.lstrip().startswith(b"{"):
         return None
@@ -40,9 +41,16 @@ def read_manifest_snapshot(storage: Storage, path: str, data: bytes, local_root:
     if len(parts) < 4 or parts[0] != layout.STATE:
         raise CheckpointFormatError(f"{path}: a snapshot manifest outside state/<op>/<partition>/")
     op, partition = parts[1], int(parts[2])
-    records = read_snapshot_records(storage, op, partition, path, local_root)
+    records = read_snapshot_records(storage, op, partition, path,
+                                    local_root if local_root is not None else _reader_root())
     header = StateFileHeader("snapshot", manifest.version, manifest.uid, manifest.parent_uid)
     return header, tuple((k, json.loads(json.dumps(v))) for k, v in records)
+
+
+@functools.cache
+def _reader_root() -> Path:
+    from spark_impl.scratch import scratch_dir
+    return scratch_dir("lightspeed-snapshot-reader-")
 
 
 def checkpoint_storage(root: str | os.PathLike[str]) -> LocalStorage:

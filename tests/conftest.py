@@ -30,6 +30,10 @@ def pytest_report_header(config) -> list[str]:
 
 import pytest  # noqa: E402
 
+# the tier guard's hooks (a test that needs pyspark, a JVM or typst carries its marker, in its tier's folder)
+from tier_guard import (pytest_make_collect_report, pytest_runtest_call,  # noqa: E402,F401
+                        pytest_runtest_setup, pytest_runtest_teardown)
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -39,6 +43,6 @@ def spark():
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The hostile-input suites (``test_cli_hostile*.py``) run first: a data-losing or hanging command line is the
-    first thing ``make test`` reports. Every other test keeps its order."""
+    """The hostile-input suite (``test_cli_hostile*.py``, in each tier that has one) runs first: a data-losing or
+    hanging command line is the first thing ``make test`` reports. Every other test keeps its order."""
     items.sort(key=lambda item: not item.path.name.startswith("test_cli_hostile"))

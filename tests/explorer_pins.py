@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from reference.explorer import Report
+from reference.judge.explorer import Report
 
 PINS = json.loads((Path(__file__).parent / "explorer_pins.json").read_text())["pins"]
 

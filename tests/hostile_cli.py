@@ -13,10 +13,10 @@ from experiments.cli import main
 from streamtest import check, crash, make
 
 
-def write_crashed_count(out: Path) -> Path:
-    """A running count with a crash after a state commit into ``out``: scenario.json, outcome.json and
-    checkpoint/ (the reference's run, judged: every oracle holds)."""
-    scenario = make("aggregate", batches=5, faults=[crash("state_commit", 2, partition=0)])
+def write_crashed_count(out: Path, operator: str = "aggregate", batches: int = 5) -> Path:
+    """A running count (or another operator) with a crash after a state commit into ``out``: scenario.json,
+    outcome.json and checkpoint/ (the reference's run, judged: every oracle holds)."""
+    scenario = make(operator, batches=batches, faults=[crash("state_commit", 2, partition=0)])
     result = check(scenario, on="reference")
     (out / "scenario.json").write_text(scenario.to_json())
     (out / "outcome.json").write_text(result.outcome.to_json())
@@ -34,4 +34,12 @@ def lightspeed(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str
 
 
 def failed_lines(out: str) -> list[str]:
-    return [line for line in out.splitlines() if "[FAIL]" in line]
+    """The lines of the failed verdicts: each ``[FAIL]`` line, and the findings listed under it (a check that
+    found several problems names each on a line of its own)."""
+    lines, failing = [], False
+    for line in out.splitlines():
+        if line.lstrip().startswith("["):
+            failing = "[FAIL]" in line
+        if failing and not line.lstrip().startswith(("expected:", "actual:")):
+            lines.append(line)
+    return lines

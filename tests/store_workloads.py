@@ -10,7 +10,7 @@ from typing import Any
 
 
 from experiments.store_bug_sequences import apply as apply_writes  # noqa: F401  (one definition, shared with the zoo)
-from reference.storage import SnapshotReader
+from reference.protocol.storage import SnapshotReader
 
 
 def random_changes(store: Any, rng: random.Random, *, max_ops: int, key_space: int) -> None:

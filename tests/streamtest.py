@@ -7,7 +7,7 @@
 ``check`` runs the scenario through the backend registry (``experiments.backends``),
 judges the outcome with every oracle on the run's own checkpoint, asserts what
 was expected, and returns the ``RunResult``. A failed assertion reads as the
-verdicts that failed. The catalogue (``reference.catalogue``: the operators,
+verdicts that failed. The catalogue (``reference.language.catalogue``: the operators,
 the engine modes and the builder) is re-exported, so a test needs one import.
 """
 
@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.backends import run_backend
-from reference.backend import RunOptions, RunResult
-from reference.catalogue import MODES, OPERATORS, make, scenario_dict, spark_allows, supported_pairs
-from reference.compare import first_difference
-from reference.oracles import Verdict, check_outcome, failures
-from reference.scenario import Scenario
+from reference.protocol.backend import RunOptions, RunResult
+from reference.language.catalogue import MODES, OPERATORS, make, scenario_dict, spark_allows, supported_pairs
+from reference.judge.compare import first_difference
+from reference.judge.oracles import Verdict, check_outcome, failures
+from reference.language.scenario import Scenario
 
 __all__ = ["MODES", "OPERATORS", "RunOptions", "check", "crash", "fault", "judged", "make", "run", "scenario_dict",
            "spark_allows", "supported_pairs"]
@@ -30,7 +30,7 @@ EXPECTATIONS = ("pass", "loud", "fail")
 
 def crash(step: str, batch: int, when: str = "after", *, partition: int | None = None,
           restart: int | None = None) -> dict[str, Any]:
-    """A ``driver_crash`` at a named step of SPEC section 2 (``when``: before or after it)."""
+    """A ``driver_crash`` at a named step of spec section 2 (``when``: before or after it)."""
     return fault("driver_crash", step, batch, when, partition=partition, restart=restart)
 
 
@@ -68,7 +68,7 @@ def check(scenario: Scenario | dict[str, Any], on: str = "reference", *, expect:
     - ``expect="fail"``: some oracle fails (a planted mistake was caught); ``names`` is then the check.
 
     ``agree_with``: the same scenario on that backend gives an outcome that agrees
-    (``reference.compare.first_difference``).
+    (``reference.judge.compare.first_difference``).
     """
     assert expect in EXPECTATIONS, f"expect is one of {', '.join(EXPECTATIONS)}, not {expect!r}"
     sc = _scenario(scenario)
@@ -95,7 +95,7 @@ def check(scenario: Scenario | dict[str, Any], on: str = "reference", *, expect:
 
 
 def reachable(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """The faults of a scenario dict, each moved off a step its query never runs (``reference.fault_reach``
+    """The faults of a scenario dict, each moved off a step its query never runs (``reference.language.fault_reach``
     refuses those): a stateful step of a stateless query to ``task_apply``, ``snapshot_upload`` under the
     snapshot provider (no maintenance) to ``state_commit``. For generated scenarios: a drawn fault keeps its
     kind, batch and time, and still tests something."""

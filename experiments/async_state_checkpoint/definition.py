@@ -38,6 +38,7 @@ from experiments.outcome_metrics import (batch_metrics, commit_time_ms, check_ou
 from experiments.scenario_builders import blocked_profile, crash_at, generated_scenario, rate_scenario, with_faults
 from experiments.conditions import Condition
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.stopping import Stopping
 from experiments.figures import WIDE, backend_label, figure_context, grouped_bars, save_figure, seed_span
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
@@ -74,6 +75,8 @@ class AsyncStateCheckpoint(Experiment):
     unsupported = {"spark-native": "asynchronous state checkpointing is a Databricks Runtime feature, not part of "
                                    "open-source Spark"}
     runs = {"sim": BackendRun(0.5, 20.0), "spark": BackendRun(4.0, 30.0)}
+    # adaptive stopping (experiments.stopping): the batch-duration points; a crash point measures one recovery
+    stopping = Stopping(tasks=("batches",))
     storage_default = {"spark": CLAIM_STORAGE}
 
     def conditions(self, ctx: RunContext) -> list[Condition]:

@@ -41,6 +41,7 @@ from experiments.outcome_metrics import batch_metrics, check_outcome_ok, duratio
 from experiments.scenario_builders import interleaved, rate_scenario
 from experiments.backends import run_backend
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.stopping import Stopping
 from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, grouped_bars, save_figure
 from experiments.measure import run_point_scenario
 from experiments.native_runs import NATIVE, NATIVE_PROFILE_FACTS, for_backend, native_runs_engine, realtime_extra
@@ -48,8 +49,8 @@ from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, median_or_none
 from experiments.claims import CLAIMS, describe
 from experiments.verdicts import FITTED_ELSEWHERE, judge, report_lines
-from reference.backend import RunOptions
-from reference.scenario import Scenario
+from reference.protocol.backend import RunOptions
+from reference.language.scenario import Scenario
 
 BASE_PROFILE = "local_spark"
 # Both sides cut batches by Spark's default trigger (plan as soon as the previous batch allows, taking whatever
@@ -112,6 +113,8 @@ class Calibration(Experiment):
     claim = describe("calibration")
     unsupported = {"sim": "the calibration fits the simulator to a Spark backend, so it has no simulator-only run"}
     runs = {"spark": BackendRun(5.0, 60.0), "spark-native": BackendRun(5.0, 60.0)}
+    # adaptive stopping (experiments.stopping): the measured workloads; the warm-up is thrown away
+    stopping = Stopping(tasks=("measure",))
     default_backend = "spark"
     seeds_full = 2
     point_timeout_s = 300.0      # a measurement is 6 s (quick) or 60 s (full) of input

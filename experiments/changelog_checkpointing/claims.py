@@ -10,7 +10,8 @@ CLAIMS: dict[str, Claim] = {
         "rocksdb", "This allows for faster state checkpointing with the RocksDB state store provider.",
         "the post's description (no benchmark)", "changelog commit against RocksDB without changelog, faster by",
         "direction", 0.0, 1.0, "%", 10.0, "a commit faster by less than a tenth is not called faster",
-        experiment="changelog-checkpointing"),
+        experiment="changelog-checkpointing",
+        checked_against="cb2a0901d70eb3badd267fc45baf8f19fcc23c8e48df3a89836b24c2c4b5344b"),
     "flink_ckpt_ratio": Claim(
         "flink", "311ms / 5s", "Flink, ValueState workload, parallelism 50, 50K events/s",
         "no-changelog commit p50 over the changelog's (Flink: checkpoint p50, incremental over changelog)",

@@ -1,6 +1,6 @@
 """changelog-checkpointing: changelog against RocksDB without it against delta files, across the snapshot interval.
 
-Three state store providers (SPEC section 2 and the README's additions):
+Three state store providers (spec section 2 and the README's additions):
 
 - ``changelog`` (RocksDB with changelog checkpointing): a commit writes the
   version's changes; maintenance uploads a snapshot in the background once
@@ -61,8 +61,8 @@ from experiments.sanity import no_worse
 from experiments.stats import fmt_ms, group, over_seeds, percentile
 from experiments.claims import CLAIMS, describe
 from experiments.verdicts import FIRST_PRINCIPLES, judge, report_lines
-from reference.changelog import decode_state_file
-from reference.layout import parse_state_file
+from reference.protocol.changelog import decode_state_file
+from reference.protocol.layout import parse_state_file
 
 KEYS = 4_000                    # distinct keys of the data-mode run
 STATE_KEYS = 10_000_000         # the state size those keys stand for

@@ -55,7 +55,7 @@ PROGRESS_INTERVALS_MS = {"quick": (500, 2000, 8000),  # Young with C ~ 0.2 s: ~1
 # full grid: Young's optimum is ~70-100 versions with the cluster profile's costs; the grid runs two doublings
 # past it, far enough that an optimum at its edge refutes Young's, and on to 2,048 versions, past the replay-aware
 # optimum (~600 versions; a restart's load grows ~14 ms per version of interval). Cleanup remembers the lineage it
-# walked (reference.lineage_memo), so a run's cost grows linearly with its length
+# walked (reference.protocol.lineage_memo), so a run's cost grows linearly with its length
 SNAPSHOT_INTERVALS = {"quick": (2, 32), "full": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)}
 SNAPSHOT_BATCHES = {"quick": 36, "full": 160}    # at least; a run covers two of its snapshot intervals (see below)
 YOUNG_DOUBLINGS = CLAIMS["young_optimum"].tolerance   # the verdict's tolerance: a factor of two, either way

@@ -12,7 +12,7 @@ the configurations in a rotated order, each on both backends, the first of
 the two alternating.
 
 For each configuration: both p50s and p99s (a run that did not keep up
-reports none, ``reference.timing``), the ratio of the engine's p50 to
+reports none, ``reference.protocol.timing``), the ratio of the engine's p50 to
 native Spark's, whether it lies within +-20% (``AGREEMENT``; the issue's
 criterion, not a published claim, so a finding and never a failure), and
 Spark's ``durationMs`` medians of both, beside the simulator's prediction of
@@ -33,6 +33,7 @@ from experiments.scenario_builders import rate_scenario
 from experiments.offset_management.definition import CONFIGS, LABELS
 from experiments.offset_management.definition import EXPERIMENT as OFFSET_MANAGEMENT
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.stopping import Stopping
 from experiments.figures import WIDE, figure_context, grouped_bars, save_figure
 from experiments.native_runs import (DURATION_KEYS, FEED_MS, NATIVE, duration_medians, for_backend, is_warmup,
                                      realtime_extra, warmup_point)
@@ -54,6 +55,8 @@ class EngineVsNative(Experiment):
              "mechanism from the two durationMs breakdowns")
     # one run holds both Spark backends' points (12 x 2 runs of 60 s, two warm-ups; estimated from the quick run)
     runs = {NATIVE: BackendRun(3.0, 35.0)}
+    # adaptive stopping (experiments.stopping): the latency points on both backends
+    stopping = Stopping(tasks=("latency",))
     unsupported = {"sim": "it compares the two Spark backends; the simulator's prediction stands beside them",
                    "spark": "the engine's points run in the spark-native run, beside native Spark's"}
     default_backend = NATIVE
@@ -192,8 +195,8 @@ def _sim_prediction(scenarios: list[dict[str, Any]], storage: str | None) -> dic
     """The simulator's p50 and durationMs medians for the scenarios (volume mode, ``SIM_PROFILE`` on the run's
     storage profile), medians over seeds."""
     from experiments.backends import run_backend
-    from reference.backend import RunOptions
-    from reference.scenario import Scenario
+    from reference.protocol.backend import RunOptions
+    from reference.language.scenario import Scenario
     p50s, durations = [], []
     for raw in scenarios:
         outcome = run_backend("sim", Scenario.from_dict(raw), RunOptions(profile=SIM_PROFILE, sim_mode="volume",

@@ -2,12 +2,12 @@
 
 Each cell is one small scenario (two source partitions, two state partitions,
 four batches) with one fault placed where it bites (``FAULTS``), run on a
-backend and judged by ``reference.oracles.check_outcome`` with the run's
+backend and judged by ``reference.judge.oracles.check_outcome`` with the run's
 checkpoint. A cell is
 
 - ``pass``: the run finished and every oracle holds;
 - ``loud``: a damaged checkpoint file stopped the query with an error that
-  names the file, by path or by store and version (what SPEC section 3 asks
+  names the file, by path or by store and version (what spec section 3 asks
   of an unreadable file); or no run needed that file, so the query finished
   with the right state, and every check that fails is the judge reporting
   that very file: ``retention`` because reading the retained versions finds
@@ -42,12 +42,12 @@ from typing import Any
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
 from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, save_figure
 from experiments.measure import run_point_scenario
-from reference.backend import ScenarioRefused
+from reference.protocol.backend import ScenarioRefused
 from experiments.profiles import sim_profile
-from reference.catalogue import MODES, OPERATORS, scenario_dict, spark_allows, unsupported_reason
-from reference.oracles import Verdict, check_outcome, failures
-from reference.outcome import Outcome
-from reference.scenario import Scenario
+from reference.language.catalogue import MODES, OPERATORS, scenario_dict, spark_allows, unsupported_reason
+from reference.judge.oracles import Verdict, check_outcome, failures
+from reference.protocol.outcome import Outcome
+from reference.language.scenario import Scenario
 
 # the matrix's own engine parameters over the catalogue's modes: maintenance every 100 ms, a snapshot every
 # two deltas, and three batches retained, so that four batches exercise snapshots, purge and retention
@@ -57,7 +57,7 @@ FAULT_KINDS = ("driver_crash", "task_failure", "executor_loss", "storage_write_e
                "zombie_write", "corrupt_file", "delete_file", "clock_skew")
 DAMAGE = ("corrupt_file", "delete_file")
 QUICK_OPERATORS = ("map", "aggregate", "window_aggregate")
-# One more column: the aggregate over a redelivering source (``reference/redelivery.py``), in every mode and
+# One more column: the aggregate over a redelivering source (``reference/protocol/redelivery.py``), in every mode and
 # under every fault; a damage fault there hits the fetch state a restart resumes from. One column, not one per
 # operator: the source changes what the driver's plan does, not what an operator does.
 REDELIVERING = "aggregate@redelivering"
@@ -94,10 +94,10 @@ def damage_target(operator: str, scenario: dict[str, Any]) -> str:
     """The file a damage fault hits: the first snapshot of partition 0's store, or for a stateless query
     the offset log entry of batch 1 (which a restart at batch 3 does not need under synchronous progress); over
     a redelivering source, the fetch state of batch 2 (what a restart after planning batch 3 resumes from)."""
-    from reference import layout
-    from reference.query import pipeline_store_ids
-    from reference.redelivery import sources_path
-    from reference.scenario import Scenario
+    from reference.protocol import layout
+    from reference.protocol.query import pipeline_store_ids
+    from reference.protocol.redelivery import sources_path
+    from reference.language.scenario import Scenario
     sc = Scenario.from_dict(dict(scenario, faults=[]))
     if any(src.kind == "redelivering" for src in sc.sources.values()):
         return sources_path(0, 2)
@@ -139,8 +139,8 @@ def native_against_reference(point: Point, outcome: Outcome) -> str | None:
     batches, state or sink, or None. A damage cell is not compared (each backend damages its own file), nor
     one whose batches Spark cut otherwise (a batch whose offset entry never became durable is planned again
     by Spark's file source, which may read one more file: both are allowed)."""
-    from reference.compare import first_difference
-    from reference.run import run_scenario
+    from reference.judge.compare import first_difference
+    from reference.protocol.run import run_scenario
     if point.params["fault"] in DAMAGE:
         return None
     sc = Scenario.from_dict(point.scenario)
@@ -155,7 +155,7 @@ def names_file(error: str, path: str) -> bool:
     """Whether an error names the damaged file: its path, or its store and version (``state/0/0 ... version 2``)."""
     if path in error:
         return True
-    from reference import layout
+    from reference.protocol import layout
     folder, _, name = path.rpartition("/")
     parsed = layout.parse_state_file(path)
     return parsed is not None and folder in error and f"version {parsed.version} " in error + " "

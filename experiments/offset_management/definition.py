@@ -34,6 +34,7 @@ from experiments.outcome_metrics import (BREAKDOWN_PARTS, batch_metrics, check_o
                                          latency_metrics, log_write_ms)
 from experiments.scenario_builders import interleaved, rate_scenario
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.stopping import Stopping
 from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, grouped_bars, save_figure, seed_span
 from experiments.measure import run_point_scenario
 from experiments.native_runs import (DURATION_KEYS, FEED_MS, NATIVE, duration_medians, for_backend, is_warmup,
@@ -75,7 +76,7 @@ PROFILE = "lightspeed_cluster"              # first principles; the benchmark's 
 FITTED_PROFILE = "lightspeed_cluster_fitted"   # fitted to the published p50 figures (experiments/fit_profile.py)
 SPARK_RATES = {"quick": (1_000,), "full": (1_000, 5_000, 10_000)}
 # Seconds of input per point. The simulator's quick runs are long enough for the keep-up rule
-# (reference.timing) to judge them: it compares the span of creation with the span of first visibility, which
+# (reference.protocol.timing) to judge them: it compares the span of creation with the span of first visibility, which
 # differ by the latency's change from the first record to the last; a 10 s run of a baseline whose batches take
 # a second read as processing 93% of its input although its latency did not grow.
 DURATION_S = {("sim", "quick"): 30, ("sim", "full"): 120, ("spark", "quick"): 10, ("spark", "full"): 60}
@@ -92,6 +93,8 @@ class OffsetManagement(Experiment):
     claim = describe("offset-management")
     # spark-native: the quick run took 1.5 min on a loaded 2-core machine; full: 36 runs of 60 s and a warm-up
     runs = {"sim": BackendRun(0.3, 10.0), "spark": BackendRun(3.0, 40.0), "spark-native": BackendRun(1.5, 50.0)}
+    # adaptive stopping (experiments.stopping): the latency points; the warm-up is thrown away
+    stopping = Stopping(tasks=("latency",))
     # the sim's cluster profile keeps its checkpoint on its own object store; the engine sleeps the profile, native
     # Spark writes through the latency filesystem (spark_impl/native/checkpoint_fs.py)
     storage_default = {"spark": CLAIM_STORAGE, NATIVE: CLAIM_STORAGE}
@@ -263,7 +266,7 @@ def rates_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
                          # median over seeds of each part of a batch's mean time (durationMs)
                          "breakdown_ms": {part: over_seeds(group_records, _part(part))["median"]
                                           for part in BREAKDOWN_PARTS},
-                         # whether each seed's run kept up with its input (reference.timing); a row with a
+                         # whether each seed's run kept up with its input (reference.protocol.timing); a row with a
                          # seed that did not reports no latency
                          "keep_up": keep_up(group_records),
                          # medians over seeds of each run's median of Spark's durationMs keys
@@ -343,7 +346,7 @@ def _table(rates: dict[str, Any]) -> list[str]:
                          f"{fmt_pct(-batch_cut) if batch_cut is not None else '':>9}  "
                          f"{keep_up_text(entry[config].get('keep_up'))}")
     if any(e.get("backlogged") for entry in rates.values() for e in entry.values()):
-        lines.append("BACKLOGGED: a run that did not keep up with its input (reference.timing: processed rate "
+        lines.append("BACKLOGGED: a run that did not keep up with its input (reference.protocol.timing: processed rate "
                      "and latency growth) reports no latency; its cut is not taken")
     return lines
 

@@ -11,5 +11,6 @@ CLAIMS: dict[str, Claim] = {
         "with a partition, thereby improving latency.", "the post's description (no benchmark)",
         "mean batch duration cut, parallel store commits", "direction", 0.0, 1.0, "%", 5.0,
         "the engine's batch durations on a shared 2-core machine vary by more than that between runs",
-        experiment="parallel-store-commit"),
+        experiment="parallel-store-commit",
+        checked_against="cb2a0901d70eb3badd267fc45baf8f19fcc23c8e48df3a89836b24c2c4b5344b"),
 }

@@ -37,6 +37,7 @@ from experiments.claims import describe
 from experiments.verdicts import judge, report_lines
 from experiments.conditions import Condition
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.stopping import Stopping
 from experiments.figures import WIDE, backend_label, figure_context, grouped_bars, save_figure, seed_span
 from experiments.measure import run_point_scenario, simulate_point
 from experiments.profiles import sim_profile
@@ -83,6 +84,8 @@ class ParallelStoreCommit(Experiment):
     claim = describe("parallel-store-commit")
     unsupported = {"spark-native": "open-source Spark commits a join's stores in turn; the adapter refuses the option"}
     runs = {"sim": BackendRun(0.5, 1.0), "spark": BackendRun(4.0, 8.0)}
+    # adaptive stopping (experiments.stopping): every point: the join's batch and commit times
+    stopping = Stopping(tasks=("join",))
 
     def conditions(self, ctx: RunContext) -> list[Condition]:
         """The post gives no benchmark; Databricks' checkpoints are on cloud storage, which the simulator's cluster

@@ -40,6 +40,7 @@ from experiments.outcome_metrics import batch_metrics, check_outcome_ok, latency
 from experiments.scenario_builders import generated_scenario, interleaved, rate_scenario
 from experiments.conditions import Condition
 from experiments.experiment import BackendRun, Check, Experiment, Point, RunContext
+from experiments.stopping import Stopping
 from experiments.figures import LABEL_PT, WIDE, backend_label, figure_context, grouped_bars, save_figure, seed_span
 from experiments.measure import run_point_scenario
 from experiments.profiles import sim_profile
@@ -47,8 +48,8 @@ from experiments.sanity import no_worse
 from experiments.stats import fmt_ms, group, keep_up, keep_up_text, latency_over_seeds, over_seeds
 from experiments.claims import CLAIMS, describe
 from experiments.verdicts import judge, report_lines
-from reference.backend import RunResult, ScenarioRefused
-from reference.outcome import BatchRecord
+from reference.protocol.backend import RunResult, ScenarioRefused
+from reference.protocol.outcome import BatchRecord
 
 ROW_BLOCK = 500                      # rows one data-mode record stands for in the throughput runs
 LATENCY_RATE = 1_000_000             # rows/s of the latency runs (the published cluster's top rate)
@@ -89,6 +90,8 @@ class Pipelining(Experiment):
     unsupported = {"spark-native": "open-source Spark has no micro-batch pipelining (MicroBatchExecution runs one "
                                    "batch at a time)"}
     runs = {"sim": BackendRun(0.5, 15.0), "spark": BackendRun(4.0, 80.0)}   # spark full: 144 points of ~33 s
+    # adaptive stopping (experiments.stopping): the paced latency points; the throughput points drain a backlog
+    stopping = Stopping(tasks=("latency",))
 
     def conditions(self, ctx: RunContext) -> list[Condition]:
         """The post describes neither its benchmarks' pipeline depth nor their stragglers: the run says what it
@@ -330,7 +333,7 @@ class Pipelining(Experiment):
                          unit="end-to-end latency (ms)", missing="backlogged",
                          spread={f"{q} {m}": [seed_span(summary["rows"][k].get(m, {}).get(q)) for k in keys]
                                  for q, m in lat})
-            # a mode that did not keep up with the input rate has no latency (reference.timing): its bar says so
+            # a mode that did not keep up with the input rate has no latency (reference.protocol.timing): its bar says so
             rate = summary.get("latency_rate")
             axes[1].set_title(f"Latency at {rate:,} rows/s" if rate else "Latency")
             axes[1].set_xlabel("stragglers")

@@ -1,6 +1,6 @@
 """real-time-mode: Spark's real-time mode against micro-batch with every Lightspeed feature on, and its trade-off.
 
-Real-time mode (Spark 4.1+, ``engine.real_time``; ``reference/real_time.py``,
+Real-time mode (Spark 4.1+, ``engine.real_time``; ``reference/protocol/real_time.py``,
 ``sim/real_time.py``) runs long-running batches whose tasks deliver each
 record as it arrives, and logs offsets at the end of each batch. Two tasks,
 on the simulator's data mode (the only mode that runs it) with the cluster
@@ -45,10 +45,10 @@ from experiments.measure import simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, over_seeds, percentile
 from experiments.verdicts import judge, report_lines
-from reference.engine_config import REAL_TIME_DEFAULT_BATCH_MS, REAL_TIME_MIN_BATCH_MS
-from reference.real_time import deadline_ms
-from reference.scenario import Scenario
-from reference.timing import first_visible_ms
+from reference.language.engine_config import REAL_TIME_DEFAULT_BATCH_MS, REAL_TIME_MIN_BATCH_MS
+from reference.protocol.real_time import deadline_ms
+from reference.language.scenario import Scenario
+from reference.protocol.timing import first_visible_ms
 from sim.latency import RecordLatency
 
 PROFILE = "lightspeed_cluster"

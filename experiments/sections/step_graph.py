@@ -1,4 +1,4 @@
-"""The paper's figure of the step graph, drawn from ``reference/graph.py`` itself: two batches of a running count
+"""The paper's figure of the step graph, drawn from ``reference/protocol/graph.py`` itself: two batches of a running count
 on two state partitions, synchronous, and with pipelining and asynchronous state checkpointing.
 
 Each node is a (step, batch, partition) of ``build_graph``; a column is the node's depth (the longest chain of
@@ -14,11 +14,11 @@ from typing import Any
 
 from experiments.figures import LABEL_PT, PALETTE, WIDE, figure_context
 from experiments.writeup import Writeup
-from reference.graph import GraphShape, Node, build_graph
-from reference.scenario import Scenario
-from reference.steps import NodeId
+from reference.protocol.graph import GraphShape, Node, build_graph
+from reference.language.scenario import Scenario
+from reference.language.steps import NodeId
 
-SOURCE = "reference/graph.py"
+SOURCE = "reference/protocol/graph.py"
 SHORT = {"plan": "plan", "offset_log_write": "offset\nlog", "purge": "purge", "state_load": "state\nload",
          "task_apply": "task\napply", "changelog_write": "change-\nlog", "state_commit": "state\ncommit",
          "snapshot_upload": "snap-\nshot", "sink_write": "sink\nwrite", "sink_commit": "sink\ncommit",

@@ -2,8 +2,8 @@
 
 Project Lightspeed rebalances stateful tasks when executors join or leave,
 "even if it involves loading the state in a new executor from a distributed
-file system" (lightspeed-update.txt; the rule is ``reference/placement.py``,
-the scenario events ``reference/rebalancing.py``). On the simulator (volume
+file system" (lightspeed-update.txt; the rule is ``reference/protocol/placement.py``,
+the scenario events ``reference/protocol/rebalancing.py``). On the simulator (volume
 mode, the published cluster profile, 4 task slots per executor) a running
 count over 16 state partitions runs on executors e0 and e1 at a constant
 rate with a 1 s processing-time trigger; before batch ``MOVE`` executors e2
@@ -40,9 +40,9 @@ from experiments.figures import LABEL_PT, PALETTE, WIDE, backend_label, figure_c
 from experiments.measure import simulate_point
 from experiments.profiles import sim_profile
 from experiments.stats import fmt_ms, group, keep_up, keep_up_text, over_seeds
-from reference.outcome import Outcome
-from reference.rebalancing import PlacementTimeline
-from reference.scenario import Scenario
+from reference.protocol.outcome import Outcome
+from reference.protocol.rebalancing import PlacementTimeline
+from reference.language.scenario import Scenario
 
 RATE = 150_000                  # rows/s: e0 and e1 keep up with it, with room (a batch takes ~0.9 s of 1 s)
 TRIGGER_MS = 1000

@@ -1,11 +1,11 @@
-"""The protocol of SPEC section 2 on a real Spark cluster through PySpark (``--backend spark``).
+"""The protocol of spec section 2 on a real Spark cluster through PySpark (``--backend spark``).
 
-``backend.SparkEngineBackend`` is the backend (``reference.backend.Backend``);
+``backend.SparkEngineBackend`` is the backend (``reference.protocol.backend.Backend``);
 ``run.run_spark`` runs a scenario to the end of its input through every fault
 and restart and returns a ``RunResult`` (the typed outcome and the checkpoint
 storage). The reference's incarnation is executed for real:
 
-- ``run.py``: the restart loop (``reference.supervisor.Supervisor``) and the outcome;
+- ``run.py``: the restart loop (``reference.protocol.supervisor.Supervisor``) and the outcome;
 - ``incarnation.py``: ``SparkIncarnation``, the step effects as they happen on Spark;
 - ``scheduler.py``: ``StepScheduler``, which runs the step graph concurrently;
 - ``jobs.py`` and ``group_scheduling.py``: a batch's task steps as a Spark job, or G batches per job;

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from reference.failures import QueryFailure
-from reference.steps import NodeId
+from reference.protocol.failures import QueryFailure
+from reference.language.steps import NodeId
 
 if TYPE_CHECKING:
     from .incarnation import SparkIncarnation

@@ -1,17 +1,16 @@
-"""The PySpark engine behind the backend interface of ``reference.backend`` (``--backend spark``)."""
+"""The PySpark engine behind the backend interface of ``reference.protocol.backend`` (``--backend spark``)."""
 
 from __future__ import annotations
 
-import tempfile
+from reference.protocol.backend import RunOptions, RunResult, ScenarioRefused, refuse_too_large, refuse_unknown_options
+from reference.language.scenario import Scenario
+from reference.protocol.storage import SnapshotReader
 
-from reference.backend import RunOptions, RunResult, ScenarioRefused, refuse_too_large, refuse_unknown_options
-from reference.scenario import Scenario
-from reference.storage import SnapshotReader
-
+from ..scratch import scratch_dir
 from ..session import missing
 from ..snapshot_reader import SNAPSHOT_FORMAT, read_manifest_snapshot
 from .driver_process import run_spark_processes
-from .run import BACKEND, run_spark
+from .run import BACKEND, WORKDIR_PREFIX, run_spark
 from .storage_latency import StorageLatency
 
 CRASH_MODES = ("in-process", "process")
@@ -30,7 +29,7 @@ class SparkEngineBackend:
     ``crash="process"`` kills the driver process at a ``driver_crash`` and
     restarts it (``driver_process.py``); the default drops the incarnation and
     restarts in the same process and SparkSession. ``storage_profile`` names a
-    ``reference.storage_profiles`` profile whose latencies every checkpoint
+    ``reference.protocol.storage_profiles`` profile whose latencies every checkpoint
     operation sleeps, on the driver and in the tasks, seeded by the scenario's
     seed (``storage_latency.py``); an unknown name is refused naming it.
     """
@@ -54,7 +53,7 @@ class SparkEngineBackend:
         latency = None if options.storage_profile is None else \
             StorageLatency(options.storage_profile, scenario.seed)
         if options.crash == "process":
-            workdir = options.workdir or tempfile.mkdtemp(prefix="lightspeed-spark-")
+            workdir = options.workdir or str(scratch_dir(WORKDIR_PREFIX))
             return run_spark_processes(scenario, workdir, master=options.master, pace=options.pace,
                                        group=options.group, straggler=options.straggler,
                                        storage_latency=latency)

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from reference.scenario import Scenario
+from reference.language.scenario import Scenario
 
 LOCK_SUFFIX = ".lightspeed-lock"
 

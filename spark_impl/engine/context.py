@@ -16,7 +16,7 @@ class EngineContext:
     """The engine's state across the incarnations that one driver process runs."""
 
     spark: Any
-    root: str                            # the checkpoint directory (SPEC layout)
+    root: str                            # the checkpoint directory (the layout of spec section 3)
     coord: str                           # the coordination directory (``coordination.py``)
     local_root: str                      # executor-local scratch for RocksDB instances
     kill_driver: bool = False            # driver_crash by SIGKILL (a supervisor restarts the process)

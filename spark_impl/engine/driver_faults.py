@@ -8,7 +8,7 @@ book with their batch's tasks (``take_task_faults``) and fire on the executor
 (``task_faults.py``); every other fault fires here, at its driver step.
 
 ``DriverFaults`` is the driver's ``FaultSubstrate``: the effects of
-``reference.faults.apply_fault`` at a driver step. A driver crash drops the
+``reference.protocol.faults.apply_fault`` at a driver step. A driver crash drops the
 incarnation (``DriverCrash``), or, in process mode, SIGKILLs the driver
 process; a storage error fails the query (``QueryFailure``); a clock skew
 moves the incarnation's logical clock.
@@ -20,11 +20,11 @@ import os
 import signal
 from typing import TYPE_CHECKING, Iterable, NoReturn
 
-from reference.failures import DriverCrash, QueryFailure
-from reference.faults import FaultBook, apply_fault
-from reference.scenario import Fault
-from reference.steps import NodeId
-from reference.storage import Storage
+from reference.protocol.failures import DriverCrash, QueryFailure
+from reference.protocol.faults import FaultBook, apply_fault
+from reference.language.scenario import Fault
+from reference.language.steps import NodeId
+from reference.protocol.storage import Storage
 
 from .coordination import claim, fault_marker
 

@@ -5,7 +5,7 @@ spark_impl.engine.driver_process --child ...``). A ``driver_crash`` fault kills
 that process with SIGKILL at its step (from the driver itself, or from the
 executor running the task step); a new driver process then restarts the query
 from the checkpoint directory alone, as a restarted Spark application would.
-The lives are counted, and given up on, by ``reference.supervisor.Supervisor``;
+The lives are counted, and given up on, by ``reference.protocol.supervisor.Supervisor``;
 each driver process plans its own restart from the checkpoint, so this parent
 never reads the checkpoint while a driver may write it.
 
@@ -25,15 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reference.backend import BackendUnavailable, RunResult
-from reference.failures import DriverCrash
-from reference.observer import Observer
-from reference.outcome import Outcome
-from reference.recovery import RestartPlan, fresh_plan
-from reference.scenario import Scenario, load_scenario
-from reference.sources import SourceData
-from reference.storage import Storage
-from reference.supervisor import Supervisor
+from reference.protocol.backend import BackendUnavailable, RunResult
+from reference.protocol.failures import DriverCrash
+from reference.protocol.observer import Observer
+from reference.protocol.outcome import Outcome
+from reference.protocol.recovery import RestartPlan, fresh_plan
+from reference.language.scenario import Scenario, load_scenario
+from reference.protocol.sources import SourceData
+from reference.protocol.storage import Storage
+from reference.protocol.supervisor import Supervisor
 
 from ..snapshot_reader import checkpoint_storage
 from ..session import SparkUnavailable, session
@@ -122,7 +122,7 @@ def child_main(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     base = Path(args.workdir)
     try:
-        spark = session(args.master)
+        spark = session(args.master, driver_log=base / f"driver-{args.life}.log")
     except SparkUnavailable as exc:
         print(exc, file=sys.stderr)
         return EXIT_SPARK_UNAVAILABLE

@@ -1,8 +1,8 @@
 """One driver lifetime on Spark: the reference's incarnation, with task-step effects done on executors.
 
-The protocol is the reference's (``reference.incarnation.Incarnation``): the
+The protocol is the reference's (``reference.protocol.incarnation.Incarnation``): the
 same batch plans, logs, lineage, purge, sink manifests and recovery. What this
-class implements are the reference's seams (``reference.seams``): where task
+class implements are the reference's seams (``reference.protocol.seams``): where task
 effects happen, the wall clock, and what is measured:
 
 - task steps do their work in Spark tasks (``task.py``); on the driver their
@@ -12,7 +12,7 @@ effects happen, the wall clock, and what is measured:
   (``engine.batch_cuts: trigger``, the default): the incarnation is
   open-ended, so each batch's end is chosen when its ``plan`` runs, from the
   records whose ``arrival_ms`` has passed on the wall clock, and ``plan``
-  runs at the trigger's time (``reference.trigger``). With fixed cuts (a
+  runs at the trigger's time (``reference.protocol.trigger``). With fixed cuts (a
   generated source, ``batch_cuts: fixed``, an unpaced run or group
   scheduling) ``plan`` waits for the fixed batch's input to arrive
   (``SourceData.input_ready_ms``) when the run is paced (``Clock``);
@@ -28,13 +28,13 @@ import time
 from collections import defaultdict
 from typing import Any, Callable
 
-from reference.graph import Node
-from reference.incarnation import Incarnation
-from reference.outcome import ProgressEvent
-from reference.query import PartitionResult, operator_watermarks
-from reference.scenario import Scenario
-from reference.steps import TASK_STEPS, NodeId
-from reference.trigger import trigger_plan_ms
+from reference.protocol.graph import Node
+from reference.protocol.incarnation import Incarnation
+from reference.protocol.outcome import ProgressEvent
+from reference.protocol.query import PartitionResult, operator_watermarks
+from reference.language.scenario import Scenario
+from reference.language.steps import TASK_STEPS, NodeId
+from reference.protocol.trigger import trigger_plan_ms
 
 from ..snapshot_reader import SNAPSHOT_FORMAT
 from .context import EngineContext
@@ -46,7 +46,7 @@ from .task_spec import IndexedFault, TaskSpec
 
 ZOMBIE_WAIT_S = 30.0
 ZOMBIE_POLL_S = 0.005
-JOIN_TIMEOUT_S = 120.0   # how long a batch waits for an executor that joins before it to register
+JOIN_TIMEOUT_S = 120.0   # how long a batch waits for a free executor to bind a name to (a joining one registers)
 
 
 def cuts_by_trigger(scenario: Scenario, engine: EngineContext) -> bool:
@@ -127,7 +127,7 @@ class SparkIncarnation(Incarnation):
         return round((wall_s - self.engine.t0) * 1000.0, 3)
 
     def trigger_ms(self, b: int, now_ms: float) -> float:
-        """When the trigger plans open batch ``b``, its dependencies met at ``now_ms`` (``reference.trigger``):
+        """When the trigger plans open batch ``b``, its dependencies met at ``now_ms`` (``reference.protocol.trigger``):
         ticks are multiples of ``trigger_interval_ms`` after the previous plan of this incarnation."""
         previous = self.batch_timing.get(b - 1, {}).get("plan")
         fire = trigger_plan_ms(self.cfg.trigger_interval_ms, None if previous is None else self.ms_since_t0(previous),
@@ -153,13 +153,18 @@ class SparkIncarnation(Incarnation):
         return {p: self.executor_of(b, p) for p in range(self.parts)}
 
     def await_joins(self, b: int) -> None:
-        """On a cluster, the executors that join before batch ``b`` register before it is planned."""
-        if self.engine.spark.sparkContext.master.startswith("local"):
+        """On a cluster, when the scenario names its executors, each executor of the placement is bound to a live
+        Spark executor (``locality.Placement.bind``) before the incarnation's first batch and before a batch an
+        executor joins: the one that joins, or the replacement of one lost in a run before, registers first."""
+        if self.engine.spark.sparkContext.master.startswith("local") or not self.placement.named:
             return   # one executor, the driver's: a join only moves state (the reload of ``TaskSpec.moved``)
-        for event in self.sc.events:
-            if event.kind == "executor_join" and event.before_batch == b and \
-                    not self.engine.placement.wait_for_executor(event.executor, JOIN_TIMEOUT_S):
-                self.obs.note(f"executor {event.executor} did not register before batch {b}")
+        if b != self.restart.first_batch and \
+                not any(e.kind == "executor_join" and e.before_batch == b for e in self.sc.events):
+            return
+        names = set(self.placement.placement_at(b).executors)
+        for name in sorted(self.engine.placement.await_bound(names, JOIN_TIMEOUT_S)):
+            self.obs.note(f"no free Spark executor for executor {name} within {JOIN_TIMEOUT_S:.0f} s before "
+                          f"batch {b}: its partitions run where Spark puts them")
 
     def await_plan(self, b: int) -> None:
         """The executors that join before batch ``b`` register, and a paced run waits for the trigger and the

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from reference.failures import QueryFailure
+from reference.protocol.failures import QueryFailure
 
 from .task import PartitionFunction, TaskResult, group_entry, task_entry
 from .task_spec import IndexedFault

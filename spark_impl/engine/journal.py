@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reference.observer import Observer
-from reference.outcome import Outcome, ProgressEvent, Recovery
+from reference.protocol.observer import Observer
+from reference.protocol.outcome import Outcome, ProgressEvent, Recovery
 
 from .coordination import atomic_write
 from ..latency import SinkDelivery

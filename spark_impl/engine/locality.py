@@ -13,11 +13,20 @@ location names an executor (``executor_<host>_<id>``, Spark's
 ``ExecutorCacheTaskLocation``), so the task is process-local only there.
 
 A scenario that names its executors (``executors``, ``events``: state
-rebalancing, ``reference/rebalancing.py``) asks instead for the executor the
-placement names, by Spark executor id (a standalone cluster numbers its
-executors "0", "1", ... as they register), whenever that executor is alive;
-otherwise for the last one. Before a batch that an executor joins, the driver
-waits for it to register (``wait_for_executor``).
+rebalancing, ``reference/protocol/rebalancing.py``) asks instead for the executor the
+placement names. The scenario's names are not Spark's executor ids: Spark
+numbers executors as they register and never reuses an id (an executor lost
+and relaunched by its worker comes back under a new one), so the names are
+bound to the executors that exist (``bind``): each name the batch's placement
+uses keeps its Spark executor while that one is alive, else takes the live
+executor with the lowest id that no other name of the batch holds; a name left
+without one (none free) asks for no executor, and its partitions go where
+Spark puts them. On a fresh cluster the binding is the identity ("0" on
+executor 0, ...). Before an incarnation's first batch and before a batch that
+an executor joins, the driver waits for a free executor for each name
+(``await_bound``; a name for which none comes within the engine's join timeout
+is noted in the outcome and runs unbound); the bindings are reported
+(``bound``, the outcome's ``details["spark"]["bound_executors"]``).
 
 Where tasks ran is read back from the driver's status store (the data behind
 Spark's UI) after their job has ended. The store is filled by the listener bus,
@@ -48,23 +57,26 @@ class Placement:
         self.sc = spark.sparkContext
         self.last: dict[int, str] = {}      # partition -> executor location string
         self.executors: dict[int, list[str]] = {}   # partition -> executor ids it ran on, a new entry per move
+        self.binding: dict[str, str] = {}   # the scenario's executor name -> the Spark executor id it runs on
+        self.bound: dict[str, list[str]] = {}   # name -> every Spark executor id it was bound to, in order
         self._pending: list[str] = []
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- jobs
     def rdd(self, parts: int, wanted: dict[int, str] | None = None) -> Any:
-        """An RDD of ``parts`` partitions (element: the partition number), each preferring the executor id
-        ``wanted`` names for it when that executor is alive, else its last executor."""
+        """An RDD of ``parts`` partitions (element: the partition number), each preferring the live executor
+        bound to the executor name ``wanted`` gives it (``bind``), else its last executor."""
         from pyspark.rdd import RDD
         from pyspark.serializers import CPickleSerializer
         self.learn()
         jvm = self.sc._jvm
         alive = self.alive_executors() if wanted else {}
+        bound = self.bind(set((wanted or {}).values()), alive)
         with self._lock:
             where = [self.last.get(p) for p in range(parts)]
-        for p, executor in (wanted or {}).items():
-            if executor in alive:
-                where[p] = f"executor_{alive[executor]}_{executor}"
+        for p, name in (wanted or {}).items():
+            if name in bound:
+                where[p] = f"executor_{alive[bound[name]]}_{bound[name]}"
         elements = [jvm.scala.Tuple2(bytearray(pickle.dumps(p)), self._seq([where[p]] if where[p] else []))
                     for p in range(parts)]
         scala_rdd = self.sc._jsc.sc().makeRDD(self._seq(elements), jvm.scala.reflect.ClassTag.AnyRef())
@@ -80,14 +92,36 @@ class Placement:
                 found[str(summary.id())] = str(summary.hostPort()).rsplit(":", 1)[0]
         return found
 
-    def wait_for_executor(self, executor: str, timeout_s: float) -> bool:
-        """Until executor ``executor`` has registered (an executor joining the cluster); False on timeout."""
+    def bind(self, names: set[str], alive: dict[str, str]) -> dict[str, str]:
+        """Bind each of ``names`` (the executors a batch's placement uses) to a live Spark executor: the one it
+        has while alive, else the live one with the lowest id no other of ``names`` holds (taken from a name
+        outside ``names`` if need be); a name left without one is unbound. Name -> Spark executor id."""
+        held = {self.binding[n] for n in names if self.binding.get(n) in alive}
+        for name in sorted(names):
+            if self.binding.get(name) in alive:
+                continue
+            free = sorted((e for e in alive if e not in held), key=_id_order)
+            if not free:
+                self.binding.pop(name, None)
+                continue
+            for other in [n for n, e in self.binding.items() if e == free[0]]:
+                del self.binding[other]   # a name outside this batch's placement gives its executor up
+            self.binding[name] = free[0]
+            held.add(free[0])
+            self.bound.setdefault(name, []).append(free[0])
+        bound = {n: self.binding[n] for n in names if n in self.binding}
+        assert len(set(bound.values())) == len(bound), f"two names share an executor: {bound}"
+        return bound
+
+    def await_bound(self, names: set[str], timeout_s: float) -> set[str]:
+        """Until each of ``names`` is bound to a live executor (one joining the cluster registers); the names
+        still unbound after ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
-        while executor not in self.alive_executors():
-            if time.monotonic() > deadline:
-                return False
+        while True:
+            missing = names - set(self.bind(names, self.alive_executors()))
+            if not missing or time.monotonic() > deadline:
+                return missing
             time.sleep(JOIN_POLL_S)
-        return True
 
     def ran(self, job_group: str) -> None:
         """The job group's jobs have ended: read where their tasks ran at the next chance."""
@@ -142,3 +176,8 @@ class Placement:
         for item in items:
             values.add(item)
         return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
+
+
+def _id_order(executor: str) -> tuple[int, str]:
+    """Spark's executor ids in registration order: numerically (a standalone cluster's are 0, 1, ...)."""
+    return (int(executor), "") if executor.isdigit() else (1 << 62, executor)

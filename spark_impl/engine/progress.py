@@ -1,6 +1,6 @@
 """Progress reporting: a batch's ``StreamingQueryProgress`` from what the engine measured, and its listeners.
 
-Every committed batch ends with a ``reference.outcome.ProgressEvent`` carrying
+Every committed batch ends with a ``reference.protocol.outcome.ProgressEvent`` carrying
 the batch's measured durations under Spark's keys, handed to each listener's
 ``onQueryProgress`` (the interface of PySpark's ``StreamingQueryListener``).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
-from reference.outcome import ProgressEvent, StateOperatorProgress
+from reference.protocol.outcome import ProgressEvent, StateOperatorProgress
 
 
 class StreamingListener:

@@ -1,7 +1,7 @@
 """One run of a scenario on the engine: incarnations restarted by the reference's supervisor, and the outcome.
 
 ``SparkRun`` drives incarnation after incarnation through
-``reference.supervisor.Supervisor`` (the one restart loop), each executed by
+``reference.protocol.supervisor.Supervisor`` (the one restart loop), each executed by
 the ``StepScheduler`` on Spark. ``run_spark`` runs a scenario in this process
 (a driver crash drops the incarnation and the next restarts from the
 checkpoint directory alone, in the same SparkSession); ``engine_outcome``
@@ -12,22 +12,22 @@ builds the typed outcome with the engine's timing and its diagnostics under
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from reference.backend import RunResult, ScenarioRefused
-from reference.observer import Observer, build_outcome
-from reference.outcome import Outcome, Timing
-from reference.rebalancing import PlacementTimeline
-from reference.recovery import RestartPlan
-from reference.scenario import Scenario
-from reference.sources import SourceData
-from reference.storage import LocalStorage
-from reference.supervisor import Supervisor
-from reference.timing import summarize_latency
+from reference.protocol.backend import RunResult, ScenarioRefused
+from reference.protocol.observer import Observer, build_outcome
+from reference.protocol.outcome import Outcome, Timing
+from reference.protocol.rebalancing import PlacementTimeline
+from reference.protocol.recovery import RestartPlan
+from reference.language.scenario import Scenario
+from reference.protocol.sources import SourceData
+from reference.protocol.storage import LocalStorage
+from reference.protocol.supervisor import Supervisor
+from reference.protocol.timing import summarize_latency
 
+from ..scratch import scratch_dir
 from ..session import backend_session, task_slots
 from ..snapshot_reader import checkpoint_storage
 from .checkpoint_lock import acquire_checkpoint
@@ -39,6 +39,7 @@ from .scheduler import StepScheduler
 from .storage_latency import StorageLatency, storage_details, with_latency
 
 BACKEND = "spark"
+WORKDIR_PREFIX = "lightspeed-spark-"   # a run's temporary folder without a workdir, removed at exit (scratch.py)
 
 
 class SparkRun:
@@ -76,8 +77,9 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
               group: int = 1, storage_latency: StorageLatency | None = None) -> RunResult:
     """Run ``scenario`` on Spark in this process. Never raises for a fault the scenario plants.
 
-    ``workdir`` holds ``checkpoint/`` (the SPEC layout), ``coord/`` and
-    ``local/``; by default a fresh temporary directory. An existing
+    ``workdir`` holds ``checkpoint/`` (the layout of spec section 3), ``coord/`` and
+    ``local/``; by default a fresh temporary directory, removed when the process ends (``scratch.py``: the
+    caller reads the checkpoint after the run, and executors keep stores open in it). An existing
     checkpoint there is resumed, and refused if it belongs to another query.
     ``pace`` plans a batch only once its input has arrived on the wall clock
     (the rate a source really produces); a paced run cuts explicit and rate
@@ -94,7 +96,7 @@ def run_spark(scenario: Scenario, *, master: str | None = None, workdir: str | o
     _check_group_slots(scenario, spark, group)
     # start the executors' Python workers first, so latency measures the protocol, not Spark's warm-up
     spark.sparkContext.parallelize(range(2), 2).count()
-    base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="lightspeed-spark-"))
+    base = Path(workdir) if workdir is not None else scratch_dir(WORKDIR_PREFIX)
     lock = acquire_checkpoint(base / "checkpoint", scenario)
     try:
         engine = EngineContext(spark, str(base / "checkpoint"), str(base / "coord"), str(base / "local"),
@@ -173,6 +175,8 @@ def run_details(scenario: Scenario, engine: EngineContext, wall_s: float) -> dic
                               round((t["finished"] - engine.t0) * 1000.0, 3)] for t in tasks),
         # partition -> the executors its tasks ran on, one entry per move (a lost executor moves it)
         "executors": {str(p): list(ex) for p, ex in sorted(engine.placement.executors.items())},
+        # the scenario's executor name -> the Spark executors it was bound to, in order (``locality.py``)
+        "bound_executors": {name: list(ids) for name, ids in sorted(engine.placement.bound.items())},
     }
 
 

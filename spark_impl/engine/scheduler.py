@@ -1,6 +1,6 @@
 """The engine's step scheduler: the reference's step graph of an incarnation, executed concurrently on Spark.
 
-The graph is the reference's (``inc.nodes``: ``reference.graph.Node`` values);
+The graph is the reference's (``inc.nodes``: ``reference.protocol.graph.Node`` values);
 a node's effect is ``inc.run_step``. What this module decides is when and
 where each node runs:
 
@@ -36,10 +36,10 @@ import time
 from collections import defaultdict
 from typing import Callable
 
-from reference.failures import DriverCrash, QueryFailure
-from reference.graph import Node
-from reference.steps import TASK_STEPS, NodeId
-from reference.storage import CheckpointFormatError
+from reference.protocol.failures import DriverCrash, QueryFailure
+from reference.protocol.graph import Node
+from reference.language.steps import TASK_STEPS, NodeId
+from reference.protocol.storage import CheckpointFormatError
 
 from .async_state_watch import AsyncStateWatch
 from .coordination import atomic_write

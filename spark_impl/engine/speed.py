@@ -23,7 +23,7 @@ like with like:
    at each trigger (no ``maxFilesPerTrigger`` throttle), for the latency
    comparison.
 
-Every latency run is judged by ``reference.timing``'s one rule
+Every latency run is judged by ``reference.protocol.timing``'s one rule
 (``summarize_throughput``: processed at least ``KEPT_UP_RATE_FRACTION`` of the
 input rate, latency growing by at most ``LATENCY_GROWTH_LIMIT_MS_PER_S``). A
 run that did not keep up is reported as backlogged, with its rates, never
@@ -38,9 +38,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reference.outcome import Outcome
-from reference.scenario import Scenario
-from reference.timing import describe_reported, reported_latency
+from reference.protocol.outcome import Outcome
+from reference.language.scenario import Scenario
+from reference.protocol.timing import describe_reported, reported_latency
 
 PARTS = ("ablation", "group", "pipelining", "native")
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -74,7 +74,7 @@ def running_count(name: str, rate: int, seconds: float, engine: dict[str, Any], 
 
 
 def _summary(outcome: Outcome) -> dict[str, Any]:
-    """A latency run: its percentiles if it kept up, else backlogged (``reference.timing.reported_latency``)."""
+    """A latency run: its percentiles if it kept up, else backlogged (``reference.protocol.timing.reported_latency``)."""
     durations = [p.duration_ms["triggerExecution"] for p in outcome.progress]
     timing = outcome.timing
     return {**reported_latency(outcome.latency(), timing.throughput if timing else None),

@@ -3,8 +3,8 @@
 The engine writes its checkpoint to a local directory, where a log write costs
 about a millisecond, so asynchronous progress tracking has almost nothing to
 hide. The published Lightspeed runs wrote to a cloud object store.
-``LatencyStorage`` wraps any ``reference.storage.Storage`` and, for each
-operation, sleeps the latency that ``reference.storage_profiles.LatencyDraws``
+``LatencyStorage`` wraps any ``reference.protocol.storage.Storage`` and, for each
+operation, sleeps the latency that ``reference.protocol.storage_profiles.LatencyDraws``
 draws for it from the named profile: the one draw function of the project,
 which the simulator charges on its clock and native Spark's checkpoint
 filesystem (``spark_impl/native/checkpoint_fs.py``) sleeps in the JVM, so the
@@ -47,16 +47,16 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from reference import layout
-from reference.storage import Storage
-from reference.storage_profiles import LatencyDraws, StorageProfile, storage_profile
+from reference.protocol import layout
+from reference.protocol.storage import Storage
+from reference.protocol.storage_profiles import LatencyDraws, StorageProfile, storage_profile
 
 OPERATIONS = ("write", "read", "exists", "rename", "list", "delete")
 
 
 @dataclass(frozen=True)
 class StorageLatency:
-    """What a run's checkpoint storage costs: a named profile (``reference.storage_profiles``) and a seed."""
+    """What a run's checkpoint storage costs: a named profile (``reference.protocol.storage_profiles``) and a seed."""
 
     profile: str
     seed: int | str

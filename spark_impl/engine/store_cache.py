@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Any
 
-from reference import layout
-from reference.storage import Storage
+from reference.protocol import layout
+from reference.protocol.storage import Storage
 
 from .coordination import POLL_S, WAIT_TIMEOUT_S, Coordination, TaskWaitFailed, wait_for
 from .task_spec import TaskSpec

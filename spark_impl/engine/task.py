@@ -1,8 +1,8 @@
 """The task body: one Spark task attempt runs one partition of one micro-batch on an executor.
 
-A task attempt runs the task steps of SPEC section 2 back to back:
+A task attempt runs the task steps of spec section 2 back to back:
 ``state_load`` (the executor's cached store, or a load from the checkpoint:
-``store_cache.py``), ``task_apply`` (``reference.query.apply_partition``),
+``store_cache.py``), ``task_apply`` (``reference.protocol.query.apply_partition``),
 then (sync state checkpointing) ``changelog_write`` and ``state_commit``
 (each store on a thread of its own under parallel store commit), then
 ``sink_write``. Under async state checkpointing the changelog upload and
@@ -34,10 +34,10 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable, Iterable, Iterator
 
-from reference import layout
-from reference.query import PartitionResult, StoreChanges, apply_partition, route, rows_of, sink_rows
-from reference.sources import SourceData
-from reference.storage import CheckpointFormatError, LocalStorage, Storage
+from reference.protocol import layout
+from reference.protocol.query import PartitionResult, StoreChanges, apply_partition, route, rows_of, sink_rows
+from reference.protocol.sources import SourceData
+from reference.protocol.storage import CheckpointFormatError, LocalStorage, Storage
 
 from .coordination import TaskWaitFailed, atomic_write, debug_log, wait_for
 from .storage_latency import storage_latency_for, thread_storage_ms
@@ -134,7 +134,7 @@ def _apply(spec: TaskSpec, faults: TaskFaults, stores: dict[str, Any], p: int, u
     """``task_apply``: the reference's pipeline over the partition's records, written into its stores."""
     faults.at("task_apply", "before")
     query = spec.query
-    # a redelivering source's records come through the driver's fetch ledger (``reference/redelivery.py``)
+    # a redelivering source's records come through the driver's fetch ledger (``reference/protocol/redelivery.py``)
     batch = SourceData.of(query).slice(spec.start, spec.end, dict(spec.ledgers))
     records = route(batch, query.state_partitions)[p]
     result, changes = apply_partition(query.operator.flatten(), stores, rows_of(records), list(spec.watermarks))

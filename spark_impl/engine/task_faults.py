@@ -3,7 +3,7 @@
 Task-step faults travel with their batch's tasks (``FaultBook.take_task_faults``)
 and fire on the executor, at the step they name, once across every attempt and
 process (a marker file claimed with O_EXCL). What a fired fault does is the
-reference's decision table (``reference.faults.apply_fault``); this module only
+reference's decision table (``reference.protocol.faults.apply_fault``); this module only
 says how each effect happens here:
 
 - ``delay``: the task sleeps;
@@ -15,7 +15,7 @@ says how each effect happens here:
 - ``lose_executor``: the executor's Python worker dies with every store it
   cached (and on a cluster the executor JVM with it);
 - ``plant_zombie``: a forked process lands the failed attempt's write after the
-  driver committed the batch (``reference.faults.zombie_landings`` gives the bytes).
+  driver committed the batch (``reference.protocol.faults.zombie_landings`` gives the bytes).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, NoReturn
 
-from reference.faults import SealedVersion, apply_fault, matches, zombie_landings
-from reference.steps import NodeId
-from reference.storage import Storage
+from reference.protocol.faults import SealedVersion, apply_fault, matches, zombie_landings
+from reference.language.steps import NodeId
+from reference.protocol.storage import Storage
 
 from .coordination import POLL_S, WAIT_TIMEOUT_S, atomic_write, claim, fault_marker
 from .task_spec import TaskSpec

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from reference.operators import Watermark
-from reference.query import pipeline_store_ids
-from reference.scenario import Fault, Scenario
+from reference.language.operators import Watermark
+from reference.protocol.query import pipeline_store_ids
+from reference.language.scenario import Fault, Scenario
 
 from .coordination import Coordination
 from .storage_latency import StorageLatency
@@ -39,10 +39,10 @@ class TaskSpec:
     straggler: tuple[float, float, int] | None = None  # (probability, extra ms, seed): synthetic slow tasks
     storage_latency: StorageLatency | None = None  # checkpoint storage sleeps this profile's draws (None: none)
     ledgers: tuple[tuple[int, tuple[int, ...]], ...] = ()  # redelivering source partition -> ids behind the offsets
-    # partitions the placement moves to another executor at this batch (``reference.rebalancing``): their
+    # partitions the placement moves to another executor at this batch (``reference.protocol.rebalancing``): their
     # tasks find no copy of the state where they now run, and load it from the checkpoint
     moved: frozenset[int] = frozenset()
-    # partition -> the executor the placement runs its task on in this batch (``reference.rebalancing``): an
+    # partition -> the executor the placement runs its task on in this batch (``reference.protocol.rebalancing``): an
     # executor loss drops the stores cached by that executor, as the reference's does
     executors: tuple[str, ...] = ()
 

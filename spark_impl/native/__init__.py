@@ -1,10 +1,10 @@
 """The spark-native backend: a scenario's query on Spark's own Structured Streaming.
 
-``backend.NativeBackend`` is the backend (``reference.backend.Backend``);
+``backend.NativeBackend`` is the backend (``reference.protocol.backend.Backend``);
 ``run_native(scenario)`` runs the scenario's query with Spark's own operators,
-state store and restart logic, and returns the typed outcome of SPEC section 4
+state store and restart logic, and returns the typed outcome of spec section 4
 (backend ``"spark-native"``), so the reference oracles
-(``reference.oracles.check_outcome``) judge Spark exactly as they judge the
+(``reference.judge.oracles.check_outcome``) judge Spark exactly as they judge the
 reference, the simulator and the PySpark engine.
 
 Modules: ``query_run.py`` (the incarnations, the faults, foreachBatch),
@@ -30,7 +30,8 @@ How a scenario becomes a Spark query
   in the outcome are read back from Spark's own ``offsets/<b>`` and file-source
   log, not assumed.
 - Operators: see ``plan.py`` for the table (groupBy/agg, window + withWatermark,
-  dropDuplicatesWithinWatermark, stream-stream join, applyInPandasWithState).
+  dropDuplicates, dropDuplicatesWithinWatermark, stream-stream join,
+  applyInPandasWithState).
   ``chain`` is refused (``support.UNSUPPORTED_OPERATORS`` says why).
 - Configuration: the session's RocksDB provider with changelog checkpointing
   (``provider = changelog``; ``snapshot`` turns changelog checkpointing off,
@@ -56,7 +57,7 @@ How a scenario becomes a Spark query
   when that is positive), reads all available input at each trigger, and
   reports end-to-end latency per record (creation to its batch's first sink
   commit) in the outcome's ``timing``, whether Spark kept up with the input
-  (``timing.throughput``, ``reference.timing``'s one rule), and batch
+  (``timing.throughput``, ``reference.protocol.timing``'s one rule), and batch
   durations as ``details["native"]["batch_duration_ms"]``.
 - State: read back with Spark's state data source and re-encoded and
   re-bucketed into the reference's partitions (``state.py`` explains why the
@@ -103,11 +104,11 @@ Supported (``support.SUPPORTED_FAULTS``):
 - ``corrupt_file`` / ``delete_file``: between batches, with ``path`` relative to
   Spark's checkpoint (e.g. ``commits/2``, ``state/0/1/3.changelog``); the query
   stops at the boundary, the file is damaged as on every backend
-  (``reference.faults.damage``: deleted, or truncated to half; a deleted file's
+  (``reference.protocol.faults.damage``: deleted, or truncated to half; a deleted file's
   ``.crc`` goes with it), and the query restarts.
 
 Not supported, refused with ``NativeUnsupported`` (a
-``reference.backend.ScenarioRefused``) naming the field:
+``reference.protocol.backend.ScenarioRefused``) naming the field:
 ``executor_loss`` on a local master, ``zombie_write``, ``clock_skew`` (reasons
 in ``support.UNSUPPORTED_FAULTS``, naming the Spark classes that rule them
 out), faults at ``at.time_ms``, asynchronous progress tracking except in a
@@ -117,14 +118,14 @@ checkpointing and pipelining (not in open-source Spark), and
 
 Spark's semantics and the reference's
 -------------------------------------
-The reference follows Spark 3.4+'s watermarks (``reference/operators.py``):
+The reference follows Spark 3.4+'s watermarks (``reference/language/operators.py``):
 late rows are filtered with the watermark in force for the batch before
 (``IncrementalExecution``: ``eventTimeWatermarkForLateEvents``), a row is late
 when ``event_time <= watermark`` (``WatermarkSupport``), a window is late when
 its end is, state is evicted with the current batch's watermark, and a
 session's event-time timeout fires strictly after its timestamp, which is
-never set before the current watermark. ``tests/test_spark_native.py`` runs
-the hand-derived boundary queries of ``tests/test_operator_boundaries.py``
+never set before the current watermark. ``tests/spark/test_spark_native.py`` runs
+the hand-derived boundary queries of ``tests/quick/test_operator_boundaries.py``
 here and requires Spark's rows and watermarks to be the ones derived by hand.
 The session's timeout timestamp is read back from Spark's state
 (``value.timeoutTimestamp``) as the reference state's fourth element.
@@ -133,7 +134,7 @@ Restarts: a restart resumes the watermark from ``commits/<b>``
 (``nextBatchWatermarkMs``) or, when re-running a batch, from ``offsets/<b>``,
 as the reference does; neither keeps each input's maximum event time, so after
 a restart a join's watermark moves again only once both sides have new data
-(``reference/recovery.py``).
+(``reference/protocol/recovery.py``).
 
 Outcomes are timed, so two runs are not byte-identical (durations, timestamps,
 RocksDB file names): the ``determinism`` check does not apply to this backend.
@@ -149,9 +150,9 @@ import os
 import shutil
 import tempfile
 
-from reference.backend import RunResult
-from reference.outcome import Outcome
-from reference.scenario import Scenario
+from reference.protocol.backend import RunResult
+from reference.protocol.outcome import Outcome
+from reference.language.scenario import Scenario
 
 from ..session import backend_session, master_of
 from .fault_plan import saved_costs
@@ -183,7 +184,7 @@ def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | 
     and the sink (``<workdir>/sink``); without it a temporary directory is used
     and removed afterwards. It must not hold an earlier run's checkpoint.
     ``master`` is passed to ``spark_impl.session.session``. ``storage_profile`` (a
-    ``reference.storage_profiles`` name) puts Spark's checkpoint on the filesystem
+    ``reference.protocol.storage_profiles`` name) puts Spark's checkpoint on the filesystem
     that sleeps the profile's latencies, seeded by the scenario's seed
     (``checkpoint_fs.py``); what its operations cost is in the outcome's
     ``details["native"]["storage"]``. Raises

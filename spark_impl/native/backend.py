@@ -1,10 +1,10 @@
-"""Spark's own Structured Streaming behind the backend interface of ``reference.backend`` (``--backend spark-native``)."""
+"""Spark's own Structured Streaming behind the backend interface of ``reference.protocol.backend`` (``--backend spark-native``)."""
 
 from __future__ import annotations
 
-from reference.backend import RunOptions, RunResult, refuse_too_large, refuse_unknown_options
-from reference.scenario import Scenario
-from reference.storage import SnapshotReader
+from reference.protocol.backend import RunOptions, RunResult, refuse_too_large, refuse_unknown_options
+from reference.language.scenario import Scenario
+from reference.protocol.storage import SnapshotReader
 
 from ..session import missing
 from . import run_native

@@ -5,9 +5,9 @@ Spark's own Structured Streaming writes every checkpoint file through the Hadoop
 ``FileSystem`` of the checkpoint location's URI scheme. ``java/lightspeed/checkpointfs/``
 holds a small one, ``LatencyFileSystem``: the local disk under the scheme
 ``lslatency://<run>/<local path>``, sleeping each operation's latency as the
-profiles of ``reference/storage_profiles.py`` give it, drawn by the same pure
+profiles of ``reference/protocol/storage_profiles.py`` give it, drawn by the same pure
 function as the simulator's and the Spark engine's (``LatencyDraws.java``, the
-twin of ``reference.storage_profiles.LatencyDraws``). It is compiled here, with
+twin of ``reference.protocol.storage_profiles.LatencyDraws``). It is compiled here, with
 the JDK's ``javac`` against the Hadoop jar that pyspark ships, into
 ``build/latency-fs/lightspeed-latency-fs.jar`` (``make native-fs``, which
 ``make test`` and ``make demo`` run; never committed), and loaded by the
@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from reference.backend import BackendUnavailable
-from reference.storage_profiles import StorageProfile, storage_profile
+from reference.protocol.backend import BackendUnavailable
+from reference.protocol.storage_profiles import StorageProfile, storage_profile
 
 SCHEME = "lslatency"
 PACKAGE = "lightspeed.checkpointfs"

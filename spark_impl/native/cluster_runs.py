@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from reference.compare import first_difference
-from reference.oracles import check_outcome, failures
-from reference.run import run_scenario
-from reference.scenario import load_scenario
+from reference.judge.compare import first_difference
+from reference.judge.oracles import check_outcome, failures
+from reference.protocol.run import run_scenario
+from reference.language.scenario import load_scenario
 
 from ..cluster import LocalCluster, suite_main
 from ..session import session, stop

@@ -60,7 +60,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from reference.scenario import Fault, Scenario
+from reference.language.scenario import Fault, Scenario
 
 FS_KINDS = ("driver_crash", "storage_write_error", "storage_latency", "executor_loss")
 CONF_PREFIX = "lightspeed.latencyfs."

@@ -5,7 +5,7 @@ state from Spark's state data source (``state.py``), the sink from the adapter's
 sink directory (``sink.py``), recoveries from the supervisor, progress from
 ``query.recentProgress``. End-to-end latency (realtime runs) ends at a record's
 first visibility at the sink, with the one percentile definition of
-``reference.timing``; what only this backend reports goes under
+``reference.protocol.timing``; what only this backend reports goes under
 ``details["native"]``.
 """
 
@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from reference.outcome import BatchRecord, Outcome, SinkEntry, Timing, canonical_rows, digest_rows
-from reference.timing import LatencySummary, Throughput, summarize_latency, summarize_throughput
+from reference.protocol.outcome import BatchRecord, Outcome, SinkEntry, Timing, canonical_rows, digest_rows
+from reference.protocol.timing import LatencySummary, Throughput, summarize_latency, summarize_throughput
 
 from ..latency import SinkDelivery, record_latencies_ms, record_throughput
 from .fault_plan import MARK_PREFIX
@@ -46,7 +46,7 @@ def native_outcome(run: NativeRun) -> Outcome:
         deliveries = sink_deliveries(run, batches)
         latency = summarize_latency(record_latencies_ms(run.files.data, deliveries, run.t0)) \
             if run.realtime else LatencySummary()
-        # whether Spark kept up with the paced input (reference.timing's one rule); one that did not is backlogged
+        # whether Spark kept up with the paced input (reference.protocol.timing's one rule); one that did not is backlogged
         throughput = record_throughput(run.files.data, deliveries, run.t0) if run.realtime else None
         sink = run.sink.entries()
     fired, not_fired = faults_fired(run)

@@ -12,7 +12,7 @@ one file per trigger would let a slow batch's backlog grow and measure the
 queue, not Spark.
 
 Operators (``build_query``), each with the Spark operator whose semantics are
-closest to the reference's (``reference/operators.py``):
+closest to the reference's (``reference/language/operators.py``):
 
 =========================  ============================================================  ===========
 scenario operator          Spark                                                         output mode
@@ -21,6 +21,8 @@ map                        projection                                           
 aggregate                  ``groupBy(key).agg(count(1) | sum(value))``                    update
 window_aggregate           ``withWatermark`` + ``groupBy(key, window(ts, window_ms))``     append
 dedup_within_watermark     ``withWatermark`` + ``dropDuplicatesWithinWatermark([key])``    append
+dedup                      ``dropDuplicates([key])``; with ``watermark_delay_ms``:        append
+                           ``withWatermark`` + ``dropDuplicates([key, ts])``
 join                       both sides ``withWatermark``; inner join on key and           append
                            ``lt >= rt - bound AND lt <= rt + bound``
 stateful_function          ``withWatermark`` + ``groupBy(key).applyInPandasWithState``     update
@@ -36,8 +38,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from reference.scenario import Fault, OperatorSpec, Scenario
-from reference.sources import Record, SourceData
+from reference.language.scenario import Fault, OperatorSpec, Scenario
+from reference.protocol.sources import Record, SourceData
 
 _FILE = re.compile(r"/input/(main|left|right)/batch-(\d+)\.json$")
 
@@ -338,6 +340,11 @@ def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence
     if op.kind == "dedup_within_watermark":
         df = guarded(df.withWatermark("ts", _ms(op.watermark_delay_ms)), ["key"])
         return df.dropDuplicatesWithinWatermark(["key"]).select("key", F.col("value").alias("a"))
+    if op.kind == "dedup":   # by key for ever, or by key and event time until the watermark passes it
+        if op.watermark_delay_ms is None:
+            return guarded(df, ["key"]).dropDuplicates(["key"]).select("key", F.col("value").alias("a"))
+        df = guarded(df.withWatermark("ts", _ms(op.watermark_delay_ms)), ["key", "ts"])
+        return df.dropDuplicates(["key", "ts"]).select("key", F.col("value").alias("a"))
     if op.kind == "stateful_function":
         df = guarded(df.withWatermark("ts", _ms(op.watermark_delay_ms)), ["key"])
         df = df.select("key", "value", "event_ms", "ts")  # the function's input columns
@@ -350,7 +357,7 @@ def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence
 
 def sink_row(op: OperatorSpec, row: Any) -> list[Any]:
     """One Spark output row as the reference's sink row ``[key, value]``."""
-    if op.kind in ("map", "aggregate", "dedup_within_watermark"):
+    if op.kind in ("map", "aggregate", "dedup_within_watermark", "dedup"):
         return [row["key"], int(row["a"])]
     if op.kind == "window_aggregate":
         return [row["key"], [int(row["a"]), int(row["b"]), int(row["c"])]]

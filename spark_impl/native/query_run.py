@@ -9,7 +9,7 @@ is a new run of the same query on the same checkpoint (a new run id, so Spark
 loads every state store from the checkpoint files); after a crash it runs in a
 new JVM, which this process starts as a restarted driver would be started, so
 Spark's own restart path decides what it re-runs. The incarnations are driven
-by ``reference.supervisor.Supervisor``, whose restart plan reads Spark's
+by ``reference.protocol.supervisor.Supervisor``, whose restart plan reads Spark's
 checkpoint (``spark_checkpoint.py``). Everything the outcome needs is observed
 from the driver (foreachBatch, the query's progress), read back from the
 checkpoint, or from the marks a fault leaves where it fired.
@@ -26,14 +26,14 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable
 
-from reference.failures import DriverCrash, QueryFailure
-from reference.faults import DAMAGE_KINDS, FaultBook, damage
-from reference.observer import Observer
-from reference.outcome import ProgressEvent, StateOperatorProgress, canonical_rows
-from reference.recovery import RestartPlan
-from reference.scenario import Fault, Scenario
-from reference.storage import LocalStorage, Storage
-from reference.supervisor import Supervisor
+from reference.protocol.failures import DriverCrash, QueryFailure
+from reference.protocol.faults import DAMAGE_KINDS, FaultBook, damage
+from reference.protocol.observer import Observer
+from reference.protocol.outcome import ProgressEvent, StateOperatorProgress, canonical_rows
+from reference.protocol.recovery import RestartPlan
+from reference.language.scenario import Fault, Scenario
+from reference.protocol.storage import LocalStorage, Storage
+from reference.protocol.supervisor import Supervisor
 
 from ..session import forget_dead_jvm, jvm_exit_status
 from .checkpoint_fs import FS_CLASS, LatencyCheckpoint, require_loaded
@@ -182,7 +182,7 @@ class NativeRun:
         return None
 
     def damage(self, fault: Fault, stop: int) -> str | None:
-        """``reference.faults.damage`` on Spark's checkpoint; a deleted file's checksum (``.<name>.crc``,
+        """``reference.protocol.faults.damage`` on Spark's checkpoint; a deleted file's checksum (``.<name>.crc``,
         which Hadoop's local file system keeps beside it) goes with it."""
         assert fault.kind in DAMAGE_KINDS, f"only damage waits at a batch boundary, not {fault.kind}"
         path = fault.path or ""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from reference.scenario import Scenario
+from reference.language.scenario import Scenario
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"

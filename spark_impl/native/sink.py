@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from reference.outcome import SinkEntry, canonical_rows, digest_rows
+from reference.protocol.outcome import SinkEntry, canonical_rows, digest_rows
 
 
 @dataclass(frozen=True)

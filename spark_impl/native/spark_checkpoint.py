@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from reference.recovery import RestartPlan
+from reference.protocol.recovery import RestartPlan
 
 from .plan import InputFiles, parse_batch_file
 

@@ -5,7 +5,7 @@
 operator) and, for a join, ``joinSide`` (left / right: the data source joins the
 side's two internal stores back into ``(key, row)`` pairs) gives every key and
 value of one version. This module turns them into the pairs
-``reference/operators.py`` keeps:
+``reference/language/operators.py`` keeps:
 
 ====================== ============================== ===================================
 operator               Spark state (key -> value)      reference state (key -> value)
@@ -13,13 +13,15 @@ operator               Spark state (key -> value)      reference state (key -> v
 aggregate              key -> count | sum              key -> count | sum
 window_aggregate       (key, window) -> count | sum    "key|window_start_ms" -> count | sum
 dedup_within_watermark key -> expiresAtMicros          key -> event_time_ms + delay
+dedup                  key -> a null (``__dummy__``)   key -> True
+dedup, watermarked     (key, ts) -> a null             "key|event_time_ms" -> True
 join (per side)        key -> each buffered row         key -> sorted [[event_time_ms, value]]
 stateful_function      key -> ((total, cnt, last),        key -> [total, count, last_event_ms,
                        timeoutTimestamp)                      timeout_at_ms]
 ====================== ============================== ===================================
 
 Partitions: Spark routes a key to state partition ``Murmur3(key) mod n``; the
-reference routes with ``crc32(key) mod n`` (``reference.sources.partition_of``).
+reference routes with ``crc32(key) mod n`` (``reference.protocol.sources.partition_of``).
 The two assign different keys to a partition, but both are functions of the key
 alone, so the state of one version is the same set of pairs either way; only the
 grouping into partitions differs. The adapter therefore re-buckets every pair
@@ -34,9 +36,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from reference.query import pipeline_store_ids
-from reference.scenario import Scenario
-from reference.sources import partition_of
+from reference.language.operators import DEDUP_SEEN
+from reference.protocol.query import pipeline_store_ids
+from reference.language.scenario import Scenario
+from reference.protocol.sources import partition_of
 
 from .support import describe_failure
 
@@ -72,6 +75,10 @@ def _frame(spark: Any, checkpoint: str, scenario: Scenario, sid: str, version: i
         numbers = [first, none, none, none]
     elif kind == "dedup_within_watermark":
         skey, numbers = key, [F.floor(F.col("value.expiresAtMicros") / 1000), none, none, none]
+    elif kind == "dedup":   # Spark's value is a dummy null, read as the reference's marker (``_value``)
+        watermarked = scenario.operator.watermark_delay_ms is not None
+        skey = F.concat(key, F.lit("|"), F.unix_millis(F.col("key.ts")).cast("string")) if watermarked else key
+        numbers = [none, none, none, none]
     elif kind == "join":
         t, v = ("lt", "lv") if side == "left" else ("rt", "rv")
         skey, numbers = key, [F.unix_millis(F.col("value").getField(t)), F.col("value").getField(v), none, none]
@@ -88,6 +95,8 @@ def _frame(spark: Any, checkpoint: str, scenario: Scenario, sid: str, version: i
 
 
 def _value(kind: str, row: Any) -> Any:
+    if kind == "dedup":
+        return DEDUP_SEEN
     if kind in ("aggregate", "window_aggregate", "dedup_within_watermark"):
         return int(row["a"])
     if kind == "join":

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 
-from reference.backend import ScenarioRefused
-from reference.scenario import Fault, Scenario
+from reference.protocol.backend import ScenarioRefused
+from reference.language.scenario import Fault, Scenario
 
 BACKEND = "spark-native"
 
 # Operators the adapter maps to Spark's own operators.
-SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "join",
+SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "dedup", "join",
                        "stateful_function")
 SUPPORTED_FAULTS = ("driver_crash", "task_failure", "storage_write_error", "storage_latency", "corrupt_file",
                     "delete_file", "executor_loss")
@@ -90,7 +90,7 @@ def uses_stat_sink(scenario: Scenario, realtime: bool) -> bool:
 
 # operators whose state depends on the order of a batch's rows (dedup keeps the first duplicate; a session's
 # function sees the rows in order): their rows must reach each state partition in (source partition, offset) order
-ORDER_SENSITIVE = ("dedup_within_watermark", "stateful_function")
+ORDER_SENSITIVE = ("dedup_within_watermark", "dedup", "stateful_function")
 
 
 def needs_file_order(scenario: Scenario, realtime: bool) -> bool:
@@ -120,7 +120,7 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
         if src.kind == "redelivering":
             field = "source.kind" if side == "main" else f"sources.{side}.kind"
             raise NativeUnsupported(field, "a redelivering source needs the project's fetch-and-dedup layer "
-                                           "(reference/redelivery.py) in the driver's plan; open-source Spark has "
+                                           "(reference/protocol/redelivery.py) in the driver's plan; open-source Spark has "
                                            "no Pub/Sub connector to run it through")
     for i, fault in enumerate(scenario.faults):
         fault_site(fault, f"faults[{i}]", realtime=realtime, stateful=scenario.operator.stateful)

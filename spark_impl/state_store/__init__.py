@@ -1,4 +1,4 @@
-"""Durable state store on RocksDB with changelog checkpointing (SPEC sections 2, 3, 5, 6).
+"""Durable state store on RocksDB with changelog checkpointing (spec sections 2, 3, 5, 6).
 
 What it holds: ``RocksDBStateStore`` (``rocksdb_store.py``), the façade the
 Spark engine uses per (operator, partition), composed of one module per

@@ -1,11 +1,11 @@
-"""Fast writer and verified reader of the binary state-file format (SPEC section 3).
+"""Fast writer and verified reader of the binary state-file format (spec section 3).
 
-The bytes are *exactly* those of ``reference.changelog.encode_state_file``
+The bytes are *exactly* those of ``reference.protocol.changelog.encode_state_file``
 (header with uid and parent uid, put / delete records, end marker with record
 count and CRC-32), so the reference verifier reads every changelog this store
 writes. The difference is speed:
 
-* Values stay as their canonical JSON bytes (``reference.changelog.encode_value``)
+* Values stay as their canonical JSON bytes (``reference.protocol.changelog.encode_value``)
   from ``put`` to RocksDB to the changelog and back, so neither writing nor
   replaying a changelog runs ``json.dumps`` / ``json.loads``.
 * The store encodes each record when the key is written, into one buffer
@@ -33,8 +33,8 @@ import zlib
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator
 
-from reference.changelog import DELETE, END, FORMAT_VERSION, MAGIC, PUT, StateFileHeader, decode_header
-from reference.storage import CheckpointFormatError
+from reference.protocol.changelog import DELETE, END, FORMAT_VERSION, MAGIC, PUT, StateFileHeader, decode_header
+from reference.protocol.storage import CheckpointFormatError
 
 RawChange = tuple[bytes, "bytes | None"]  # (utf-8 key, canonical JSON value or None for a delete)
 

@@ -1,12 +1,12 @@
-"""The state store's view of the checkpoint directory (SPEC section 3).
+"""The state store's view of the checkpoint directory (spec section 3).
 
-Every access to the checkpoint goes through ``reference.storage.Storage``
+Every access to the checkpoint goes through ``reference.protocol.storage.Storage``
 (write / read / exists / delete / rename / list); nothing here calls ``os`` on a
 checkpoint path, so any filesystem with atomic create and a consistent listing
 plugs in: ``LocalStorage``, ``DurableStorage``, or ``FsspecStorage`` below over
 an fsspec / ``pyarrow.fs`` filesystem.
 
-File names come from ``reference.layout``::
+File names come from ``reference.protocol.layout``::
 
     state/<op>/<p>/<v>_<uid>.changelog | .delta     one per commit
     state/<op>/<p>/<v>_<uid>.snapshot               manifest (RocksDB) or full dump (delta)
@@ -19,8 +19,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from reference import layout
-from reference.storage import CheckpointFormatError, SnapshotReader, Storage, StorageError
+from reference.protocol import layout
+from reference.protocol.storage import CheckpointFormatError, SnapshotReader, Storage, StorageError
 
 SST_FOLDER = "SSTs"
 
@@ -85,7 +85,7 @@ class FsspecStorage:
 
     Needs ``open``, ``exists``, ``rm``, ``mv``, ``find`` and ``makedirs``.
     Atomic create is write-to-temp then ``mv``, as Spark's ``CheckpointFileManager``
-    does on filesystems with atomic rename. ``tests/test_rocksdb_store_fsspec.py``
+    does on filesystems with atomic rename. ``tests/quick/test_rocksdb_store_fsspec.py``
     runs the store's recovery round trip over it (an in-test filesystem with
     just these methods, and fsspec's memory and local filesystems when fsspec
     is installed).

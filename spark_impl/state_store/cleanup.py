@@ -1,4 +1,4 @@
-"""Which state files and SSTs retention lets go (SPEC section 2 ``purge``, section 5 ``retention``).
+"""Which state files and SSTs retention lets go (spec section 2 ``purge``, section 5 ``retention``).
 
 The rule is the reference's ``cleanup_store``, as Spark's
 ``RocksDBFileManager.deleteOldVersions`` applies it: walk the lineage down from
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reference import layout
-from reference.changelog import MAGIC
-from reference.storage import CheckpointFormatError, Storage
+from reference.protocol import layout
+from reference.protocol.changelog import MAGIC
+from reference.protocol.storage import CheckpointFormatError, Storage
 
 from .changelog_codec import read_header
 from .checkpoint_fs import StateFileKey, StoreId, list_sst_names, list_state_files

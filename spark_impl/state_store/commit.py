@@ -1,6 +1,6 @@
 """Committing a version: ``seal``, ``write`` (``changelog_write``) and ``mark_durable`` (``state_commit``).
 
-SPEC section 2 splits a commit into the three protocol steps so async state
+spec section 2 splits a commit into the three protocol steps so async state
 checkpointing can separate them, and section 3 fixes the one file each commit
 writes: ``<v>_<uid>.changelog`` (``.delta`` for the HDFS-style provider, a
 manifest ``.snapshot`` for the ``snapshot`` provider), in exactly the
@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from reference.changelog import StateFileHeader
-from reference.storage import Storage
+from reference.protocol.changelog import StateFileHeader
+from reference.protocol.storage import Storage
 
 from .changelog_codec import ChangelogBuffer, RawChange, encode_state_file_raw
 from .checkpoint_fs import StoreId

@@ -1,6 +1,6 @@
 """Which versions one store holds, and which of them are durable under which lineage id.
 
-SPEC section 2: version ``v`` is the state after batches ``0..v-1``; ``seal``
+spec section 2: version ``v`` is the state after batches ``0..v-1``; ``seal``
 advances the in-memory version, ``state_commit`` makes a sealed version durable;
 section 3: every state file names the attempt (lineage id) that wrote it. This
 is the bookkeeping of Spark's ``RocksDB.scala`` (``loadedVersion``,
@@ -47,7 +47,7 @@ class VersionLineage:
     durable: dict[int, str] = field(default_factory=lambda: {0: ""})
 
     def snapshot_due(self, version: int, min_deltas_for_snapshot: int) -> bool:
-        """SPEC section 2: a snapshot when ``v - last_snapshot >= min_deltas_for_snapshot``."""
+        """spec section 2: a snapshot when ``v - last_snapshot >= min_deltas_for_snapshot``."""
         return version - self.last_snapshot_version >= min_deltas_for_snapshot
 
     def next_version(self) -> int:

@@ -1,11 +1,11 @@
 """The store's disposable local directory: its RocksDB instances and their checkpoints.
 
-The local half of SPEC section 2's ``changelog`` / ``snapshot`` providers, the
+The local half of spec section 2's ``changelog`` / ``snapshot`` providers, the
 part of Spark's ``RocksDB.scala`` that owns the working directory (``workingDir``,
 ``checkpointDir``): one RocksDB instance at a time, WAL off, on the process's
 shared memory budget (``memory.py``), and immutable RocksDB checkpoints (hard
 links) that maintenance uploads later. Nothing here is needed for recovery
-(SPEC section 3 puts everything durable in the checkpoint directory): a crash
+(spec section 3 puts everything durable in the checkpoint directory): a crash
 may delete this directory at any moment.
 
 Each load builds its instance in a new sub-directory, so the files of an

@@ -1,4 +1,4 @@
-"""The executor's background maintenance pool (SPEC section 2, ``snapshot_upload`` and ``purge``).
+"""The executor's background maintenance pool (spec section 2, ``snapshot_upload`` and ``purge``).
 
 Like Spark's ``StateStore`` maintenance task, a small per-process thread pool
 runs each store's ``do_maintenance`` (upload the newest pending snapshot) off
@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Iterable, Protocol
 
-from reference.storage import Storage
+from reference.protocol.storage import Storage
 
 DEFAULT_MAINTENANCE_THREADS = 2
 DEFAULT_DELETE_THREADS = 4

@@ -1,6 +1,6 @@
 """Which uploaded SST files each snapshot manifest of one store references.
 
-SPEC section 3 (``<v>_<uid>.snapshot`` as a manifest of shared SSTs) and
+spec section 3 (``<v>_<uid>.snapshot`` as a manifest of shared SSTs) and
 section 6 (SPARK-55892): both the upload (which SSTs it may reuse) and cleanup
 (which SSTs it may delete) decide from the manifests that are in the
 checkpoint *now*, the role of the file mappings in Spark's
@@ -11,8 +11,8 @@ are dropped.
 
 from __future__ import annotations
 
-from reference.changelog import MAGIC
-from reference.storage import CheckpointFormatError, Storage
+from reference.protocol.changelog import MAGIC
+from reference.protocol.storage import CheckpointFormatError, Storage
 
 from .checkpoint_fs import StateFileKey
 from .sst_files import decode_manifest

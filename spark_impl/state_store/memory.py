@@ -1,6 +1,6 @@
 """Bounded RocksDB memory shared by every state store in one process.
 
-Implements the memory part of the state-store contract (SPEC section 2,
+Implements the memory part of the state-store contract (spec section 2,
 ``state_store.provider = changelog``; Spark's
 ``spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage``): every
 ``RocksDBStateStore`` of a process opens its database with the *same* block

@@ -1,11 +1,11 @@
 """A durable state store on RocksDB (rocksdict) with changelog checkpointing: the façade.
 
-Implements the state-store part of SPEC.md: the ``state_load``,
+Implements the state-store part of docs/spec.md: the ``state_load``,
 ``changelog_write``, ``state_commit`` and ``snapshot_upload`` steps of section
 2 for the three ``state_store.provider`` values, the checkpoint layout of
 section 3, and the lineage rule that makes the ``lineage`` and
 ``reconstruction`` oracles of section 5 hold. It has the API shape of
-``reference.state_store.StateStore`` (the judge it is checked against) and
+``reference.protocol.state_store.StateStore`` (the judge it is checked against) and
 needs neither pyspark nor a SparkSession. It plays the part of Spark's
 ``RocksDBStateStoreProvider``: one store per (operator, partition), composed of
 
@@ -33,9 +33,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from reference import layout
-from reference.changelog import MAGIC
-from reference.storage import CheckpointFormatError, Storage
+from reference.protocol import layout
+from reference.protocol.changelog import MAGIC
+from reference.protocol.storage import CheckpointFormatError, Storage
 
 from .changelog_codec import decode_raw
 from .checkpoint_fs import StoreId

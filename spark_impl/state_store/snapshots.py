@@ -1,4 +1,4 @@
-"""Taking a store's snapshots and uploading them (SPEC section 2, ``snapshot_upload``).
+"""Taking a store's snapshots and uploading them (spec section 2, ``snapshot_upload``).
 
 The snapshot half of Spark's ``RocksDB.scala`` (``commit`` takes a checkpoint
 when ``minDeltasForSnapshot`` versions have passed, ``doMaintenance`` uploads it)
@@ -25,8 +25,8 @@ import shutil
 from collections.abc import Container, Iterable
 from typing import cast
 
-from reference.changelog import StateFileHeader
-from reference.storage import Storage
+from reference.protocol.changelog import StateFileHeader
+from reference.protocol.storage import Storage
 
 from .changelog_codec import RawChange, encode_state_file_raw
 from .checkpoint_fs import StoreId, list_sst_names, list_state_files

@@ -1,6 +1,6 @@
 """RocksDB snapshots in the checkpoint: shared SST files plus a small manifest.
 
-Implements the ``<v>_<uid>.snapshot`` file of SPEC section 3 for the RocksDB
+Implements the ``<v>_<uid>.snapshot`` file of spec section 3 for the RocksDB
 providers (``changelog`` and ``snapshot``), in the spirit of Spark's
 ``RocksDBFileManager`` (not its code):
 
@@ -45,9 +45,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reference.json_input import JsonInputError, loads
-from reference.layout import checked_name
-from reference.storage import CheckpointFormatError, Storage, create_new_in, excerpt
+from reference.language.json_input import JsonInputError, loads
+from reference.protocol.layout import checked_name
+from reference.protocol.storage import CheckpointFormatError, Storage, create_new_in, excerpt
 
 from .checkpoint_fs import StoreId, list_sst_names
 from .lineage import UID_PATTERN
@@ -109,7 +109,7 @@ def decode_manifest(data: bytes, path: str) -> SnapshotManifest:
     """Parse and verify a manifest; every failure names the file (and the version when known).
 
     A manifest is read from a checkpoint, so it is untrusted: every file name in it must pass
-    ``reference.layout.checked_name`` as one path component (an SST's checkpoint name must also be an SST
+    ``reference.protocol.layout.checked_name`` as one path component (an SST's checkpoint name must also be an SST
     name of this layout), no name may be given twice, a lineage id must be one, and a field the format does
     not have is refused, each naming the field."""
     try:

@@ -1,4 +1,4 @@
-"""One batch's uncommitted changes over the open RocksDB (SPEC section 2, ``task_apply``).
+"""One batch's uncommitted changes over the open RocksDB (spec section 2, ``task_apply``).
 
 The ``get`` / ``put`` / ``remove`` / ``rollback`` part of Spark's ``RocksDB.scala``
 (``RocksDBStateStoreProvider``'s ``StateStore`` methods call it). Every write
@@ -25,7 +25,7 @@ from typing import Any
 
 import rocksdict
 
-from reference.changelog import encode_value
+from reference.protocol.changelog import encode_value
 
 from .changelog_codec import ChangelogBuffer
 from .local_db import LocalWorkspace

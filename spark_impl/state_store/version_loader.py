@@ -1,4 +1,4 @@
-"""Loading a version from the checkpoint directory alone (SPEC section 2 ``state_load``, section 5).
+"""Loading a version from the checkpoint directory alone (spec section 2 ``state_load``, section 5).
 
 Spark's ``RocksDB.load`` with ``RocksDBFileManager.loadCheckpointFromDfs`` and
 the changelog reader of ``StateStoreChangelog.scala``: loading version ``j``
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from reference.changelog import MAGIC
-from reference.storage import CheckpointFormatError, Storage
+from reference.protocol.changelog import MAGIC
+from reference.protocol.storage import CheckpointFormatError, Storage
 
 from .changelog_codec import read_header
 from .checkpoint_fs import StateFileKey, StoreId, list_state_files, resolve_uid

@@ -5,7 +5,7 @@ provider commits one version per batch with no snapshot due (the worst case:
 until a snapshot exists at or below the oldest retained version, cleanup's
 walk goes down the whole lineage), and cleanup runs after every commit, as
 the engine's purge does. At 100, 1,000 and 2,000 versions the benchmark times
-the purges around that version, remembered (``reference.lineage_memo``,
+the purges around that version, remembered (``reference.protocol.lineage_memo``,
 what ``cleanup_store`` does) and walked afresh (a listing and every header,
 what it did before), and prints both in microseconds and in raw SimPy
 timeouts (``yardstick.py``, measured in the same run). Issue 28's target: a
@@ -20,8 +20,8 @@ import time
 
 from yardstick import simpy_raw_rate
 
-from reference.state_store import StateStore, cleanup_store, lineage_base, store_files
-from reference.storage import DurableStorage
+from reference.protocol.state_store import StateStore, cleanup_store, lineage_base, store_files
+from reference.protocol.storage import DurableStorage
 
 OP, PARTITION, RETAIN = "0", 0, 100
 AT_VERSIONS = (100, 1_000, 2_000)

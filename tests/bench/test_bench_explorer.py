@@ -20,8 +20,8 @@ import time
 import pytest
 from yardstick import simpy_raw_rate
 
-from reference.catalogue import make
-from reference.explorer import explore
+from reference.language.catalogue import make
+from reference.judge.explorer import explore
 
 
 def _cpu_s() -> float:

@@ -35,7 +35,7 @@ from typing import Any
 import simpy
 from yardstick import RAW_TIMEOUTS, raw_timeout_chain, simpy_raw_rate
 
-from reference.scenario import Scenario
+from reference.language.scenario import Scenario
 from sim import Simulation, shipped_profile, simulate
 from sim.simulation import CountingEnvironment
 

@@ -1,4 +1,4 @@
-"""Speed of the RocksDB state store (SPEC section 2, ``state_store.provider``).
+"""Speed of the RocksDB state store (spec section 2, ``state_store.provider``).
 
 Run with ``.venv/bin/pytest tests/bench/test_bench_state_store.py --benchmark-only``.
 Every figure is a ratio of two measurements taken side by side in one run,
@@ -46,8 +46,8 @@ from pathlib import Path
 import pytest
 import rocksdict
 
-from reference.changelog import encode_value
-from reference.storage import DurableStorage, LocalStorage
+from reference.protocol.changelog import encode_value
+from reference.protocol.storage import DurableStorage, LocalStorage
 from spark_impl.state_store import MemoryBudget, RocksDBStateStore, memory_usage, shared_memory
 
 STATE_KEYS = 1_000_000

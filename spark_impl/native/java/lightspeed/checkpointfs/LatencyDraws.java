@@ -1,11 +1,11 @@
 /*
  * The seeded per-operation latencies of a checkpoint-storage profile: the Java twin of
- * reference/storage_profiles.py (fnv1a64, splitmix64, unit_uniform, exact_log, exact_exp,
+ * reference/protocol/storage_profiles.py (fnv1a64, splitmix64, unit_uniform, exact_log, exact_exp,
  * normal_quantile, jitter_factor, operation_ms, LatencyDraws). Both compute the same IEEE operations in
  * the same order, so the same (stream, kind, sequence number) gives the same latency to the bit in the
  * simulator, the Spark engine and native Spark's checkpoint filesystem (LatencyFileSystem).
  *
- * Standalone use prints a test vector (tests/test_native_checkpoint_fs.py compares it with Python's):
+ * Standalone use prints a test vector (tests/spark/test_native_checkpoint_fs.py compares it with Python's):
  *   java -cp <jar> lightspeed.checkpointfs.LatencyDraws <stream> <name=value,...> <kind:bytes>...
  * one line per operation: kind, bytes, the latency in ms, and its IEEE 754 bits in hex.
  */
@@ -38,7 +38,7 @@ public final class LatencyDraws {
     3.754408661907416e+00};
   private static final double LOW = 0.02425;
 
-  /** A storage profile's parameters (reference.storage_profiles.StorageProfile), in ms and MB/s. */
+  /** A storage profile's parameters (reference.protocol.storage_profiles.StorageProfile), in ms and MB/s. */
   public static final class Profile {
     final double smallWriteMs, renameMs, listMs, deleteMs, readMs, bandwidthMbPerS, jitterSigma;
 

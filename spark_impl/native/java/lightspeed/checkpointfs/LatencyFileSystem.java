@@ -2,7 +2,7 @@
  * A Hadoop FileSystem for Spark's own Structured Streaming checkpoint that takes as long as a modelled store:
  * the local filesystem (RawLocalFileSystem: no checksum files) under its own scheme, lslatency://<run>/<path>
  * standing for the local <path>, that sleeps each operation's latency after doing it. The latencies are those
- * of reference/storage_profiles.py, drawn by LatencyDraws (its Java twin) on two streams, "<seed>/driver" and
+ * of reference/protocol/storage_profiles.py, drawn by LatencyDraws (its Java twin) on two streams, "<seed>/driver" and
  * "<seed>/executor", as the Spark engine's checkpoint storage draws them.
  *
  * Spark reaches it through every path it writes a checkpoint by: CheckpointFileManager (offsets/, commits/,
