@@ -5,6 +5,8 @@
                    [--storage-profile local_disk|hdfs|object_store]
     lightspeed check OUTCOME.json --scenario SCENARIO.json [--checkpoint DIR]
     lightspeed explore SCENARIO.json [--depth 2] [--workers N] [--master URL] [--out REPORT.json]
+    lightspeed explore SCENARIO.json --backend spark-native --sample N [--seed S] [--workers K] [--master URL]
+    lightspeed soak SCENARIO.json --backend spark|spark-native --seeds A..Z [--budget MIN] [--out DIR]
     lightspeed diff SCENARIO.json --backends reference,sim [--out DIR]
     lightspeed demo [--out DIR]
     lightspeed experiment NAME ...
@@ -49,6 +51,8 @@ from experiments.diff import claim_outputs, compare_backends, comparison_lines, 
 from experiments.experiment import ExperimentError
 from experiments.experiment_cli import add_experiment_parser
 from experiments.exploration import explore_with_progress, report_lines
+from experiments.explore_native import cmd_explore_native
+from experiments.fault_soak import SoakError, cmd_soak
 from experiments.input_files import InputFileError, check_regular, load_scenario
 from experiments.judging import load_outcome, tally, unfired_lines, verdict_lines
 from experiments.output_paths import OutputPathError, output_dir, output_file, write_text
@@ -68,7 +72,8 @@ from reference.protocol.storage_profiles import STORAGE_PROFILES, StorageProfile
 DEFAULT_DIFF_BACKENDS = "reference,sim"
 DEFAULT_DEMO_BACKENDS = "reference,sim,spark"
 BAD_INPUT_ERRORS = (ScenarioError, OutcomeError, BackendError, UnknownBackend, BackendListError, ExperimentError,
-                    CheckpointDirError, InputFileError, ZooError, StorageProfileError, OutputPathError, MasterError)
+                    CheckpointDirError, InputFileError, ZooError, StorageProfileError, OutputPathError, MasterError,
+                    SoakError)
 WORKERS_PER_CORE = 4   # explore --workers: more processes than this per core only contend for the cores
 
 
@@ -182,6 +187,10 @@ def workers_ceiling() -> int:
 
 def cmd_explore(args: argparse.Namespace) -> int:
     check_master(args.master)
+    if args.backend == "spark-native":
+        return cmd_explore_native(args)
+    if args.sample is not None:
+        raise ExperimentError("--sample draws crash cuts for --backend spark-native; the reference explores all")
     scenario = load_scenario(args.scenario)
     large = explore_refusal(scenario)
     if large is not None:
@@ -377,6 +386,28 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="spread the schedules as Spark tasks over this cluster (spark://HOST:PORT, or local[N]); "
                         "the report is the same as a local run's")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--backend", choices=("reference", "spark-native"), default="reference",
+                   help="spark-native: run --sample crash cuts of the reference's on Spark's own Structured "
+                        "Streaming, each a driver crash inside its checkpoint code (experiments/explore_native.py)")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="spark-native: how many crash cuts to draw")
+    p.add_argument("--seed", type=int, default=0, help="spark-native: the seed that draws the crash cuts")
+
+    p = subs["soak"] = _sub(sub, "soak", "seeded random faults on a Spark backend, each seed judged (VOPR-style)",
+                            "Run a scenario on a Spark backend once per seed, each seed with one to three faults "
+                            "drawn at random\nsteps, batches and partitions from the kinds the backend runs, and "
+                            "judge each outcome with every\noracle. A violation is shrunk to a smaller scenario "
+                            "that still breaks the oracle, written to --out.\nThe report gives the seeds per hour "
+                            "(experiments/fault_soak.py). Exit 1 when a seed broke an oracle.", cmd_soak)
+    p.add_argument("scenario", help="the scenario JSON file (its own faults are replaced)")
+    p.add_argument("--backend", choices=("spark", "spark-native"), required=True,
+                   help="the Spark backend the seeds run on: the engine, or Spark's own Structured Streaming")
+    p.add_argument("--seeds", required=True, metavar="A..Z", help="the seeds to run, inclusive (or one seed)")
+    p.add_argument("--budget", type=float, default=None, metavar="MIN",
+                   help="start no seed after this many minutes")
+    p.add_argument("--out", default=os.path.join("results", "soak"), metavar="DIR",
+                   help="where the report and each shrunk violation go")
+    _spark_options(p)
 
     p = subs["diff"] = _sub(sub, "diff", "run several backends, judge each, and compare their outcomes",
                             "Run a scenario on several backends, judge each outcome with every oracle on its own "

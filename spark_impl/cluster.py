@@ -551,16 +551,22 @@ def _follow_membership(cluster: LocalCluster, scenario: Any, checkpoint: Path) -
 
 
 def main(argv: list[str] | None = None) -> int:
+    return suite_main("the engine", run_suite, argv)
+
+
+def suite_main(backend: str, run: Any, argv: list[str] | None = None, prog: str | None = None) -> int:
+    """The command line of a suite on a fresh cluster: ``run(scenario paths, workers)`` gives its report."""
     import argparse
     parser = argparse.ArgumentParser(
+        prog=prog,
         description="Start a Spark standalone cluster on localhost (a master and N one-core workers), run "
-                    "scenarios on the engine there, judge each with the reference oracles and compare it "
+                    f"scenarios on {backend} there, judge each with the reference oracles and compare it "
                     "with the reference. Prints a JSON report; exit 0 iff every case holds.")
     parser.add_argument("scenarios", nargs="+", help="scenario JSON files")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", help="also write the report here")
     args = parser.parse_args(argv)
-    report = run_suite(args.scenarios, args.workers)
+    report = run(args.scenarios, args.workers)
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:

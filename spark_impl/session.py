@@ -43,6 +43,7 @@ _lock = threading.Lock()
 _session: Any = None
 _master: str | None = None
 _driver_log: Path | None = None
+_extra: dict[str, str] = {}   # the extra confs the session started with: a JVM started after a crash gets them too
 
 
 class SparkUnavailable(RuntimeError):
@@ -81,18 +82,25 @@ def backend_session(backend: str, master: str | None = None) -> Any:
         raise BackendUnavailable(backend, str(exc)) from exc
 
 
+def master_of(master: str | None = None) -> str:
+    """The master ``session(master)`` runs on: ``master``, else the running session's, else
+    ``$LIGHTSPEED_SPARK_MASTER``, else ``local[2]`` (without starting anything)."""
+    return master or _master or os.environ.get("LIGHTSPEED_SPARK_MASTER", DEFAULT_MASTER)
+
+
 def session(master: str | None = None, extra_conf: dict[str, str] | None = None,
             driver_log: str | os.PathLike[str] | None = None) -> Any:
-    """The process's SparkSession, created on first use on ``master`` (default ``local[2]``).
+    """The process's SparkSession, created on first use on ``master`` (default ``local[2]``) with ``extra_conf``
+    (a JVM started again after a crash, ``forget_dead_jvm``, gets the same).
 
     The driver JVM's own output (Spark's log, Java stack traces) goes to ``driver_log`` (default: a file in this
     process's scratch folder, removed at exit), never to the screen. A ``spark://`` master is checked first
     (``master_probe``): one that is unreachable, not a master, or has no worker with a free core is
     ``SparkUnavailable`` within seconds, with the driver log kept and named when it has something to say.
     """
-    global _session, _master
+    global _session, _master, _extra
     with _lock:
-        wanted = master or _master or os.environ.get("LIGHTSPEED_SPARK_MASTER", DEFAULT_MASTER)
+        wanted = master_of(master)
         if _session is not None:
             if wanted != _master:
                 raise SparkUnavailable(f"this process already runs Spark on {_master}; cannot switch to {wanted}")
@@ -105,7 +113,8 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None,
         cluster = wanted.startswith("spark://")
         if cluster:
             _check(lambda: check_reachable(wanted))   # before any JVM: a wrong URL is named in seconds
-        options = _options(wanted, extra_conf)
+        extra = dict(extra_conf) if extra_conf is not None else dict(_extra)
+        options = _options(wanted, extra)
         log = _launch_driver_jvm(options, driver_log)
         builder = SparkSession.builder
         for key, value in options.items():
@@ -121,7 +130,7 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None,
             raise SparkUnavailable(f"Spark did not start on {wanted} ({first}); Spark's log: {_kept(log)}") from exc
         # task failures are part of the protocol (faults, retries); the engine reports what matters itself
         _session.sparkContext.setLogLevel("FATAL")
-        _master = wanted
+        _master, _extra = wanted, extra
         scratch.before_removal(stop)   # at exit: stop the executors before the folders they write in go
     if cluster:
         _await_first_executor(wanted, log)
@@ -237,17 +246,57 @@ def _kept(log: Path) -> Path:
     return log
 
 
+def jvm_exit_status(wait_s: float = 0.0) -> int | None:
+    """The exit status of this process's Spark JVM once it has died (waiting up to ``wait_s`` for it to exit),
+    None while it runs or when there is none."""
+    from pyspark import SparkContext
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        return int(proc.wait(timeout=wait_s)) if wait_s > 0 else proc.poll()
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def forget_dead_jvm() -> None:
+    """Let go of a JVM that died under the session (a driver crash: ``Runtime.halt``), so that the next
+    ``session()`` starts a new JVM on the same master: PySpark keeps its gateway, context and session in class
+    attributes, which a stop() cannot clear when the JVM is gone."""
+    global _session
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession, SQLContext
+    status = jvm_exit_status()
+    assert status is not None, "forget_dead_jvm: the JVM is still running"
+    with _lock:
+        gateway = SparkContext._gateway
+        context = SparkContext._active_spark_context
+        server = getattr(context, "_accumulatorServer", None)
+        if server is not None:
+            server.shutdown()
+        if gateway is not None:
+            try:
+                gateway.shutdown_callback_server()
+                gateway.close()
+            except Exception:  # noqa: BLE001 - py4j raises its own types against a dead JVM
+                pass
+        SparkContext._gateway, SparkContext._jvm, SparkContext._active_spark_context = None, None, None
+        SparkSession._instantiatedSession, SparkSession._activeSession = None, None
+        SQLContext._instantiatedContext = None
+        _session = None   # _master stays: the next session() starts on the same master
+
+
 def _threads(master: str) -> str:
     inner = master[len("local"):].strip("[]")
     return inner.split(",")[0] or "1"
 
 
 def stop() -> None:
-    global _session, _master
+    global _session, _master, _extra
     with _lock:
         if _session is not None:
             _session.stop()
-        _session, _master = None, None
+        _session, _master, _extra = None, None, {}
 
 
 def task_slots(spark: Any) -> int:

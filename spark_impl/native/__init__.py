@@ -14,7 +14,9 @@ latency), ``checkpoint_fs.py`` (the checkpoint on a filesystem with a storage
 profile's latency; the Java sources in ``java/``), ``spark_checkpoint.py``
 (reading Spark's logs), ``state.py`` (reading Spark's state),
 ``native_outcome.py`` (the outcome), ``session_confs.py`` (the scenario as
-Spark confs) and ``support.py`` (what is refused, and where a fault fires).
+Spark confs), ``support.py`` (what is refused, and where a fault fires) and
+``fault_plan.py`` (a protocol step as Spark's file operation, and the plan the
+checkpoint filesystem fires faults by).
 Imports ``reference``, ``spark_impl.session``, pyspark, pandas and pyarrow;
 never ``sim`` or ``experiments``.
 
@@ -68,28 +70,37 @@ Faults
 ------
 Supported (``support.SUPPORTED_FAULTS``):
 
-- ``driver_crash``: between batches (steps ``plan``, ``offset_log_write``
-  before, ``commit_log_write`` after, ``source_commit``) the query is stopped at
-  the boundary; inside a batch (``offset_log_write`` after up to
-  ``commit_log_write`` before) foreachBatch raises at the matching point (before
-  the stateful plan runs, after the state commit, after the sink's part file,
-  after the sink commit), which fails the query with ``offsets/<b>`` written and
-  ``commits/<b>`` not. Either way the next incarnation is a new run of the query
-  on the same checkpoint (a new run id, so Spark loads every state store from
-  the checkpoint files, not from the previous run's providers). The process and
-  its JVM survive: a kill -9 would cost a new JVM (about 10 s) per restart.
-  ``at.partition`` is ignored (a driver crash stops every partition).
+- ``driver_crash``, ``storage_write_error``, ``storage_latency``: fired inside
+  Spark's own checkpoint code (``fault_plan.py``). The step is a file operation
+  of Spark's: the create or the rename of ``offsets/<b>``, ``commits/<b>``, the
+  state file of version b+1 of a partition (``<v>.changelog``, ``.zip``,
+  ``.delta``), its snapshot, or the sink's file; the run's checkpoint is on the
+  adapter's filesystem (``checkpoint_fs.py``), which reads the fault plan from
+  the Hadoop configuration and fires there. A ``driver_crash`` halts the
+  driver's JVM (``Runtime.halt``): no shutdown hook, no stream closed or
+  cancelled, so the disk holds what a killed driver leaves (a temporary file
+  never renamed included); this process sees its JVM die (exit status 86),
+  starts a new one on the same master and restarts the query there, as a
+  restarted driver. A ``storage_write_error`` throws an IOException at the
+  operation (as S3A on a failed PUT): a driver write fails the query, which the
+  adapter restarts in the same JVM; a task's write fails that task attempt,
+  which Spark retries. A ``storage_latency`` sleeps ``ms`` at the operation.
+  Each fault fires once across JVMs (a mark file); the outcome's
+  ``details["native"]["faults_fired"]`` says where (the operation, the path,
+  the incarnation, the thread and the task), and ``jvm_deaths`` lists what each
+  crash left on disk.
 - ``task_failure``: a filter in the stateful operator's own tasks (the input
   is hash-partitioned on the operator's keys, the distribution the operator
   needs, so no further shuffle separates them) raises once, with Spark SQL's
   ``raise_error``, for batch ``at.batch`` in Spark's state partition
-  ``at.partition`` (any partition when absent); a JVM system property set
-  through ``reflect`` marks it fired, so Spark's retry of the task passes
-  (``plan.task_fault_filter``; needs a local master). The task fails after it
-  loaded state version b, while it applies its input, before it commits; the
-  step inside the task cannot be chosen. Spark's partition p is not the reference's partition p (see
-  ``state.py``). If that partition has no rows in the batch the fault cannot
-  fire, and the outcome lists it under ``native.faults_not_fired``.
+  ``at.partition`` (any partition when absent); a mark made through
+  ``reflect`` (a file, with the checkpoint filesystem's jar; else a JVM system
+  property, which needs a local master) records it fired, so Spark's retry of
+  the task passes (``plan.task_fault_filter``). The task fails after it loaded
+  state version b, while it applies its input, before it commits; the step
+  inside the task cannot be chosen. Spark's partition p is not the reference's
+  partition p (see ``state.py``). If that partition has no rows in the batch
+  the fault cannot fire, and the outcome lists it as not fired.
 - ``corrupt_file`` / ``delete_file``: between batches, with ``path`` relative to
   Spark's checkpoint (e.g. ``commits/2``, ``state/0/1/3.changelog``); the query
   stops at the boundary, the file is damaged as on every backend
@@ -98,10 +109,10 @@ Supported (``support.SUPPORTED_FAULTS``):
 
 Not supported, refused with ``NativeUnsupported`` (a
 ``reference.protocol.backend.ScenarioRefused``) naming the field:
-``executor_loss``, ``storage_write_error``, ``storage_latency``,
-``zombie_write``, ``clock_skew`` (reasons in ``support.UNSUPPORTED_FAULTS``),
-faults at ``at.time_ms``, asynchronous progress tracking except in a realtime
-run of a stateless query (Spark's own rule), asynchronous state
+``executor_loss`` on a local master, ``zombie_write``, ``clock_skew`` (reasons
+in ``support.UNSUPPORTED_FAULTS``, naming the Spark classes that rule them
+out), faults at ``at.time_ms``, asynchronous progress tracking except in a
+realtime run of a stateless query (Spark's own rule), asynchronous state
 checkpointing and pipelining (not in open-source Spark), and
 ``stateful_function`` when pandas or pyarrow is missing.
 
@@ -143,12 +154,15 @@ from reference.protocol.backend import RunResult
 from reference.protocol.outcome import Outcome
 from reference.language.scenario import Scenario
 
-from ..session import backend_session
+from ..session import backend_session, master_of
+from .fault_plan import saved_costs
 from .native_outcome import native_outcome
-from .query_run import NativeRun
-from .session_confs import engine_confs, session_confs
+from .query_run import NativeRun, _has_jar
+from .session_confs import engine_confs
 from .support import (
     BACKEND,
+    FS_FAULTS,
+    LOCAL_EXECUTOR_LOSS,
     SUPPORTED_FAULTS,
     SUPPORTED_OPERATORS,
     UNSUPPORTED_FAULTS,
@@ -186,25 +200,31 @@ def run_native(scenario: Scenario, *, workdir: str | None = None, master: str | 
     if workdir is not None and os.path.exists(os.path.join(workdir, "checkpoint")):
         raise ValueError(f"{workdir}: already holds a checkpoint; the spark-native backend needs a fresh workdir "
                          "(Spark would resume the old query)")
+    for i, fault in enumerate(scenario.faults):
+        if fault.kind == "executor_loss" and master_of(master).startswith("local"):
+            raise NativeUnsupported(f"faults[{i}].kind", f"fault 'executor_loss' is not supported by the "
+                                                         f"spark-native backend here: {LOCAL_EXECUTOR_LOSS}")
     spark = backend_session(BACKEND, master)
-    if any(f.kind == "task_failure" for f in scenario.faults) and not spark.sparkContext.master.startswith("local"):
-        raise NativeUnsupported("faults", "task_failure on the spark-native backend needs a local master: the "
-                                          "fault's fired-once mark is a system property of the executor's JVM")
-    latency = LatencyCheckpoint.start(spark, storage_profile, scenario.seed) if storage_profile else None
+    if any(f.kind == "task_failure" for f in scenario.faults) and not spark.sparkContext.master.startswith("local") \
+            and not _has_jar(spark):
+        raise NativeUnsupported("faults", "task_failure on a cluster needs the checkpoint filesystem's jar (its "
+                                          "fault marks, shared by every JVM on this host); without it the fault's "
+                                          "fired-once mark is a system property of one executor's JVM")
+    by_path = any(f.kind in FS_FAULTS or f.kind == "executor_loss" for f in scenario.faults)
+    fs = LatencyCheckpoint.start(spark, storage_profile, scenario.seed) if storage_profile or by_path else None
     if uses_stat_sink(scenario, realtime):
         require_stat_sink(spark)
     root = workdir or tempfile.mkdtemp(prefix="lightspeed-native-")
     try:
         checkpoint = os.path.join(root, "checkpoint")
         confs = {**engine_confs(scenario, one_split_per_file=needs_file_order(scenario, realtime)),
-                 **(latency.confs(checkpoint) if latency else {})}
-        with session_confs(spark, confs):
-            run = NativeRun(scenario, spark, root, realtime, latency.location(checkpoint) if latency else None)
-            try:
-                run.execute()
-            finally:
-                run.storage = latency.finish(checkpoint) if latency else None
-            outcome = native_outcome(run)
+                 **(fs.confs(checkpoint) if fs else {})}
+        run = NativeRun(scenario, spark, root, realtime, fs, confs)
+        try:
+            run.execute()
+        finally:
+            run.storage = fs.finish(run.spark, checkpoint, saved_costs(run.marks)) if fs else None
+        outcome = native_outcome(run)
         if workdir is None:
             outcome = _without_checkpoint_path(outcome)
         return RunResult(outcome, None)

@@ -172,7 +172,10 @@ def session_confs() -> dict[str, str]:
         _unavailable = str(exc)
         return {}
     _unavailable = None
-    return {"spark.jars": str(jar), f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS}
+    # the executors of a localhost cluster load it from the same path, on their own class path (as the driver's
+    # JVM does through spark.jars): Hadoop looks the scheme's class up with the system class loader there too
+    return {"spark.jars": str(jar), "spark.executor.extraClassPath": str(jar),
+            f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS}
 
 
 def require_loaded(spark: Any, cls: str = FS_CLASS) -> None:
@@ -206,11 +209,15 @@ def checkpoint_uri(run: str, local_path: str) -> str:
     return f"{SCHEME}://{run}{os.path.abspath(local_path)}"
 
 
-def run_confs(profile: StorageProfile, seed: int | str, root: str) -> dict[str, str]:
-    """The Spark SQL confs that give a run's filesystem its profile, seed and checkpoint root."""
-    confs = {f"{CONF_PREFIX}{name}": repr(float(value)) for name, value in profile.to_dict().items()}
+def run_confs(profile: StorageProfile | None, seed: int | str, root: str) -> dict[str, str]:
+    """The Spark SQL confs that give a run's filesystem its profile (None: no latency, only the fault plan),
+    seed and checkpoint root. Hadoop's cache of FileSystem instances is off for the scheme, so every query run
+    of the run reads its own fault plan (``fault_plan.plan_confs``) from the configuration."""
+    confs = {f"{CONF_PREFIX}{name}": repr(float(value)) for name, value in profile.to_dict().items()} \
+        if profile is not None else {f"{CONF_PREFIX}latency": "off"}
     confs.update({f"{CONF_PREFIX}seed": str(seed), f"{CONF_PREFIX}root": os.path.abspath(root),
-                  f"{CONF_PREFIX}free": ",".join(FREE_FOLDERS), f"fs.{SCHEME}.impl": FS_CLASS})
+                  f"{CONF_PREFIX}free": ",".join(FREE_FOLDERS), f"fs.{SCHEME}.impl": FS_CLASS,
+                  f"fs.{SCHEME}.impl.disable.cache": "true"})
     return confs
 
 
@@ -247,23 +254,24 @@ def folder_bytes(checkpoint: str) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class LatencyCheckpoint:
-    """One run's checkpoint on the filesystem with latency: its profile, seed and fresh run name."""
+    """One run's checkpoint on the adapter's filesystem: its profile (None: no latency, the filesystem is there
+    for a fault plan), seed and fresh run name."""
 
-    spark: Any
-    profile: StorageProfile
-    name: str
+    profile: StorageProfile | None
+    name: str | None
     seed: int | str
     run: str
 
     @staticmethod
-    def start(spark: Any, name: str, seed: int | str) -> "LatencyCheckpoint":
-        """A new run on the named profile; ``BackendUnavailable`` naming what is missing when the session
-        cannot load the filesystem (no javac when it started, say)."""
+    def start(spark: Any, name: str | None, seed: int | str) -> "LatencyCheckpoint":
+        """A new run on the named profile (None: none); ``BackendUnavailable`` naming what is missing when the
+        session cannot load the filesystem (no javac when it started, say)."""
         try:
             require_loaded(spark)
         except CheckpointFsUnavailable as exc:
-            raise BackendUnavailable("spark-native", f"--storage-profile {name} needs {exc}") from None
-        return LatencyCheckpoint(spark, storage_profile(name), name, seed, new_run_name())
+            need = f"--storage-profile {name}" if name else "a fault fired inside Spark's checkpoint code"
+            raise BackendUnavailable("spark-native", f"{need} needs {exc}") from None
+        return LatencyCheckpoint(storage_profile(name) if name else None, name, seed, new_run_name())
 
     def confs(self, checkpoint: str) -> dict[str, str]:
         return run_confs(self.profile, self.seed, checkpoint)
@@ -271,15 +279,29 @@ class LatencyCheckpoint:
     def location(self, checkpoint: str) -> str:
         return checkpoint_uri(self.run, checkpoint)
 
-    def finish(self, checkpoint: str) -> dict[str, Any]:
+    def uri(self, local_path: str) -> str:
+        """Any local path of the run (the sink's files) as this filesystem reaches it."""
+        return checkpoint_uri(self.run, local_path)
+
+    def finish(self, spark: Any, checkpoint: str, halted: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
         """What the run's storage cost (``details["native"]["storage"]``): the profile and seed, every
         "stream/folder/kind" with its count, ms slept and bytes, how many of them ran on Spark's asynchronous
-        log writer (``async_log_write``), and the bytes the checkpoint holds per folder."""
-        report = run_report(self.spark, self.run) or {}
-        forget_run(self.spark, self.run)
-        return {"profile": self.name, "seed": self.seed, "run": self.run,
-                "operations": report.get("operations", {}), "free_operations": report.get("free_operations", 0),
-                "async_log_write": report.get("async_log_write", {}), "checkpoint_bytes": folder_bytes(checkpoint)}
+        log writer (``async_log_write``), and the bytes the checkpoint holds per folder. ``halted``: the reports
+        that JVMs halted by a fault left (``fault_plan.saved_costs``), added to the live JVM's."""
+        reports = [r for r in halted if r.get("run") == self.run] + [run_report(spark, self.run) or {}]
+        forget_run(spark, self.run)
+        operations: dict[str, dict[str, float]] = {}
+        async_writes: dict[str, int] = {}
+        for report in reports:
+            for key, cost in (report.get("operations") or {}).items():
+                into = operations.setdefault(key, {"count": 0, "ms": 0.0, "bytes": 0})
+                for field in into:
+                    into[field] += cost[field]
+            for key, count in (report.get("async_log_write") or {}).items():
+                async_writes[key] = async_writes.get(key, 0) + count
+        return {"profile": self.name, "seed": self.seed, "run": self.run, "operations": operations,
+                "free_operations": sum(r.get("free_operations", 0) for r in reports),
+                "async_log_write": async_writes, "jvms": len(reports), "checkpoint_bytes": folder_bytes(checkpoint)}
 
 
 def java_draws(jar: Path, stream: str, profile: StorageProfile, ops: Sequence[tuple[str, int]]) -> list[float]:

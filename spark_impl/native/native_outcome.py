@@ -19,7 +19,8 @@ from reference.protocol.outcome import BatchRecord, Outcome, SinkEntry, Timing, 
 from reference.protocol.timing import LatencySummary, Throughput, summarize_latency, summarize_throughput
 
 from ..latency import SinkDelivery, record_latencies_ms, record_throughput
-from .plan import fault_property
+from .fault_plan import MARK_PREFIX
+from .plan import EXECUTOR_MARK
 from .query_run import NativeRun
 from .stat_sink import first_processed, read_stat_sink
 from .state import read_states
@@ -48,10 +49,11 @@ def native_outcome(run: NativeRun) -> Outcome:
         # whether Spark kept up with the paced input (reference.protocol.timing's one rule); one that did not is backlogged
         throughput = record_throughput(run.files.data, deliveries, run.t0) if run.realtime else None
         sink = run.sink.entries()
+    fired, not_fired = faults_fired(run)
     return Outcome(run.sc.name, BACKEND, tuple(batches), state, sink, tuple(run.observer.recoveries),
                    tuple(run.progress), tuple(run.checkpoint.file_list(run.sink.dir)), run.sc.seed, run.error,
                    tuple(state_errors), Timing(latency, run.timing.get("queries_s"), throughput),
-                   {"native": details(run)})
+                   {"native": details(run, fired, not_fired)}, tuple(sorted(f["fault"] for f in not_fired)))
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ def committed_batches(run: NativeRun) -> list[BatchRecord]:
         start = position
         for side, planned in sorted(info.files.items()):
             position = run.files.end_offsets_of(side, planned, position)
-        out.append(BatchRecord(b, position, start, info.watermark_ms, run.attempts.get(b, 1)))
+        out.append(BatchRecord(b, position, start, info.watermark_ms, max(1, run.plannings(b))))
     return out
 
 
@@ -112,30 +114,53 @@ def sink_deliveries(run: NativeRun, batches: list[BatchRecord]) -> list[SinkDeli
             for batch in batches for sent in run.sink.deliveries.get(batch.id, [])]
 
 
-def details(run: NativeRun) -> dict[str, Any]:
+def details(run: NativeRun, fired: list[dict[str, Any]], not_fired: list[dict[str, Any]]) -> dict[str, Any]:
     """What only this backend reports: Spark's version, which faults fired where, notes, batch durations."""
-    fired, task_not_fired = task_faults_fired(run)
-    not_fired = [{"fault": run.faults.index_of(f), "kind": f.kind, "point": point, "batch": b}
-                 for f in run.faults.pending for point, b in [run.sites[run.faults.index_of(f)]] if point != "task"]
     durations = [float(p.duration_ms["triggerExecution"]) for p in run.progress]
     return {"spark_version": run.spark.version, "checkpoint": run.checkpoint.path, "realtime": run.realtime,
-            "faults_fired": run.fired + fired, "faults_not_fired": not_fired + task_not_fired, "notes": run.notes,
+            "faults_fired": fired, "faults_not_fired": not_fired, "jvm_deaths": run.jvm_deaths, "notes": run.notes,
             "batch_duration_ms": summarize_latency(durations).to_dict(), "timing_s": run.timing,
             "progress": run.progress_extras, "storage": run.storage, "stat_sink": run.stat_sink}
 
 
-def task_faults_fired(run: NativeRun) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Which task failures fired (their JVM property names the task), and which did not; clears the marks."""
-    fired, not_fired = [], []
-    system = run.spark._jvm.java.lang.System
-    for fault in [f for f in run.faults.pending if run.sites[run.faults.index_of(f)][0] == "task"]:
-        index = run.faults.index_of(fault)
-        mark = system.getProperty(fault_property(run.run_id, index))
-        system.clearProperty(fault_property(run.run_id, index))
-        if mark is not None:  # "batch <b> partition <p> key <k>": the task that failed
-            words = str(mark).split()
-            fired.append({"fault": index, "kind": "task_failure", "point": "task", "batch": int(words[1]),
+def faults_fired(run: NativeRun) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every fault that fired, with where (damage: the batch boundary; a fault fired by path: the operation,
+    the file relative to the checkpoint, the incarnation, the JVM and thread, and the task it was in; a task
+    failure: the batch and Spark's partition), and every fault that did not."""
+    fired = list(run.fired)
+    not_fired = []
+    marks = run.marked()
+    for index, fault in enumerate(run.sc.faults):
+        point, b = run.sites[index]
+        if point == "fs":
+            mark = marks.get(f"{MARK_PREFIX}{index}")
+            if mark is None:
+                trigger = run.triggers[index]
+                not_fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": b,
+                                  "operation": trigger.describe() if trigger else "none: no file operation of "
+                                                                                  "Spark's bounds this step"})
+                continue
+            fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": b, "op": mark["op"],
+                          "when": mark["when"], "path": run.relative(mark["path"]),
+                          "incarnation": run.fired_in.get(f"{MARK_PREFIX}{index}"),
+                          **{k: mark[k] for k in ("pid", "thread", "executor", "stageId", "partitionId",
+                                                  "attemptNumber") if k in mark}})
+        elif point == "executor":
+            mark = marks.get(f"{EXECUTOR_MARK}{index}")
+            if mark is None:
+                not_fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": b})
+                continue
+            fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": b,
+                          **{k: mark[k] for k in ("pid", "thread", "executor", "stageId", "partitionId",
+                                                  "attemptNumber") if k in mark}})
+        elif point == "task":
+            detail = run.task_marks.take(run.spark, index)
+            if detail is None:
+                not_fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": b})
+                continue
+            words = detail.split()   # "batch <b> partition <p> key <k>": the task that failed
+            fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": int(words[1]),
                           "partition": int(words[3])})
-        else:
-            not_fired.append({"fault": index, "kind": fault.kind, "point": "task", "batch": fault.at.batch})
-    return fired, not_fired
+        elif not any(f["fault"] == index for f in fired):
+            not_fired.append({"fault": index, "kind": fault.kind, "point": point, "batch": b})
+    return sorted(fired, key=lambda f: f["fault"]), not_fired

@@ -175,13 +175,46 @@ def output_mode(op: OperatorSpec) -> str:
     return "update" if op.kind in ("aggregate", "stateful_function") else "append"
 
 
-def fault_property(run_id: str, index: int) -> str:
-    """The JVM system property that marks fault ``index`` of run ``run_id`` as fired."""
-    return f"lightspeed.native.{run_id}.fault{index}"
+@dataclass(frozen=True)
+class TaskMarks:
+    """Where a task fault marks itself fired, from inside the task, with Spark SQL's ``reflect``: a file in
+    ``marks`` (``FaultMarks.claim`` of the checkpoint filesystem's jar: once across every JVM of the run, a
+    driver that was halted and its successor, a cluster's executors on this host), or, when the session has no
+    jar, a system property of the executor's JVM (once in that JVM: a local master only). Either call returns
+    null the first time."""
+
+    run_id: str
+    marks: str | None
+
+    def name(self, index: int) -> str:
+        return f"task-{index}" if self.marks is not None else f"lightspeed.native.{self.run_id}.fault{index}"
+
+    def reflect(self, index: int, detail: str) -> str:
+        """The SQL call that marks fault ``index`` fired with the SQL string ``detail``."""
+        if self.marks is None:
+            return f"reflect('java.lang.System', 'setProperty', '{self.name(index)}', {detail})"
+        assert "'" not in self.marks and "\\" not in self.marks, f"{self.marks}: not quotable in Spark SQL"
+        return f"reflect('{FAULT_MARKS_CLASS}', 'claim', '{self.marks}', '{self.name(index)}', {detail})"
+
+    def take(self, spark: Any, index: int) -> str | None:
+        """The detail fault ``index`` was marked with (None: it never fired); a property is cleared."""
+        if self.marks is None:
+            system = spark._jvm.java.lang.System
+            mark = system.getProperty(self.name(index))
+            system.clearProperty(self.name(index))
+            return None if mark is None else str(mark)
+        path = os.path.join(self.marks, self.name(index))
+        if not os.path.exists(path):
+            return None
+        with open(path) as fh:
+            return str(json.loads(fh.read())["detail"])
 
 
-def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Sequence[tuple[int, Fault]],
-                      run_id: str) -> Any:
+FAULT_MARKS_CLASS = "lightspeed.checkpointfs.FaultMarks"
+
+
+def task_fault_filter(df: Any, keys: Sequence[str], partitions: int | None, faults: Sequence[tuple[int, Fault]],
+                      marks: TaskMarks) -> Any:
     """Make a task of the stateful operator fail once per fault, with Spark SQL expressions only.
 
     The input is hash-partitioned on the operator's own keys into
@@ -190,14 +223,16 @@ def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Seq
     of state partition p, after the operator loaded its state and before it
     commits. For a row of the fault's batch (the ``pb`` column: the planned
     batch of the input file, which is Spark's batch id) in the fault's partition
-    (``spark_partition_id()``), the filter sets a JVM system property with
-    ``reflect('java.lang.System', 'setProperty', ...)``; the call returns the
-    previous value, null only the first time, and then ``raise_error`` fails the
-    task. Spark's retry of the task finds the property set and passes. (A Python
-    UDF would do, but Spark cannot see through a Python evaluation node that the
-    rows are still partitioned, so it would shuffle again and the failure would
-    land in another stage.) The property lives in the executor's JVM, which on a
-    local master is the driver's.
+    (``spark_partition_id()``), the filter marks the fault fired (``TaskMarks``:
+    a call that returns null only the first time), and then ``raise_error``
+    fails the task. Spark's retry of the task finds the mark and passes. (A
+    Python UDF would do, but Spark cannot see through a Python evaluation node
+    that the rows are still partitioned, so it would shuffle again and the
+    failure would land in another stage.)
+
+    A stateless query (``partitions`` None) has no operator to place it in: the
+    filter runs in the task that reads the batch's input file, and
+    ``at.partition`` is not used (a batch is one task per input file).
     """
     if not faults:
         return df
@@ -205,16 +240,33 @@ def task_fault_filter(df: Any, keys: Sequence[str], partitions: int, faults: Seq
     condition = None
     for index, fault in faults:
         where = f"pb = {fault.at.batch}"
-        if fault.at.partition is not None:
+        if fault.at.partition is not None and partitions is not None:
             where += f" AND spark_partition_id() = {fault.at.partition}"
-        mark = (f"reflect('java.lang.System', 'setProperty', '{fault_property(run_id, index)}', "
-                f"concat('batch ', pb, ' partition ', spark_partition_id(), ' key ', {keys[0]}))")
+        mark = marks.reflect(index, f"concat('batch ', pb, ' partition ', spark_partition_id(), ' key ', {keys[0]})")
         fail = (f"raise_error(concat('injected task_failure (faults[{index}]) in batch ', pb, "
                 f"', state partition ', spark_partition_id()))")
         clause = f"CASE WHEN {where} THEN (CASE WHEN {mark} IS NULL THEN {fail} ELSE true END) ELSE true END"
         condition = clause if condition is None else f"({condition}) AND ({clause})"
     assert condition is not None, "at least one fault makes a condition"
-    return df.repartition(partitions, *keys).filter(F.expr(condition))
+    return (df if partitions is None else df.repartition(partitions, *keys)).filter(F.expr(condition))
+
+
+def executor_loss_filter(df: Any, faults: Sequence[tuple[int, Fault]], marks: TaskMarks) -> Any:
+    """Halt the executor that runs a stateless query's task of the fault's batch, once per fault, while the task
+    writes its output rows (the batch's sink write): ``FaultMarks.loseExecutor`` reads the task's micro-batch
+    from its local property (``streaming.sql.batchId``) and halts only an executor's JVM. A batch of a stateless
+    query is one task per input file, so ``at.partition`` is not used. The condition is always true; its calls
+    are what matters."""
+    if not faults:
+        return df
+    assert marks.marks is not None, "an executor loss is marked in a file (the checkpoint filesystem's jar)"
+    from pyspark.sql import functions as F
+    calls = [f"length(coalesce(reflect('{FAULT_MARKS_CLASS}', 'loseExecutor', '{marks.marks}', "
+             f"'{EXECUTOR_MARK}{index}', '{fault.at.batch}'), '')) >= 0" for index, fault in faults]
+    return df.filter(F.expr(" AND ".join(calls)))
+
+
+EXECUTOR_MARK = "executor-"   # the mark of a stateless query's executor loss i: <marks>/executor-<i>
 
 
 def session_sum_function(timeout_ms: int) -> Any:
@@ -246,16 +298,18 @@ def session_sum_function(timeout_ms: int) -> Any:
 
 
 def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence[tuple[int, Fault]],
-                run_id: str, source_options: dict[str, str] | None = None) -> Any:
+                marks: TaskMarks, source_options: dict[str, str] | None = None,
+                losses: Sequence[tuple[int, Fault]] = ()) -> Any:
     """The scenario's query as a streaming DataFrame with columns (key, a, b, c) per operator; the file source
-    takes ``source_options`` (by default the untimed runs' one file per trigger)."""
+    takes ``source_options`` (by default the untimed runs' one file per trigger); ``losses``: a stateless
+    query's executor losses (``executor_loss_filter``)."""
     from pyspark.sql import functions as F
     op = scenario.operator
     parts = scenario.state_partitions
     options = stream_settings(scenario, False).source_options if source_options is None else source_options
 
     def guarded(df: Any, keys: Sequence[str]) -> Any:
-        return task_fault_filter(df, keys, parts, task_faults, run_id)
+        return task_fault_filter(df, keys, parts, task_faults, marks)
 
     if op.kind == "join":
         delay = _ms(op.watermark_delay_ms)
@@ -269,7 +323,8 @@ def build_query(spark: Any, scenario: Scenario, root: str, task_faults: Sequence
         return joined.select(F.col("lk").alias("key"), F.col("lv").alias("a"), F.col("rv").alias("b"))
     df = _read(spark, root, "main", options)
     if op.kind == "map":   # the record's identity travels along: the stat sink keys each record's latency by it
-        return df.select("key", F.col("value").alias("a"), "sp", "off")
+        df = task_fault_filter(df, ["key"], None, task_faults, marks)
+        return executor_loss_filter(df.select("key", F.col("value").alias("a"), "sp", "off"), losses, marks)
     if op.kind == "aggregate":
         df = guarded(df, ["key"])
         agg = F.count(F.lit(1)) if op.agg == "count" else F.sum("value")

@@ -2,19 +2,23 @@
 
 An incarnation is one run of the streaming query on the scenario's checkpoint
 (``<workdir>/checkpoint``). It ends when its input is consumed, when the adapter
-stops it at a batch boundary (a fault between batches), or when an injected
-driver crash fails it inside a batch. The next incarnation is a new run of the
-same query on the same checkpoint (a new run id, so Spark loads every state
-store from the checkpoint files), so Spark's own restart path decides what it
-re-runs; the incarnations are driven by ``reference.protocol.supervisor.Supervisor``,
-whose restart plan reads Spark's checkpoint (``spark_checkpoint.py``).
-Everything the outcome needs is observed from the driver (foreachBatch, the
-query's progress) or read back from the checkpoint.
+stops it at a batch boundary (to damage a checkpoint file between batches),
+when a storage error fired inside Spark's checkpoint code fails it, or when a
+driver crash halts the driver's JVM (``fault_plan.py``). The next incarnation
+is a new run of the same query on the same checkpoint (a new run id, so Spark
+loads every state store from the checkpoint files); after a crash it runs in a
+new JVM, which this process starts as a restarted driver would be started, so
+Spark's own restart path decides what it re-runs. The incarnations are driven
+by ``reference.protocol.supervisor.Supervisor``, whose restart plan reads Spark's
+checkpoint (``spark_checkpoint.py``). Everything the outcome needs is observed
+from the driver (foreachBatch, the query's progress), read back from the
+checkpoint, or from the marks a fault leaves where it fired.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -22,7 +26,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable
 
-from reference.protocol.failures import DriverCrash
+from reference.protocol.failures import DriverCrash, QueryFailure
 from reference.protocol.faults import DAMAGE_KINDS, FaultBook, damage
 from reference.protocol.modes import mode_of
 from reference.protocol.observer import Observer
@@ -32,11 +36,14 @@ from reference.language.scenario import Fault, Scenario
 from reference.protocol.storage import LocalStorage, Storage
 from reference.protocol.supervisor import Supervisor
 
-from .plan import InputFiles, build_query, output_mode, sink_row, stream_settings
-from .sink import FileSink
-from .spark_checkpoint import BatchInfo, SparkCheckpoint
+from ..session import forget_dead_jvm, jvm_exit_status
+from .checkpoint_fs import FS_CLASS, LatencyCheckpoint, require_loaded
+from .fault_plan import HALT_STATUS, MARK_PREFIX, FsTrigger, fs_trigger, plan_confs, read_marks
+from .plan import InputFiles, TaskMarks, build_query, output_mode, sink_row, stream_settings
+from .sink import FileSink, HadoopFiles
+from .spark_checkpoint import BatchInfo, SparkCheckpoint, checkpoint_shape
 from .stat_sink import rows_recorded, start_with_stat_sink
-from .support import FaultSite, describe_failure, fault_site, uses_stat_sink
+from .support import BACKEND, FaultSite, describe_failure, fault_site, uses_stat_sink
 
 PROGRESS_DURATIONS = ("latestOffset", "walCommit", "queryPlanning", "getBatch", "addBatch", "commitOffsets",
                       "triggerExecution")
@@ -44,23 +51,36 @@ STAT_COLUMNS = ("sp", "off")   # a record's identity in the adapter's input: sou
 WAIT_POLL_S = 0.01
 FEED_STEP_S = 0.002
 READY_TIMEOUT_S = 120.0   # realtime: how long the started query may take to be waiting for data
+JVM_EXIT_WAIT_S = 60.0    # how long a JVM whose connection broke may take to exit before its death is a mystery
 
 
-class InjectedCrash(RuntimeError):
-    """Raised inside foreachBatch to stop the query the way a driver crash would."""
+class DeadIncarnation(RuntimeError):
+    """foreachBatch of an incarnation whose JVM has died was still running: it must not touch the sink."""
+
+
+class _Py4jBrokenCalls(logging.Filter):
+    """Drops the records py4j's modules log on the root logger (a call broken by a JVM a fault halted)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 class NativeRun:
     """One scenario on Spark: the incarnations, the faults, and what the driver observed."""
 
-    def __init__(self, scenario: Scenario, spark: Any, root: str, realtime: bool, location: str | None = None):
-        """``location``: where Spark is told its checkpoint is (a ``checkpoint_fs`` URI that reaches
-        ``<root>/checkpoint`` with a storage profile's latency); by default that local directory itself."""
+    def __init__(self, scenario: Scenario, spark: Any, root: str, realtime: bool,
+                 fs: LatencyCheckpoint | None = None, confs: dict[str, str] | None = None):
+        """``fs``: the run's checkpoint on the adapter's filesystem (a storage profile's latency, and the fault
+        plan), or None for the local directory itself; ``confs``: the Spark confs of the run, set on the
+        session of every incarnation (a crash's new JVM too) and restored at the end."""
         self.sc, self.spark, self.root, self.realtime = scenario, spark, root, realtime
         self.run_id = uuid.uuid4().hex[:12]
         self.files = InputFiles(scenario, root, base_mtime=time.time() - 86400.0)
         self.checkpoint = SparkCheckpoint(os.path.join(root, "checkpoint"), self.files)
-        self.location = location or self.checkpoint.path
+        self.fs = fs
+        self.location = fs.location(self.checkpoint.path) if fs else self.checkpoint.path
+        self.marks = os.path.join(root, "faults")
+        self.task_marks = TaskMarks(self.run_id, self.marks if _has_jar(spark) else None)
         self.sink = FileSink(os.path.join(root, "sink"), scenario.sink_mode == "exactly_once")
         self.stat_sink = uses_stat_sink(scenario, realtime)
         self.stat_dir = os.path.join(root, "stat")
@@ -68,14 +88,26 @@ class NativeRun:
         self.total_records = sum(self.files.data.totals)
         self.storage: dict[str, Any] | None = None   # what the checkpoint's storage cost (a storage profile)
         self.faults = FaultBook(scenario.faults)
-        self.sites = {i: fault_site(f, f"faults[{i}]", realtime=realtime) for i, f in enumerate(scenario.faults)}
+        self.sites = {i: fault_site(f, f"faults[{i}]", realtime=realtime, stateful=scenario.operator.stateful)
+                      for i, f in enumerate(scenario.faults)}
+        self.triggers: dict[int, FsTrigger | None] = {i: fs_trigger(f, scenario) for i, f in enumerate(scenario.faults)
+                                                      if self.sites[i][0] == "fs"}
+        assert not self.triggers or fs is not None, "faults fired by path need the checkpoint filesystem"
+        self.may_halt = any(scenario.faults[i].kind == "driver_crash" for i in self.triggers)
         self.fired: list[dict[str, Any]] = []
-        self.attempts: dict[int, int] = {}
+        self.fired_in: dict[str, int] = {}   # a mark's name -> the incarnation it appeared in
+        self.jvm_deaths: list[dict[str, Any]] = []
+        self.attempts: dict[int, int] = {}     # foreachBatch calls per batch (the sink's delivery attempts)
+        self.planned: list[tuple[int, int]] = []   # per incarnation, the batches it planned: (first, last)
         self.batch_info: dict[int, BatchInfo] = {}
         self.progress: list[ProgressEvent] = []
         self.progress_extras: list[dict[str, Any]] = []   # what Spark reports beyond a ProgressEvent
+        self.progress_seen: set[tuple[int, int, str]] = set()
         self.notes: list[str] = []
-        self.crash: str | None = None   # why this incarnation's query was made to fail (an injected crash)
+        self.live = -1            # the incarnation whose JVM is alive
+        self.query: Any = None
+        self.confs = dict(confs or {})
+        self.restore: dict[str, str | None] = {key: spark.conf.get(key, None) for key in self.confs}
         self.t0 = time.time()
         self.feeder: threading.Thread | None = None
         self.timing: dict[str, float] = {}
@@ -102,40 +134,58 @@ class NativeRun:
         return [f for f in self.faults.pending if self._site(f)[0] == point
                 and (f.at.restart is None or f.at.restart == life)]
 
-    def take(self, point: str, b: int, life: int, *, first_only: bool = False) -> list[Fault]:
+    def take(self, point: str, b: int, life: int) -> list[Fault]:
         hits = [f for f in self.pending(point, life) if self._site(f)[1] == b]
-        hits = hits[:1] if first_only else hits
         for fault in hits:
             self.faults.pending.remove(fault)
             self.fired.append({"fault": self.faults.index_of(fault), "kind": fault.kind, "point": point,
                                "batch": b, "incarnation": life})
         return hits
 
-    def maybe_crash(self, point: str, b: int, life: int) -> None:
-        hits = self.take(point, b, life, first_only=True)  # one crash at a time, as in the reference
-        if hits:
-            at = hits[0].at
-            self.crash = f"injected driver_crash (faults[{self.faults.index_of(hits[0])}]) {at.when} {at.step} " \
-                         f"of batch {b}"
-            raise InjectedCrash(self.crash)
+    def armed(self, life: int) -> list[tuple[int, Fault, FsTrigger]]:
+        """The faults fired by path that this incarnation's fault plan arms: pending, for this incarnation, not
+        marked fired, with an operation that bounds their step."""
+        fired = self.marked()
+        out = []
+        for fault in self.pending("fs", life):
+            index = self.faults.index_of(fault)
+            trigger = self.triggers[index]
+            if trigger is not None and f"{MARK_PREFIX}{index}" not in fired:
+                out.append((index, fault, trigger))
+        return out
+
+    def marked(self) -> dict[str, dict[str, Any]]:
+        return read_marks(self.marks)
+
+    def note_marks(self, life: int) -> list[str]:
+        """The marks that appeared during incarnation ``life`` (faults fired by path, task faults); a fault
+        fired by path leaves the pending list."""
+        new = [name for name in self.marked() if name not in self.fired_in]
+        for name in new:
+            self.fired_in[name] = life
+            if name.startswith(MARK_PREFIX):
+                fault = self.sc.faults[int(name[len(MARK_PREFIX):])]
+                if fault in self.faults.pending:
+                    self.faults.pending.remove(fault)
+        return new
 
     def boundary_stop(self, life: int, resumed: int) -> int | None:
-        """The first batch before which this incarnation must stop for a fault between batches."""
+        """The first batch before which this incarnation must stop to damage a file between batches."""
         stops = [self._site(f)[1] for f in self.pending("before_batch", life)]
         return min((b for b in stops if resumed <= b <= self.files.batches), default=None)
 
     def fire_boundary(self, stop: int, life: int) -> str | None:
-        """Fire the faults between batch ``stop - 1`` and ``stop``; an error when a file to damage is missing."""
+        """Damage the files of the faults between batch ``stop - 1`` and ``stop``; an error when one is missing."""
         for fault in self.take("before_batch", stop, life):
-            if fault.kind in DAMAGE_KINDS:  # a driver crash here is the stop itself
-                error = self.damage(fault, stop)
-                if error:
-                    return error
+            error = self.damage(fault, stop)
+            if error:
+                return error
         return None
 
     def damage(self, fault: Fault, stop: int) -> str | None:
         """``reference.protocol.faults.damage`` on Spark's checkpoint; a deleted file's checksum (``.<name>.crc``,
         which Hadoop's local file system keeps beside it) goes with it."""
+        assert fault.kind in DAMAGE_KINDS, f"only damage waits at a batch boundary, not {fault.kind}"
         path = fault.path or ""
         storage = LocalStorage(self.checkpoint.path)
         if not damage(storage, fault.kind, path):
@@ -150,16 +200,19 @@ class NativeRun:
     # -------------------------------------------------------------- the sink
     def on_batch(self, life: int) -> Callable[[Any, int], None]:
         op = self.sc.operator
+        spark = self.spark   # this incarnation's session: a later JVM must never write for it
+        files = HadoopFiles(lambda: spark, self.fs.uri) if self.fs is not None else None
 
         def deliver(df: Any, batch_id: int) -> None:
             b = int(batch_id)
             self.attempts[b] = self.attempts.get(b, 0) + 1
             self.observe_batch(b)
-            self.maybe_crash("pre_state", b, life)
+            if self.may_halt:
+                self.collect_progress(self.query, life)   # what a crash of this JVM would take with it
             rows = canonical_rows([sink_row(op, r) for r in df.collect()])  # the one action on the batch
-            self.maybe_crash("post_state", b, life)
-            self.sink.deliver(b, rows, self.attempts[b], lambda: self.maybe_crash("sink_written", b, life))
-            self.maybe_crash("post_sink", b, life)
+            if self.live != life:
+                raise DeadIncarnation(f"incarnation {life}'s JVM died while its batch {b} ran")
+            self.sink.deliver(b, rows, self.attempts[b], files)
 
         return deliver
 
@@ -175,32 +228,78 @@ class NativeRun:
         self.batch_info[b] = info
 
     # ---------------------------------------------------------- incarnations
+    def plannings(self, b: int) -> int:
+        """How many incarnations planned batch ``b``: logged it in ``offsets/b``, or re-ran it from there (a
+        crash right after the entry was written comes before foreachBatch sees the batch)."""
+        return sum(1 for first, last in self.planned if first <= b <= last)
+
     def execute(self) -> None:
         started = time.time()
+        # a halted JVM takes py4j's connections with it mid-call: py4j logs each broken call with its traceback
+        # (on its "py4j.*" loggers, and with logging.exception on the root logger); the death itself is
+        # reported once, by the incarnation that saw it
+        root, py4j_log = logging.getLogger(), logging.getLogger("py4j")
+        quiet, py4j_level = (_Py4jBrokenCalls() if self.may_halt else None), py4j_log.level
+        if quiet is not None:
+            py4j_log.setLevel(logging.CRITICAL)
+            root.addFilter(quiet)
         try:
             for life, restart in self.supervisor.lives():
                 self.supervisor.ended(life, self.incarnation(life, restart))
         finally:
+            if quiet is not None:
+                py4j_log.setLevel(py4j_level)
+                root.removeFilter(quiet)
             self.stopping.set()
             if self.feeder is not None:
                 self.feeder.join()
             self.timing["queries_s"] = round(time.time() - started, 3)
+            self.restore_confs()
+
+    def apply_confs(self, life: int) -> None:
+        """The run's confs and this incarnation's fault plan on the session (a new JVM's too)."""
+        confs = dict(self.confs)
+        if self.fs is not None:
+            confs.update(plan_confs(self.armed(life), self.root, self.marks))
+            self.restore.update({key: None for key in confs if key not in self.restore})
+        for key, value in confs.items():
+            self.spark.conf.set(key, value)
+
+    def restore_confs(self) -> None:
+        """Put back the session's confs as the run found them (the session is shared), on a JVM still alive."""
+        if jvm_exit_status() is not None:
+            return
+        for key, value in self.restore.items():
+            if value is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, value)
 
     def incarnation(self, life: int, restart: RestartPlan) -> Exception | None:
         """Run the query once; a restartable stop, or None (consumed, or stopped loudly on the supervisor)."""
         stop = self.boundary_stop(life, restart.first_batch)
         if not self.realtime:
             self.files.write(self.files.batches if stop is None else stop)
-        self.crash = None
+        self.apply_confs(life)
+        self.live = life
         self.timing[f"incarnation_{life}_started_s"] = time.time()   # a restart's time runs from here
-        query = self.start(life)
+        self.query = query = self.start(life)
         if self.realtime and self.feeder is None:
             self.start_feeding(query)
         failure = self.wait(query)
+        status = self.jvm_death(failure)
+        new_marks = self.note_marks(life)
+        self.planned.append((restart.first_batch, self.checkpoint.latest_offset()))
+        if status is not None:
+            return self.after_jvm_death(life, status, new_marks)
         self.collect_progress(query, life)
         if failure is not None:
-            if self.crash is not None:
-                return DriverCrash(self.crash)
+            errors = [name for name in new_marks if self.marked()[name].get("kind") == "storage_write_error"]
+            if errors:
+                mark = self.marked()[errors[0]]
+                return QueryFailure(f"faults[{mark['fault']}] storage_write_error {mark['when']} the {mark['op']} "
+                                    f"of {self.relative(mark['path'])} failed the query: "
+                                    f"{describe_failure(failure)}")
             self.supervisor.stop(self.failure_message(failure, life))
             return None
         if stop is not None and self.checkpoint.latest_commit() == stop - 1:
@@ -208,25 +307,69 @@ class NativeRun:
             if error:
                 self.supervisor.stop(error)
                 return None
-            return DriverCrash(f"the query stopped before batch {stop} for a fault between batches")
+            return DriverCrash(f"the query stopped before batch {stop} to damage a checkpoint file")
         if not self.consumed_all():
             done = (f"with {rows_recorded(self.stat_dir)} of {self.total_records} records processed"
                     if self.stat_sink else f"after batch {self.checkpoint.latest_commit()} of {self.files.batches}")
             self.supervisor.stop(f"incarnation {life} ended {done} without a fault: Spark did not consume its input")
         return None
 
+    def jvm_death(self, failure: BaseException | None) -> int | None:
+        """The exit status of the driver's JVM when ``failure`` is its death, else None. A failure the JVM
+        reported (a Java exception: the query failed) is not a death; any other (py4j lost its connection, or
+        could not open one: a refused connection) waits for the JVM to exit, which under load takes a while
+        after its gateway's socket has closed."""
+        if failure is None:
+            return None
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors.exceptions.captured import CapturedException
+        if isinstance(failure, (Py4JJavaError, CapturedException)):
+            return jvm_exit_status()
+        return jvm_exit_status(JVM_EXIT_WAIT_S)
+
+    def after_jvm_death(self, life: int, status: int, new_marks: list[str]) -> Exception | None:
+        """The driver's JVM died in incarnation ``life``: start a new one (a restarted driver), or stop loudly
+        when no fault of the plan halted it."""
+        from ..session import backend_session
+        self.live = -1
+        left = checkpoint_shape(self.root)   # what the crash left, before anything runs again
+        forget_dead_jvm()
+        self.spark = backend_session(BACKEND, None)   # the same master: the new driver (the outcome reads with it)
+        halts = [self.marked()[name] for name in new_marks if name.startswith(MARK_PREFIX)
+                 and self.marked()[name].get("kind") == "driver_crash"]
+        self.jvm_deaths.append({"incarnation": life, "exit_status": status,
+                                "fault": halts[0]["fault"] if halts else None,
+                                "checkpoint": left})
+        if status != HALT_STATUS or not halts:
+            self.supervisor.stop(f"the driver's JVM died in incarnation {life} with exit status {status}, and no "
+                                 f"fault of the plan halted it (a halted JVM exits with {HALT_STATUS})")
+            return None
+        require_loaded(self.spark, FS_CLASS)
+        mark = halts[0]
+        return DriverCrash(f"faults[{mark['fault']}] driver_crash {mark['when']} the {mark['op']} of "
+                           f"{self.relative(mark['path'])}: the driver's JVM halted (exit status {status}) and a "
+                           "new JVM restarts the query")
+
+    def relative(self, local_path: str) -> str:
+        """A path the fault plan names, relative to the run's checkpoint (the sink's: ``sink/...``)."""
+        rel = os.path.relpath(local_path, self.checkpoint.path)
+        return rel if not rel.startswith("..") else os.path.relpath(local_path, self.root)
+
     def failure_message(self, failure: BaseException, life: int) -> str:
-        error = f"the Spark query failed in incarnation {life}: {describe_failure(failure)}"
+        """Spark's error, as Spark worded it (whether it names a damaged file is Spark's to show: the damage
+        done is in the notes)."""
         damaged = [f for f in self.fired if f["kind"] in DAMAGE_KINDS]
         if damaged:
-            error += "; after " + ", ".join(
-                f"faults[{f['fault']}] {f['kind']} {self.sc.faults[f['fault']].path}" for f in damaged)
-        return error
+            self.notes.append("the query failed after " + ", ".join(
+                f"faults[{f['fault']}] {f['kind']} {self.sc.faults[f['fault']].path}" for f in damaged))
+        return f"the Spark query failed in incarnation {life}: {describe_failure(failure)}"
 
     def start(self, life: int) -> Any:
         task_faults = [(self.faults.index_of(f), f) for f in self.pending("task", life)]
+        losses = [(self.faults.index_of(f), f) for f in self.pending("executor", life)]
         settings = stream_settings(self.sc, self.realtime)
-        df = build_query(self.spark, self.sc, self.root, task_faults, self.run_id, settings.source_options)
+        df = build_query(self.spark, self.sc, self.root, task_faults, self.task_marks, settings.source_options,
+                         losses)
         options = {"checkpointLocation": self.location, **settings.query_options}
         if self.stat_sink:
             return start_with_stat_sink(df, self.stat_dir, STAT_COLUMNS, output_mode=output_mode(self.sc.operator),
@@ -286,10 +429,18 @@ class NativeRun:
 
     # -------------------------------------------------------------- progress
     def collect_progress(self, query: Any, life: int) -> None:
+        """The progress of the query's batches not collected yet (foreachBatch collects it too when the JVM
+        may be halted: a crash takes the query's progress with it)."""
+        if query is None:
+            return
         for p in query.recentProgress:
             raw = json.loads(p.json) if hasattr(p, "json") else dict(p)
             if "addBatch" not in raw.get("durationMs", {}):
                 continue  # an idle trigger: no batch ran
+            key = (life, int(raw["batchId"]), str(raw.get("timestamp")))
+            if key in self.progress_seen:
+                continue
+            self.progress_seen.add(key)
             self.progress.append(progress_event(raw))
             self.progress_extras.append({
                 "batchId": raw["batchId"], "incarnation": life, "watermark": raw.get("eventTime", {}).get("watermark"),
@@ -298,6 +449,15 @@ class NativeRun:
                 # the state store's own metrics (RocksDB: bytes and files copied to the checkpoint, the commit's
                 # flush, checkpoint and file sync times), per stateful operator
                 "customMetrics": [so.get("customMetrics", {}) for so in raw.get("stateOperators", [])]})
+
+
+def _has_jar(spark: Any) -> bool:
+    """Whether the session loaded the checkpoint filesystem's jar (its fault marks among it)."""
+    try:
+        require_loaded(spark, FS_CLASS)
+    except Exception:  # noqa: BLE001 - CheckpointFsUnavailable, or a session without a JVM view in a test double
+        return False
+    return True
 
 
 def progress_event(raw: dict[str, Any]) -> ProgressEvent:

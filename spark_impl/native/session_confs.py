@@ -1,9 +1,7 @@
-"""The Spark confs that configure one scenario's query, set on the shared session for the run only."""
+"""The Spark confs that configure one scenario's query, set on the shared session for the run only
+(``query_run.NativeRun`` sets them on each incarnation's session and restores them at the end)."""
 
 from __future__ import annotations
-
-import contextlib
-from typing import Any, Iterator
 
 from reference.language.scenario import Scenario
 
@@ -34,19 +32,3 @@ def engine_confs(scenario: Scenario, one_split_per_file: bool = True) -> dict[st
         confs.update({"spark.sql.files.maxPartitionBytes": str(1 << 30),
                       "spark.sql.files.openCostInBytes": str(1 << 30)})
     return confs
-
-
-@contextlib.contextmanager
-def session_confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
-    """Set confs for the duration of a run, then put back what was there (the session is shared)."""
-    old = {key: spark.conf.get(key, None) for key in confs}
-    for key, value in confs.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in old.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 
 from reference.protocol.recovery import RestartPlan
@@ -25,6 +26,29 @@ class BatchInfo:
 
     files: dict[str, int]
     watermark_ms: int
+
+
+# CheckpointFileManager's temporary file (".<name>.<uuid>[.TID<n>].tmp"), and RocksDB's SST files
+# ("<n>-<uuid>.sst"): names that differ from run to run for the same protocol state
+_TEMPORARY = re.compile(r"^\.(.+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(\.TID\d+)?\.tmp$")
+_SST = re.compile(r"^\d+-[0-9a-f-]{36}\.sst$")
+
+
+def checkpoint_shape(root: str) -> list[str]:
+    """What a crash left, comparable across runs: every file of ``<root>/checkpoint`` and ``<root>/sink`` by
+    path relative to ``root``, a temporary file as ``.<name>.tmp`` (its random part dropped), RocksDB's SST
+    files left out (their names are random; the version's zip names the ones it needs) and checksums too."""
+    out = []
+    for top in ("checkpoint", "sink"):
+        base = os.path.join(root, top)
+        for directory, _dirs, names in os.walk(base):
+            for name in names:
+                if name.endswith(".crc") or _SST.match(name):
+                    continue
+                temporary = _TEMPORARY.match(name)
+                shown = f".{temporary.group(1)}.tmp" if temporary else name
+                out.append(os.path.relpath(os.path.join(directory, shown), root))
+    return sorted(out)
 
 
 def _numbered(directory: str) -> list[int]:

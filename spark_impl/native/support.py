@@ -21,19 +21,26 @@ BACKEND = "spark-native"
 # Operators the adapter maps to Spark's own operators.
 SUPPORTED_OPERATORS = ("map", "aggregate", "window_aggregate", "dedup_within_watermark", "dedup", "join",
                        "stateful_function")
-SUPPORTED_FAULTS = ("driver_crash", "task_failure", "corrupt_file", "delete_file")
+SUPPORTED_FAULTS = ("driver_crash", "task_failure", "storage_write_error", "storage_latency", "corrupt_file",
+                    "delete_file", "executor_loss")
+# faults fired inside Spark's own checkpoint code, at a file operation (fault_plan.py)
+FS_FAULTS = ("driver_crash", "storage_write_error", "storage_latency")
 
+ZOMBIE_REFUSAL = (
+    "Spark's own code cannot produce a late write of a failed attempt here: a task attempt that fails aborts its "
+    "uncommitted state store (StateStoreOps.mapPartitionsWithStateStore registers a task completion listener "
+    "that calls store.abort(); RocksDB.rollback aborts the StateStoreChangelogWriter, whose stream is "
+    "CheckpointFileManager.RenameBasedFSDataOutputStream, and its cancel() deletes the temporary file), on a "
+    "local master the attempt's thread has ended when its failure is reported (Executor.TaskRunner), and the "
+    "adapter's sink runs once per batch attempt on the driver (ForeachBatchSink), with no task attempts; a late "
+    "writer needs an executor that lost contact but kept running, which a local master does not have")
+LOCAL_EXECUTOR_LOSS = ("on a local master the executor lives in the driver's JVM, so losing it is a driver "
+                       "crash; use driver_crash, or run on a standalone cluster (--master spark://...), where an "
+                       "executor is a JVM of its own")
 UNSUPPORTED_FAULTS = {
-    "executor_loss": "on a local master the executor lives in the driver's JVM, so losing it is a driver crash; "
-                     "use driver_crash",
-    "storage_write_error": "Spark writes its checkpoint through Hadoop's FileSystem inside the JVM; the "
-                           "adapter's checkpoint filesystem (checkpoint_fs.py) sees file operations by path, not "
-                           "the protocol step and batch a fault names, so it cannot fail the one write",
-    "storage_latency": "a slow write at a step and batch needs the filesystem to know the step (see "
-                       "storage_write_error); a whole run's storage latency is --storage-profile",
-    "zombie_write": "a late write of a failed attempt cannot be planted into Spark's checkpoint file manager from "
-                    "Python",
-    "clock_skew": "Spark reads the wall clock of its JVM; the adapter has no hook to skew it",
+    "zombie_write": ZOMBIE_REFUSAL,
+    "clock_skew": "Spark reads the wall clock of its JVM (the query's trigger clock is SystemClock, "
+                  "StreamingQueryManager.startQuery); the adapter has no hook to skew it",
 }
 
 UNSUPPORTED_OPERATORS = {
@@ -42,31 +49,11 @@ UNSUPPORTED_OPERATORS = {
              "from that operator's own delay as the reference's chain does",
 }
 
-# Where a fault at a protocol step lands in Spark's micro-batch (spec section 2 step -> adapter point).
-#   before_batch: the query stops after batch b-1 committed, before planning b
-#   pre_state:    inside batch b, after offsets/b is written, before the stateful plan runs
-#   post_state:   after the state of version b+1 is committed, before the sink writes
-#   sink_written: after the sink's part file is written, before it is committed (renamed)
-#   post_sink:    after the sink commit, before commits/b is written
-#   after_batch:  after commits/b; the same as before_batch of b+1
-_DRIVER_POINTS = {
-    ("plan", "before"): "before_batch", ("plan", "after"): "before_batch",
-    ("offset_log_write", "before"): "before_batch", ("offset_log_write", "after"): "pre_state",
-    ("purge", "before"): "pre_state", ("purge", "after"): "pre_state",
-    ("state_load", "before"): "pre_state", ("state_load", "after"): "pre_state",
-    ("task_apply", "before"): "pre_state", ("task_apply", "after"): "pre_state",
-    ("changelog_write", "before"): "pre_state", ("changelog_write", "after"): "pre_state",
-    ("state_commit", "before"): "pre_state", ("state_commit", "after"): "post_state",
-    ("snapshot_upload", "before"): "post_state", ("snapshot_upload", "after"): "post_state",
-    ("sink_write", "before"): "post_state", ("sink_write", "after"): "sink_written",
-    ("sink_commit", "before"): "sink_written", ("sink_commit", "after"): "post_sink",
-    ("commit_log_write", "before"): "post_sink", ("commit_log_write", "after"): "after_batch",
-    ("source_commit", "before"): "after_batch", ("source_commit", "after"): "after_batch",
-}
-
-
 FaultSite = tuple[str, int]   # (point, batch): where in Spark's micro-batch a fault fires, and in which batch
-POINTS = ("before_batch", "pre_state", "post_state", "sink_written", "post_sink", "task")
+# the points: "fs", at a file operation of Spark's checkpoint (fault_plan.py); "before_batch", while the query
+# is stopped between batch b-1 and b (damage to a file); "task", in the stateful operator's task (plan.py);
+# "executor", in the output rows of a stateless query's task (an executor's loss)
+POINTS = ("fs", "before_batch", "task", "executor")
 
 
 class NativeUnsupported(ScenarioRefused):
@@ -138,7 +125,7 @@ def check_supported(scenario: Scenario, *, realtime: bool = False) -> None:
                                            "(reference/protocol/redelivery.py) in the driver's plan; open-source Spark has "
                                            "no Pub/Sub connector to run it through")
     for i, fault in enumerate(scenario.faults):
-        fault_site(fault, f"faults[{i}]", realtime=realtime)
+        fault_site(fault, f"faults[{i}]", realtime=realtime, stateful=scenario.operator.stateful)
         if uses_stat_sink(scenario, realtime):
             raise NativeUnsupported(f"faults[{i}]", "a realtime run of a stateless query delivers through Spark's "
                                                     "foreach sink (the stat sink), which has no point at which "
@@ -189,7 +176,7 @@ def _check_modes(scenario: Scenario, realtime: bool) -> None:
                                 "spark-native backend cannot commit them in parallel")
 
 
-def fault_site(fault: Fault, where: str, *, realtime: bool = False) -> FaultSite:
+def fault_site(fault: Fault, where: str, *, realtime: bool = False, stateful: bool = True) -> FaultSite:
     """Where ``fault`` (``where`` names it, e.g. ``faults[2]``) fires in Spark's micro-batch: (point, batch)."""
     if fault.kind in UNSUPPORTED_FAULTS:
         raise NativeUnsupported(f"{where}.kind", f"fault {fault.kind!r} is not supported by the spark-native "
@@ -201,15 +188,19 @@ def fault_site(fault: Fault, where: str, *, realtime: bool = False) -> FaultSite
     b = fault.at.batch
     if fault.kind == "task_failure":
         return "task", b
-    point = _DRIVER_POINTS[(fault.at.step, fault.at.when)]
-    if fault.kind in ("corrupt_file", "delete_file"):
-        # damage is done between two batches, while no query runs
-        point = "before_batch" if point == "before_batch" else "after_batch"
-    if point == "after_batch":
-        point, b = "before_batch", b + 1
-    if realtime and point == "before_batch":
+    if fault.kind in FS_FAULTS:
+        return "fs", b
+    if fault.kind == "executor_loss":
+        # a stateful query's task writes its state files (fired by path); a stateless one's writes nothing, and
+        # a hook in its output rows halts the executor running the batch (plan.executor_loss_filter)
+        return ("fs" if stateful else "executor"), b
+    # damage is done between two batches, while no query runs: before b's plan (or its offset entry), else
+    # after b's commit
+    if (fault.at.step, fault.at.when) not in (("plan", "before"), ("plan", "after"), ("offset_log_write", "before")):
+        b += 1
+    if realtime:
         raise NativeUnsupported(f"{where}.at.step",
                                 f"fault {fault.kind!r} between batches is not supported in a realtime "
                                 "(paced) spark-native run: it needs the run to stop at a batch boundary; "
                                 "run without realtime")
-    return point, b
+    return "before_batch", b

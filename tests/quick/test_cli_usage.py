@@ -32,7 +32,8 @@ def lightspeed(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str
 
 def test_every_subcommand_has_a_description_and_every_option_help_text() -> None:
     _parser, subs = build_parser()
-    assert set(subs) == {"validate", "run", "check", "explore", "diff", "demo", "experiment", "zoo", "cluster"}
+    assert set(subs) == {"validate", "run", "check", "explore", "diff", "demo", "experiment", "zoo", "cluster",
+                         "soak"}
     for name, sub in subs.items():
         assert sub.description and len(sub.description) > 40, name
         for action in sub._actions:

@@ -221,24 +221,7 @@ def test_deleted_commit_makes_spark_rerun_the_batch(spark, tmp_path):
     assert [r.to_dict() for r in outcome.recoveries] == [{"restart": 1, "resumed_at": 1, "rerun_batches": [1]}]
 
 
-@pytest.mark.spark
-@pytest.mark.slow
-def test_corrupt_changelog_fails_loudly(spark, tmp_path):
-    """A truncated RocksDB changelog stops the restarted query with Spark's error; nothing is silently lost.
-
-    ``min_deltas_for_snapshot`` is above the number of batches, so no snapshot
-    exists and the restart must replay ``2.changelog`` to load version 2.
-    """
-    d = native_dict("aggregate", batches=4,
-                    faults=[fault("corrupt_file", "source_commit", 1, path="state/0/0/2.changelog")])
-    d["engine"]["state_store"]["min_deltas_for_snapshot"] = 10
-    scenario = Scenario.from_dict(d)
-    outcome = run(scenario, tmp_path)
-    assert outcome.error and "state/0/0/2.changelog" in outcome.error
-    assert "CANNOT_LOAD_STATE_STORE" in outcome.error or "EOFException" in outcome.error
-    held = statuses(scenario, outcome)
-    assert held["no_loss"] == PASS and held["state_equivalence"] == PASS and held["output_semantics"] == PASS
-    assert [b.id for b in outcome.batches] == [0, 1]
+# a truncated changelog: experiments/native_findings.py (unnamed-truncated-changelog) pins what Spark says
 
 
 # ------------------------------------------------------ Spark's semantics
@@ -290,10 +273,6 @@ def test_realtime_run_reports_end_to_end_latency(spark, tmp_path):
 UNSUPPORTED = [
     ("chain", native_dict("chain"), "query.operator.kind"),
     ("executor_loss", native_dict("aggregate", faults=[fault("executor_loss", "task_apply", 1)]), "faults[0].kind"),
-    ("storage_write_error", native_dict("aggregate", faults=[fault("storage_write_error", "commit_log_write", 1)]),
-     "faults[0].kind"),
-    ("storage_latency", native_dict("aggregate", faults=[fault("storage_latency", "commit_log_write", 1, ms=50)]),
-     "faults[0].kind"),
     ("zombie_write", native_dict("aggregate", faults=[fault("zombie_write", "sink_write", 1)]), "faults[0].kind"),
     ("clock_skew", native_dict("aggregate", faults=[fault("clock_skew", "plan", 1, ms=50)]), "faults[0].kind"),
     ("time_ms", native_dict("aggregate", faults=[{"at": {"time_ms": 500}, "kind": "driver_crash"}]),

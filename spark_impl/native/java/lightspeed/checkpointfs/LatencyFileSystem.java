@@ -27,6 +27,13 @@
  *   lightspeed.latencyfs.root     the local path of the checkpoint: a path under <root>/state/ draws from the
  *                                 executor stream, any other from the driver stream
  *   lightspeed.latencyfs.free     top-level folders of the checkpoint that pay nothing (comma-separated)
+ *   lightspeed.latencyfs.latency  "off": no profile (operations are counted and cost nothing; a run that only
+ *                                 needs the fault plan); any other value or none: the profile's fields apply
+ * A path outside the checkpoint root (the adapter's sink, when it writes through this filesystem) pays nothing.
+ *
+ * Faults: the fault plan of FaultPlan.java (lightspeed.latencyfs.faults and the rules it names) fires at the
+ * create and the rename of the paths it names, in every instance; Hadoop's FileSystem cache is turned off for
+ * the scheme (fs.lslatency.impl.disable.cache), so each query run's instances read its own plan.
  * The sequence numbers, the sleeps and the report belong to the run (the URI's authority), shared by every
  * instance Hadoop makes for it in this JVM.
  */
@@ -38,6 +45,9 @@ import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.io.OutputStream;
 import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -69,6 +79,7 @@ public class LatencyFileSystem extends RawLocalFileSystem {
 
   private URI uri;
   private Run run;
+  private FaultPlan plan = FaultPlan.EMPTY;
 
   /** One run's draws and what its operations cost, per stream and kind. */
   static final class Run {
@@ -86,6 +97,15 @@ public class LatencyFileSystem extends RawLocalFileSystem {
       this.authority = authority;
       this.seed = required(conf, "seed");
       this.root = stripSlash(required(conf, "root"));
+      for (String name : conf.get(PREFIX + "free", "").split(",")) {
+        if (!name.trim().isEmpty()) {
+          free.add(name.trim());
+        }
+      }
+      if ("off".equals(conf.get(PREFIX + "latency"))) {
+        this.profile = null;
+        return;
+      }
       Map<String, Double> values = new HashMap<>();
       for (String field : LatencyDraws.PROFILE_FIELDS) {
         try {
@@ -99,11 +119,6 @@ public class LatencyFileSystem extends RawLocalFileSystem {
         this.profile = new LatencyDraws.Profile(values);
       } catch (IllegalArgumentException e) {
         throw new IOException(SCHEME + "://" + authority + ": " + e.getMessage());
-      }
-      for (String name : conf.get(PREFIX + "free", "").split(",")) {
-        if (!name.trim().isEmpty()) {
-          free.add(name.trim());
-        }
       }
       for (String stream : new String[] {"driver", "executor"}) {
         draws.put(stream, new LatencyDraws(profile, seed + "/" + stream));
@@ -125,7 +140,7 @@ public class LatencyFileSystem extends RawLocalFileSystem {
     String folderOf(String localPath) {
       String path = stripSlash(localPath);
       if (!path.startsWith(root + "/")) {
-        return "";
+        return path.equals(root) ? "" : OUTSIDE;
       }
       String rest = path.substring(root.length() + 1);
       int slash = rest.indexOf('/');
@@ -141,12 +156,12 @@ public class LatencyFileSystem extends RawLocalFileSystem {
       String folder = folderOf(localPath);
       double ms;
       synchronized (this) {
-        if (free.contains(folder)) {
+        if (free.contains(folder) || folder.equals(OUTSIDE)) {
           freeOperations++;
           return;
         }
         String stream = folder.equals("state") ? "executor" : "driver";
-        ms = draws.get(stream).draw(kind, sizeBytes);
+        ms = profile == null ? 0.0 : draws.get(stream).draw(kind, sizeBytes);
         String key = stream + "/" + (folder.isEmpty() ? "-" : folder) + "/" + kind;
         double[] c = cost.computeIfAbsent(key, k -> new double[3]);
         c[0] += 1;
@@ -155,6 +170,9 @@ public class LatencyFileSystem extends RawLocalFileSystem {
         if (Thread.currentThread().getName().startsWith(ASYNC_LOG_WRITER)) {
           onAsyncLogWriter.merge(key, 1L, Long::sum);
         }
+      }
+      if (profile == null) {
+        return;
       }
       long millis = (long) ms;
       int nanos = (int) Math.min(999_999, Math.round((ms - millis) * 1e6));
@@ -188,6 +206,9 @@ public class LatencyFileSystem extends RawLocalFileSystem {
     }
   }
 
+  // folderOf's answer for a path outside the checkpoint root
+  static final String OUTSIDE = "<outside>";
+
   private static String stripSlash(String path) {
     return path.endsWith("/") && path.length() > 1 ? path.substring(0, path.length() - 1) : path;
   }
@@ -196,6 +217,20 @@ public class LatencyFileSystem extends RawLocalFileSystem {
   public static String report(String authority) {
     Run run = RUNS.get(authority);
     return run == null ? null : run.report();
+  }
+
+  /** Write every run's report so far to ``dir``/costs-<pid>-<run>.json: a JVM about to be halted by a fault
+   *  leaves what its operations cost (the adapter adds them to its successor's). */
+  static void saveReports(String dir) {
+    long pid = ProcessHandle.current().pid();
+    for (Map.Entry<String, Run> e : RUNS.entrySet()) {
+      try {
+        Files.write(Paths.get(dir, "costs-" + pid + "-" + e.getKey() + ".json"),
+                    e.getValue().report().getBytes(StandardCharsets.UTF_8));
+      } catch (IOException ignored) {
+        // the costs of a halted JVM are a measurement, not the checkpoint: lose them rather than not halt
+      }
+    }
   }
 
   /** Forget a run (its report has been read). */
@@ -218,6 +253,7 @@ public class LatencyFileSystem extends RawLocalFileSystem {
       found = found == null ? made : found;
     }
     run = found;
+    plan = FaultPlan.of(conf);
     setWorkingDirectory(new Path(uri.toString() + stripSlash(System.getProperty("user.dir"))));
   }
 
@@ -281,12 +317,14 @@ public class LatencyFileSystem extends RawLocalFileSystem {
     }
   }
 
-  /** A created file's stream: its close charges "create" with the bytes written. */
+  /** A created file's stream: its close charges "create" with the bytes written, then fires the plan's faults
+   *  after the create of the file it stands for. */
   private FSDataOutputStream pricedOnClose(Path path, FSDataOutputStream out) throws IOException {
     if (!outermost()) {
       return out;
     }
     final String file = local(path);
+    final String target = FaultPlan.targetOfCreate(file);
     OutputStream counting = new OutputStream() {
       private long bytes;
       private boolean closed;
@@ -316,9 +354,23 @@ public class LatencyFileSystem extends RawLocalFileSystem {
         closed = true;
         out.close();
         run.charge("create", file, bytes);
+        plan.fire("create", "after", target, file);
       }
     };
     return new FSDataOutputStream(counting, null);
+  }
+
+  private interface CreateCall {
+    FSDataOutputStream call() throws IOException;
+  }
+
+  /** A create from outside: the plan's faults before it, then the stream that charges and fires on close. */
+  private FSDataOutputStream created(Path f, CreateCall op) throws IOException {
+    if (outermost()) {
+      String file = local(f);
+      plan.fire("create", "before", FaultPlan.targetOfCreate(file), file);
+    }
+    return pricedOnClose(f, inner(op::call));
   }
 
   // ------------------------------------------------------------------ the operations
@@ -326,30 +378,29 @@ public class LatencyFileSystem extends RawLocalFileSystem {
   @Override
   public FSDataOutputStream create(Path f, boolean overwrite, int bufferSize, short replication, long blockSize,
                                    Progressable progress) throws IOException {
-    return pricedOnClose(f, inner(() -> super.create(f, overwrite, bufferSize, replication, blockSize, progress)));
+    return created(f, () -> super.create(f, overwrite, bufferSize, replication, blockSize, progress));
   }
 
   @Override
   public FSDataOutputStream create(Path f, FsPermission permission, boolean overwrite, int bufferSize,
                                    short replication, long blockSize, Progressable progress) throws IOException {
-    return pricedOnClose(f, inner(() -> super.create(f, permission, overwrite, bufferSize, replication, blockSize,
-                                                      progress)));
+    return created(f, () -> super.create(f, permission, overwrite, bufferSize, replication, blockSize, progress));
   }
 
   @Override
   public FSDataOutputStream createNonRecursive(Path f, FsPermission permission, EnumSet<CreateFlag> flags,
                                                int bufferSize, short replication, long blockSize,
                                                Progressable progress) throws IOException {
-    return pricedOnClose(f, inner(() -> super.createNonRecursive(f, permission, flags, bufferSize, replication,
-                                                                  blockSize, progress)));
+    return created(f, () -> super.createNonRecursive(f, permission, flags, bufferSize, replication, blockSize,
+                                                     progress));
   }
 
   @Override
   public FSDataOutputStream createNonRecursive(Path f, FsPermission permission, boolean overwrite, int bufferSize,
                                                short replication, long blockSize, Progressable progress)
       throws IOException {
-    return pricedOnClose(f, inner(() -> super.createNonRecursive(f, permission, overwrite, bufferSize, replication,
-                                                                  blockSize, progress)));
+    return created(f, () -> super.createNonRecursive(f, permission, overwrite, bufferSize, replication, blockSize,
+                                                     progress));
   }
 
   @Override
@@ -365,7 +416,14 @@ public class LatencyFileSystem extends RawLocalFileSystem {
 
   @Override
   public boolean rename(Path src, Path dst) throws IOException {
-    return charged("rename", src, () -> super.rename(src, dst));
+    if (!outermost()) {
+      return super.rename(src, dst);
+    }
+    String target = local(dst);
+    plan.fire("rename", "before", target, target);
+    boolean done = charged("rename", src, () -> super.rename(src, dst));
+    plan.fire("rename", "after", target, target);
+    return done;
   }
 
   @Override
