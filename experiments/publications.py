@@ -161,7 +161,7 @@ class Claim:
 
     def registration(self) -> dict[str, object]:
         """What the claim registers before any result is judged against it: its rule, numbers, unit, neutral and
-        category (the fields ``tests/test_registration.py`` follows through the history)."""
+        category (the fields ``tests/quick/test_registration.py`` follows through the history)."""
         return {"rule": self.rule, "low": self.low, "high": self.high, "unit": self.unit, "neutral": self.neutral,
                 "category": self.category, "words": self.words}
 

@@ -1,4 +1,4 @@
-"""Faults fired inside Spark's own checkpoint code: a protocol step of SPEC section 2 as the file operation of
+"""Faults fired inside Spark's own checkpoint code: a protocol step of spec section 2 as the file operation of
 Spark's that makes it durable, and the fault plan the checkpoint filesystem reads (``java/.../FaultPlan.java``).
 
 The path is the step and the batch. Spark writes its checkpoint through

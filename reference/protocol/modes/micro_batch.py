@@ -1,4 +1,4 @@
-"""Micro-batch execution (SPEC section 2): Spark's ``MicroBatchExecution``, the mode every other mode changes.
+"""Micro-batch execution (spec section 2): Spark's ``MicroBatchExecution``, the mode every other mode changes.
 
 ``MicroBatch`` is the synchronous protocol: batch b's offset entry is written
 before its tasks run (``markMicroBatchStart``), its commit entry after them
@@ -44,7 +44,7 @@ from ..storage import Storage
 
 @dataclass(frozen=True)
 class ReplayRule:
-    """What the judge's ``replay_bound`` oracle holds a restart to in this mode (SPEC section 5).
+    """What the judge's ``replay_bound`` oracle holds a restart to in this mode (spec section 5).
 
     ``most`` is how many batches one restart may re-run (``replay_most``); ``clock_free`` says the limit holds
     on any clock (False: it is read off the untimed clock's spacing of persisted entries, and only a contiguous
@@ -91,7 +91,7 @@ class MicroBatch:
     def __hash__(self) -> int:
         return hash((type(self), self.cfg))
 
-    # ------------------------------------------------------------ scenario rules (SPEC section 1)
+    # ------------------------------------------------------------ scenario rules (spec section 1)
     def check(self, scenario: Scenario) -> None:
         """Refuse what this mode cannot run, naming the field (``ScenarioError``): Spark's refusals, then a fault
         no step of this mode can reach (``fault_reach``)."""
@@ -116,7 +116,7 @@ class MicroBatch:
                    max(source_batches(src), source_records(src))
                    for src in scenario.sources.values())
 
-    # ------------------------------------------------------------ the step graph (SPEC section 2)
+    # ------------------------------------------------------------ the step graph (spec section 2)
     def shape(self, scenario: Scenario, *, store_commit_nodes: bool = True) -> BatchShape:
         """The step graph's shape (``graph.GraphShape``: sync or async progress, pipelining, async state)."""
         return GraphShape.of(scenario, store_commit_nodes=store_commit_nodes)
@@ -184,7 +184,7 @@ class MicroBatch:
         """The logged batches after the latest commit entry: each re-runs with exactly its logged offsets."""
         return rerun_logged(storage, logs, base)
 
-    # ------------------------------------------------------------ the judge's numbers (SPEC section 5)
+    # ------------------------------------------------------------ the judge's numbers (spec section 5)
     def replay_most(self, shape: BatchShape) -> int | None:
         """The most batches one restart re-runs: those the step graph lets hold an offset entry and no commit
         entry at once (``graph.most_not_waiting``)."""
