@@ -118,8 +118,10 @@ def test_a_report_row_says_kept_up_or_backlogged_with_its_rates_and_shows_no_lat
     assert keep_up_text(keep_up([kept, behind, kept])) == "BACKLOGGED (120 of 200 rows/s; 1 of 3 seeds)"
     assert keep_up_text(keep_up([unjudged])) == "keep-up not judged"
     assert keep_up_text(keep_up([kept, unjudged])) == "kept up (1 of 2 seeds judged)"
-    assert latency_over_seeds([kept, behind, kept], "latency_p50")["median"] is None
-    assert latency_over_seeds([kept, kept], "latency_p50")["median"] == 90.0
+    def seeds(*records: dict) -> list[dict]:   # each a record of its own seed, as a run's records are
+        return [{**r, "point": {"seed": seed}} for seed, r in enumerate(records, 1)]
+    assert latency_over_seeds(seeds(kept, behind, kept), "latency_p50")["median"] is None
+    assert latency_over_seeds(seeds(kept, kept), "latency_p50")["median"] == 90.0
 
 
 # ------------------------------------------------------------------ conditions and defaults
