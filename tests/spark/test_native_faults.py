@@ -17,10 +17,16 @@ source plans them: the failed attempt had already logged planned batch 3's file 
 (``sources/0/3``, FileStreamSource.fetchMaxOffset), which the restart counts as seen, so the re-planned batch 3
 reads it and the next file (``maxFilesPerTrigger`` is 1 per new log entry). Nothing of batch 3 was durable in
 ``offsets/``, so any boundary is allowed; the state and the sink end where the reference's do.
+
+The effect of each fault on disk is read off the checkpoint the run leaves, and off copies of it taken when
+each incarnation ended (a failed query, a halted JVM), before anything ran again.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from typing import Any
 
 import pytest
@@ -32,10 +38,12 @@ from reference.protocol.outcome import Outcome
 from reference.protocol.run import run_scenario
 from reference.language.scenario import Fault, Scenario
 from spark_impl.native import NativeUnsupported, run_native
-from spark_impl.native.fault_plan import FsTrigger, fs_trigger, matches, plan_confs
+from spark_impl.native.fault_plan import MARK_PREFIX, FsTrigger, fs_trigger, matches, plan_confs, read_marks
+from spark_impl.native.query_run import NativeRun
 from spark_impl.native.support import check_supported
 
 LATENCY_MS = 800
+CLOCK_SLACK_MS = 10   # the kernel stamps files from a coarse clock, a tick behind the JVM's currentTimeMillis
 
 
 def fault(kind: str, step: str, batch: int, when: str = "before", **extra: Any) -> dict[str, Any]:
@@ -64,7 +72,22 @@ def faulted(tmp_path_factory: Any) -> tuple[Scenario, Outcome]:
     from spark_impl.session import session
     session()
     sc = scenario(FAULTS)
-    return sc, run_native(sc, workdir=str(tmp_path_factory.mktemp("native-faults"))).outcome
+    copies = tmp_path_factory.mktemp("at-incarnation-end")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(NativeRun, "note_marks", copying_the_checkpoint(NativeRun.note_marks, str(copies)))
+        outcome = run_native(sc, workdir=str(tmp_path_factory.mktemp("native-faults"))).outcome
+    outcome.details["test_copies"] = str(copies)
+    return sc, outcome
+
+
+def copying_the_checkpoint(note_marks: Any, copies: str) -> Any:
+    """``NativeRun.note_marks``, which the run calls once an incarnation's query has ended (failed, or its JVM
+    halted) and before anything runs again, that first copies the checkpoint as it is then to
+    ``<copies>/<incarnation>``: what the disk held right after a fault that ended the incarnation."""
+    def note(run: NativeRun, life: int) -> list[str]:
+        shutil.copytree(run.checkpoint.path, os.path.join(copies, str(life)))
+        return note_marks(run, life)
+    return note
 
 
 def fired(outcome: Outcome, index: int) -> dict[str, Any]:
@@ -136,6 +159,97 @@ def test_storage_latency_on_one_commit_log_write_is_in_that_batch_s_commit_only(
     commit = {p.batch_id: p.duration_ms["commitOffsets"] for p in outcome.progress}
     assert commit[1] >= LATENCY_MS
     assert all(ms < LATENCY_MS for b, ms in commit.items() if b != 1), commit
+
+
+# ------------------------------------------------------------------ the effect of each fault on disk
+# What is expected follows from Spark's CheckpointFileManager (FileSystemBasedCheckpointFileManager, which Spark
+# falls back to on the project's filesystem): createAtomic writes ``.<name>.<uuid>[.TID<n>].tmp`` and
+# RenameBasedFSDataOutputStream.close closes it, then renames it to ``<name>``; close marks the stream
+# terminated in a finally block, so when the close or the rename throws, the cancel() that HDFSMetadataLog and
+# StateStoreChangelogWriter call next does nothing and the temporary file stays, whole (its stream was closed).
+# The project's filesystem fires "after the create" once the stream is closed, and "before the rename" before
+# RawLocalFileSystem's rename (FaultPlan.java).
+
+
+def log_entry(path: str, sources: int | None) -> list[Any]:
+    """A whole entry of Spark's offset log (``sources`` source offsets) or commit log (None): ``v1``, then one
+    JSON value a line (OffsetSeqLog, CommitLog); an AssertionError for anything else (a partial entry)."""
+    with open(path) as fh:
+        lines = fh.read().split("\n")
+    assert lines[0] == "v1", (path, lines)
+    values = [json.loads(line) for line in lines[1:]]
+    assert len(values) == (1 if sources is None else 1 + sources), (path, lines)
+    assert "batchWatermarkMs" in values[0] if sources is not None else "nextBatchWatermarkMs" in values[0]
+    return values
+
+
+def written_mark(outcome: Outcome, index: int) -> dict[str, Any]:
+    """The mark the filesystem wrote where fault ``index`` fired (``<root>/faults/fault-<i>``): the operation,
+    the local path, the time and the task, as the JVM recorded them before the fault acted."""
+    root = os.path.dirname(outcome.details["native"]["checkpoint"])
+    return read_marks(os.path.join(root, "faults"))[f"{MARK_PREFIX}{index}"]
+
+
+def temporaries(directory: str, name: str) -> list[str]:
+    """The temporary files CheckpointFileManager left for ``name`` in ``directory``."""
+    return sorted(n for n in os.listdir(directory) if n.startswith(f".{name}.") and n.endswith(".tmp"))
+
+
+@pytest.mark.spark
+def test_storage_write_error_at_an_offset_log_write_leaves_no_entry_and_the_restart_writes_it_whole(faulted):
+    """Right after the rename of ``offsets/3`` failed (the copy taken when its incarnation ended), ``offsets/3``
+    is absent and its temporary file is a whole entry; batch 2's entries are in place. The restart writes
+    ``offsets/3`` whole and keeps the failed attempt's temporary file as it was."""
+    _sc, outcome = faulted
+    assert fired(outcome, 3)["incarnation"] == 1
+    at_fault = os.path.join(outcome.details["test_copies"], "1")
+    offsets, commits = os.path.join(at_fault, "offsets"), os.path.join(at_fault, "commits")
+    assert sorted(n for n in os.listdir(offsets) if not n.startswith(".")) == ["0", "1", "2"]
+    assert sorted(n for n in os.listdir(commits) if not n.startswith(".")) == ["0", "1", "2"]
+    left = temporaries(offsets, "3")
+    assert len(left) == 1 and ".TID" not in left[0]   # the driver's write, not a task's
+    log_entry(os.path.join(offsets, left[0]), sources=1)
+    after = os.path.join(outcome.details["native"]["checkpoint"], "offsets")
+    log_entry(os.path.join(after, "3"), sources=1)
+    with open(os.path.join(after, left[0]), "rb") as kept, open(os.path.join(offsets, left[0]), "rb") as then:
+        assert kept.read() == then.read()
+
+
+@pytest.mark.spark
+def test_storage_write_error_at_a_state_file_leaves_the_failed_attempt_s_file_unrenamed(faulted):
+    """The close of task attempt 0's ``state/0/0/2.changelog`` failed: its temporary file (named by the task
+    attempt's id) stays, written before the fault fired; ``2.changelog`` is the retry's, renamed after the
+    fault, and holds what the failed attempt had written (the same input, the same changes)."""
+    _sc, outcome = faulted
+    mark = written_mark(outcome, 1)
+    folder = os.path.join(outcome.details["native"]["checkpoint"], "state", "0", "0")
+    left = temporaries(folder, "2.changelog")
+    assert len(left) == 1 and left[0].endswith(f".TID{mark['taskAttemptId']}.tmp"), left
+    kept, final = os.path.join(folder, left[0]), os.path.join(folder, "2.changelog")
+    fired_ns = mark["time_ms"] * 1_000_000
+    assert os.stat(kept).st_mtime_ns <= fired_ns + 1_000_000 and os.stat(final).st_mtime_ns >= fired_ns
+    with open(kept, "rb") as a, open(final, "rb") as b:
+        assert a.read() == b.read()
+
+
+@pytest.mark.spark
+def test_storage_latency_on_one_commit_log_write_delays_that_rename_only(faulted):
+    """Every commit entry is whole; the rename of ``commits/1`` (its inode's change time, which a rename sets)
+    came at least the latency after its temporary file was closed (its modification time) and after the mark
+    the filesystem wrote when the fault fired; every other commit's rename followed its close sooner."""
+    _sc, outcome = faulted
+    mark = written_mark(outcome, 0)
+    commits = os.path.join(outcome.details["native"]["checkpoint"], "commits")
+    assert (mark["op"], mark["when"], mark["local"]) == ("rename", "before", os.path.join(commits, "1"))
+    gap_ms = {}
+    for name in sorted(n for n in os.listdir(commits) if not n.startswith(".")):
+        log_entry(os.path.join(commits, name), sources=None)
+        st = os.stat(os.path.join(commits, name))
+        gap_ms[int(name)] = (st.st_ctime_ns - st.st_mtime_ns) / 1e6
+    assert sorted(gap_ms) == [b.id for b in outcome.batches]   # one commit a batch (batch 3 took two files)
+    renamed_ms = os.stat(os.path.join(commits, "1")).st_ctime_ns / 1e6
+    assert gap_ms[1] >= LATENCY_MS and renamed_ms >= mark["time_ms"] + LATENCY_MS - CLOCK_SLACK_MS, gap_ms
+    assert all(ms < LATENCY_MS for b, ms in gap_ms.items() if b != 1), gap_ms
 
 
 # ------------------------------------------------------------------ refusals and the step table (no JVM)
