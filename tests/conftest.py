@@ -35,9 +35,11 @@ from tier_guard import (pytest_make_collect_report, pytest_runtest_call,  # noqa
                         pytest_runtest_setup, pytest_runtest_teardown)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def spark():
-    """The one SparkSession of the test session (local[2]); fails loudly, never skips, without Java."""
+    """The process's live SparkSession (local[2]); fails loudly, never skips, without Java. Asked for anew by each
+    test: a native run whose fault halts the driver's JVM starts a new one (``session.forget_dead_jvm``), and a
+    session object kept from before would talk to the dead JVM."""
     from spark_impl.session import session
     return session()
 
