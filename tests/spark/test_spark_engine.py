@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reference.protocol.backend import RunOptions, RunResult, ScenarioRefused
@@ -180,7 +180,8 @@ def test_matrix_covers_every_operator_mode_and_fault_kind():
     assert engine_kinds <= kinds <= set(FAULT_KINDS)
 
 
-@settings(max_examples=6)
+# ``spark`` only hands the test the live session: there is nothing in it to reset between generated inputs
+@settings(max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pair=st.sampled_from(supported_pairs()), fault=st.sampled_from([name for name, _f in FAULTS]),
        batches=st.integers(3, 5))
 def test_generated_scenarios_pass_the_oracles(spark, tmp_path_factory, pair, fault, batches):
