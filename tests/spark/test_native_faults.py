@@ -248,7 +248,8 @@ def test_storage_latency_on_one_commit_log_write_delays_that_rename_only(faulted
         gap_ms[int(name)] = (st.st_ctime_ns - st.st_mtime_ns) / 1e6
     assert sorted(gap_ms) == [b.id for b in outcome.batches]   # one commit a batch (batch 3 took two files)
     renamed_ms = os.stat(os.path.join(commits, "1")).st_ctime_ns / 1e6
-    assert gap_ms[1] >= LATENCY_MS and renamed_ms >= mark["time_ms"] + LATENCY_MS - CLOCK_SLACK_MS, gap_ms
+    assert gap_ms[1] >= LATENCY_MS - CLOCK_SLACK_MS, gap_ms
+    assert renamed_ms >= mark["time_ms"] + LATENCY_MS - CLOCK_SLACK_MS, gap_ms
     assert all(ms < LATENCY_MS for b, ms in gap_ms.items() if b != 1), gap_ms
 
 
