@@ -447,7 +447,13 @@ def collect(runs: list[Run], quick: bool, seeds: int | None, budget_minutes: flo
                                                          if left_units else ""))
         for st in after:
             _say(f"   {st.plan.label}: {_counts_text(st)}")
-    _say("now run `make paper` to rebuild the paper from paper/results/")
+        # the committed paper/generated/ files must follow the results they read (tests/slow/test_paper.py
+        # fails a commit that has the one without the other), so they are rebuilt here, not left to a reminder
+        from paper import build
+        files, copies, drawn = build.generate()
+        build.write(files, copies, drawn)
+        _say("paper/generated/ and paper/figures/ rebuilt from paper/results/: commit them with the results; "
+             "`make paper` also compiles the PDF")
     bad = [e for e in log if not (e["status"].startswith(("ok", "checks", "stopped")) or e["status"] == "dry-run")]
     return 1 if bad else 0
 
