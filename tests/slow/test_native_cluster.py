@@ -13,12 +13,11 @@ be the reference's. The cluster and its driver run in a subprocess
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
+from cluster_cases import run_cluster_command
 from reference.language.catalogue import scenario_dict
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -39,16 +38,7 @@ def loss(step: str, batch: int, partition: int, when: str = "before") -> dict[st
 def test_an_executor_lost_at_the_state_commit_or_the_sink_write_is_replaced_and_the_query_goes_on(tmp_path):
     cases = [case("aggregate", [loss("state_commit", 1, 0, "after"), loss("sink_write", 2, 1)]),
              case("map", [loss("sink_write", 1, 0)], batches=3)]
-    paths = []
-    for d in cases:
-        path = tmp_path / f"{d['name']}.json"
-        path.write_text(json.dumps(d))
-        paths.append(str(path))
-    out = tmp_path / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "spark_impl.native.cluster_runs", *paths, "--workers", "2",
-                           "--out", str(out)], capture_output=True, text=True, timeout=1800)
-    assert out.exists(), proc.stderr[-3000:]
-    report = json.loads(out.read_text())
+    report, _ = run_cluster_command("spark_impl.native.cluster_runs", cases, tmp_path, timeout=1800)
     assert report["ok"], json.dumps(report, indent=1)[:3000]
     for result, d in zip(report["cases"], cases):
         fired = result["faults_fired"]

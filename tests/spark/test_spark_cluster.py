@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from cluster_cases import run_cluster_command
 from reference.language.catalogue import scenario_dict
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -41,7 +42,6 @@ def rebalancing_case() -> dict:
 
 
 def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
-    paths = []
     scenarios = []
     for op, mode, faults in CASES:
         d = scenario_dict(op, mode, faults=faults)
@@ -50,15 +50,7 @@ def test_differential_suite_on_a_two_worker_standalone_cluster(tmp_path):
     # after the executor loss: the scenario's executor names are bound to the executors that exist then (the lost
     # executor's replacement has a new Spark id), not to the ids "0", "1", "2"
     scenarios.append(rebalancing_case())
-    for d in scenarios:
-        path = tmp_path / f"{d['name']}.json"
-        path.write_text(json.dumps(d))
-        paths.append(str(path))
-    report_path = tmp_path / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "spark_impl.cluster", *paths, "--workers", "2",
-                           "--out", str(report_path)], capture_output=True, text=True, timeout=900)
-    assert report_path.exists(), proc.stderr[-3000:]
-    report = json.loads(report_path.read_text())
+    report, proc = run_cluster_command("spark_impl.cluster", scenarios, tmp_path, timeout=900)
     for case in report["cases"]:
         assert case["error"] is None, (case["scenario"], case["error"])
         assert not case["failed_oracles"], (case["scenario"], case["failed_oracles"])
