@@ -54,7 +54,7 @@ from experiments.exploration import explore_with_progress, report_lines
 from experiments.explore_native import cmd_explore_native
 from experiments.fault_soak import SoakError, cmd_soak
 from experiments.input_files import InputFileError, check_regular, load_scenario
-from experiments.judging import load_outcome, tally, unfired_lines, verdict_lines
+from experiments.judging import fired_lines, load_outcome, tally, unfired_lines, verdict_lines
 from experiments.output_paths import OutputPathError, output_dir, output_file, write_text
 from experiments.zoo import DEFAULT_OUT as ZOO_OUT
 from experiments.zoo import JIRAS as ZOO_JIRAS
@@ -157,8 +157,8 @@ def _run_and_write(args: argparse.Namespace, scenario: Scenario, options: RunOpt
         claim.write(result.checkpoint)
         if result.checkpoint is not None:
             print(f"checkpoint written to {claim.root}", file=sys.stderr)
-    for line in unfired_lines(scenario, result.outcome):
-        print(line, file=sys.stderr)
+    for line in fired_lines(scenario, result.outcome) + unfired_lines(scenario, result.outcome):
+        print(shown(line), file=sys.stderr)
     if result.outcome.error is not None:
         print(f"the run stopped with an error: {result.outcome.error}", file=sys.stderr)
         return exit_codes.CHECK_FAILED
@@ -176,7 +176,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     verdicts = check_outcome(scenario, outcome, storage)
     print(shown(f"{args.outcome}: {tally(verdicts)}"))
     print("\n".join(shown(part) for line in verdict_lines(verdicts) for part in line.split("\n")))
-    for line in unfired_lines(scenario, outcome):
+    for line in fired_lines(scenario, outcome) + unfired_lines(scenario, outcome):
         print(shown(line), file=sys.stderr)
     return exit_codes.CHECK_FAILED if failures(verdicts) else exit_codes.OK
 
@@ -237,6 +237,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     print("\n".join(comparison_lines(comparison)))
     for run in comparison.ran:
         assert run.result is not None
+        for line in fired_lines(scenario, run.result.outcome):
+            print(shown(f"{run.name}: {line}"))
         for line in unfired_lines(scenario, run.result.outcome):
             print(f"{run.name}: {line}", file=sys.stderr)
     if args.out:

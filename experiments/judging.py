@@ -7,6 +7,8 @@ with an ``OutcomeError`` naming the file and the field, never judged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from experiments.input_files import read_json
 from reference.judge.fault_effects import describe
 from reference.judge.oracles import Verdict
@@ -39,6 +41,30 @@ def unfired_lines(scenario: Scenario, outcome: Outcome) -> list[str]:
     did not test, said on screen, not only in the outcome file."""
     return [f"note: {describe(i, scenario.faults[i])} never fired: no step of this run matched it, so the run "
             "did not test it" for i in outcome.faults_not_fired if i < len(scenario.faults)]
+
+
+def fired_lines(scenario: Scenario, outcome: Outcome) -> list[str]:
+    """Where each fault fired, for a backend that reports it (native Spark: ``details.native.faults_fired``):
+    the file operation and path inside Spark's own checkpoint code, or the executor and task that halted. The
+    ``details`` of an outcome are free-form, so anything malformed there is skipped, never trusted."""
+    native = outcome.details.get("native") if isinstance(outcome.details, Mapping) else None
+    fired = native.get("faults_fired") if isinstance(native, Mapping) else None
+    lines = []
+    for entry in fired if isinstance(fired, list) else []:
+        index = entry.get("fault") if isinstance(entry, Mapping) else None
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(scenario.faults):
+            continue
+        where = []
+        if entry.get("op") is not None:
+            where.append(f"{entry.get('when')} the {entry.get('op')} of {entry.get('path')}")
+        if entry.get("executor") is not None:
+            where.append(f"in executor {entry.get('executor')}")
+        if entry.get("partitionId") is not None:
+            where.append(f"in the task of partition {entry.get('partitionId')}, attempt {entry.get('attemptNumber')}")
+        if entry.get("incarnation") is not None:
+            where.append(f"in incarnation {entry.get('incarnation')}")
+        lines.append(f"{describe(index, scenario.faults[index])} fired " + (", ".join(where) or "(no place reported)"))
+    return lines
 
 
 def verdict_lines(verdicts: list[Verdict], indent: str = "  ") -> list[str]:

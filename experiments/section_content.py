@@ -15,12 +15,12 @@ formatted into an f-string, so its marks are never flattened into plain text by 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from experiments import ledger
 from experiments.claims import CLAIMS
 from experiments.publications import DASH, MINUS, TIMES, plain_number, published_text
 from experiments.registration import unregistered
@@ -90,7 +90,7 @@ def claims_document() -> dict[str, Any]:
 
 
 LEDGER_UNITS = "units"           # a results folder measured under the ledger holds its units here
-FRESH, EXPLORATORY_RUN, STALE, UNKNOWN = "fresh", "exploratory", "stale", "unknown"
+FRESH, EXPLORATORY_RUN, STALE = "fresh", "exploratory", "stale"
 
 
 @dataclass(frozen=True)
@@ -116,10 +116,6 @@ def standing_of(directory: Path, doc: dict[str, Any]) -> Standing:
     if not (directory / LEDGER_UNITS).is_dir():
         return Standing(STALE, f"measured before the ledger (commit {(legacy or ('?',))[0][:10]}"
                                + (", uncommitted changes" if git.get("dirty") else "") + ")", legacy)
-    try:
-        ledger = importlib.import_module("experiments.ledger")
-    except ImportError:
-        return Standing(UNKNOWN, "the ledger (experiments/ledger.py) is not in this tree", legacy)
     status = ledger.run_status(directory)
     if status.verdicts_allowed:
         return Standing(FRESH, "", tuple(status.commits))

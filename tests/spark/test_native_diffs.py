@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from experiments.diff import compare_backends
+from experiments.judging import fired_lines
 from reference.protocol.backend import RunOptions
 from reference.language.scenario import load_scenario
 from tests.soak import soak_or_short
@@ -42,5 +43,8 @@ def test_reference_and_spark_native_agree_under_a_fault_fired_inside_spark(name)
     assert native is not None
     [fired] = native.outcome.details["native"]["faults_fired"]
     assert (fired["when"], fired["op"], fired["path"]) == FIRES[name]
+    when, op, path = FIRES[name]
+    [line] = fired_lines(scenario, native.outcome)          # what `diff` prints under its table
+    assert line.startswith("faults[0] (") and f"fired {when} the {op} of {path}" in line, line
     if scenario.faults[0].kind == "driver_crash":
         assert [d["exit_status"] for d in native.outcome.details["native"]["jvm_deaths"]] == [86]
