@@ -16,15 +16,20 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import simpy
 
+from reference.protocol.environment import Parts, Records
 from reference.protocol.outcome import ProgressEvent
+from reference.protocol.progress import UntimedProgress
 from reference.protocol.query import route
+from reference.protocol.records import BatchBook, QueryFacts, TaskTable
 from reference.protocol.seams import StepNode
 from reference.protocol.state_store import plan_load
+from reference.protocol.task_effects import InProcessTaskEffects
 
-from .cost_model import store_commits_ms
+from .cost_model import Profile, store_commits_ms
 from .latency import RecordLatency
-from .timed_incarnation import TimedIncarnation
+from .timed_incarnation import SimClock, StepTimes, TimedIncarnation, TimedProgress
 
 MISS_STREAM = 7   # the seed component of a task's state-cache draw (``state_cache_miss_probability``)
 
@@ -37,6 +42,13 @@ class DataIncarnation(TimedIncarnation):
         # (store, partition) -> the keys changed since its last snapshot (what a RocksDB snapshot uploads)
         self.changed_since_snapshot: dict[tuple[str, int], set[str]] = {}
         super().__init__(*args, **kwargs)
+
+    def sim_parts(self, records: Records) -> Parts:
+        """SimPy's clock cutting as the reference does, the reference's task effects, timed progress."""
+        r = records
+        self.in_process = InProcessTaskEffects(r.facts, r.book, r.table, r.watermarks, r.store_class)
+        return Parts(SimClock(r.facts, r.book, self.clock), self.in_process,
+                     DataProgress(r.facts, r.book, r.table, self.times, self.profile, self.clock, self.latency_book))
 
     # ----------------------------------------------------------- batches
     def has_batch(self, b: int) -> bool:
@@ -102,7 +114,7 @@ class DataIncarnation(TimedIncarnation):
             float(np.random.default_rng([self.sc.seed, self.number, b, p, MISS_STREAM]).random()))
         for sid in self.store_ids:
             uid = self.lineage.get((sid, p, b))
-            if b == 0 or (self.cached_store(b, p, sid) is not None and not missed):
+            if b == 0 or (self.in_process.cached_store(b, p, sid) is not None and not missed):
                 total += prof.state_load_cached_ms
                 continue
             try:
@@ -129,13 +141,21 @@ class DataIncarnation(TimedIncarnation):
                     self.service.state_writes_ms([keys * self.profile.bytes_per_state_key], False)
         return total
 
-    # ------------------------------------------------------- observations
+
+class DataProgress(TimedProgress):
+    """Data mode's progress: the reference's event with the simulated durations; a batch's records' latencies
+    end when its output becomes visible (if this is their first delivery)."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, table: TaskTable, times: StepTimes, profile: Profile,
+                 env: simpy.Environment, latency_book: RecordLatency):
+        super().__init__(facts, times, profile, env)
+        self.untimed = UntimedProgress(facts, book, table)
+        self.data, self.plans, self.latency_book = facts.data, book.plans, latency_book
+
+    def event(self, b: int) -> ProgressEvent:
+        return self.untimed.progress_event(b)
+
     def output_visible(self, b: int) -> None:
-        """The batch's output becomes visible: its records' latencies may end here (if this is their first)."""
         plan = self.plans[b]
         self.latency_book.delivered(((r.source_partition, r.offset, r.arrival_ms)
-                                     for r in self.data.slice(*plan.bounds)), self.clock.now)
-
-    def progress_event(self, b: int) -> ProgressEvent:
-        return self.timed_progress(b, super().progress_event(b))
-
+                                     for r in self.data.slice(*plan.bounds)), self.env.now)

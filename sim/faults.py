@@ -49,6 +49,8 @@ import simpy
 
 from reference.protocol.failures import DriverCrash, QueryFailure
 from reference.protocol.observer import Observer
+from reference.protocol.records import BatchBook
+from reference.protocol.storage import Storage
 from reference.protocol.run import InPlaceFaultEffects
 from reference.language.scenario import Fault
 from reference.language.steps import NodeId
@@ -85,20 +87,27 @@ class FaultedQuery(Protocol):
     clock_faults_left: int
 
 
+class LosesExecutors(Protocol):
+    """The protocol's executor loss (``task_retry.TaskRetries``, on the incarnation)."""
+
+    def lose_executor(self, p: int, failing: tuple[int, int] | None = None) -> None: ...
+
+
 class ClusterSubstrate:
     """What a fault at a step does to one incarnation of the simulated cluster (a ``FaultSubstrate``).
 
-    ``extra_ms`` collects the simulated time the faults of the current step add.
+    ``extra_ms`` collects the simulated time the faults of the current step add. It holds the parts it uses:
+    the in-place task faults, the protocol's executor loss, the batch book (a skewed clock) and two costs.
     """
 
-    def __init__(self, inc: TimedIncarnation):
-        self.inc = inc
-        self.storage = inc.storage
-        self.extra_ms = 0.0
+    def __init__(self, in_place: InPlaceFaultEffects, executors: LosesExecutors, book: BatchBook, storage: Storage,
+                 replacement_ms: float, retry_ms: float):
         # LOCAL WORKAROUND (reported): a task retry redone in place and the zombie writes kept until their
         # landing step are written once, in the reference's sequential scheduler; the simulator uses them
         # from there (adding only their cost in time) until the reference offers them on their own.
-        self.in_place = InPlaceFaultEffects(inc)
+        self.in_place, self.executors, self.book, self.storage = in_place, executors, book, storage
+        self.replacement_ms, self.retry_ms = replacement_ms, retry_ms   # an executor's replacement, a retry
+        self.extra_ms = 0.0
 
     def crash_driver(self, reason: str) -> NoReturn:
         raise DriverCrash(reason)
@@ -110,11 +119,11 @@ class ClusterSubstrate:
         self.extra_ms += ms
 
     def skew_clock(self, ms: int) -> None:
-        self.inc.clock_skew_ms += ms
+        self.book.clock_skew_ms += ms
 
     def lose_executor(self, node: NodeId) -> None:
-        self.inc.lose_executor(node.partition, (node.batch, node.partition))
-        self.extra_ms += self.inc.profile.executor_replacement_ms   # the retry waits for a new executor
+        self.executors.lose_executor(node.partition, (node.batch, node.partition))
+        self.extra_ms += self.replacement_ms   # the retry waits for a new executor
 
     def plant_zombie(self, node: NodeId) -> None:
         """The failed attempt's write of this step lands later, right after ``commit_log_write`` of its batch."""
@@ -123,7 +132,7 @@ class ClusterSubstrate:
     def fail_task(self, node: NodeId, when: str, reason: str) -> None:
         """The attempt fails; the retry redoes its steps up to where this one stood, after a rescheduling delay."""
         self.in_place.fail_task(node, when, reason)
-        self.extra_ms += self.inc.retry_cost_ms()
+        self.extra_ms += self.retry_ms
 
     @property
     def zombies(self) -> bool:

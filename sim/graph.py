@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from typing import Callable, Hashable
 
 from reference.protocol.graph import BatchShape, Node
-from reference.protocol.incarnation import Incarnation
 from reference.language.steps import STEP_ORDER, TASK_STEPS, NodeId
 
 # What happens to a node once its dependencies are met.
@@ -173,11 +172,14 @@ class BatchGraph:
 
 
 class Graph:
-    """The live part of one incarnation's step graph: batches instantiated from templates, counters, dependents."""
+    """The live part of one incarnation's step graph: batches instantiated from templates, counters, dependents.
 
-    def __init__(self, inc: Incarnation):
-        self.inc = inc
-        self.shape: BatchShape = inc.shape
+    It holds what it uses of the incarnation: the shape of its batches and its node table (``nodes``, which
+    ``materialize`` fills for the reference's task retry)."""
+
+    def __init__(self, shape: BatchShape, nodes: dict[NodeId, Node]):
+        self.shape = shape
+        self.node_table = nodes
         self.templates: dict[Hashable, Template] = {}
         self.batches: dict[int, BatchGraph] = {}
         self.fusion = False
@@ -269,7 +271,7 @@ class Graph:
         graph = self.batches.pop(b)
         if graph.materialized:
             for node in graph.nodes:
-                self.inc.nodes.pop(node.node_id, None)
+                self.node_table.pop(node.node_id, None)
 
     def materialize(self, b: int) -> None:
         """Put batch ``b``'s nodes in the incarnation's node table, which the reference's task retry reads
@@ -280,4 +282,4 @@ class Graph:
         graph.materialized = True
         for node in graph.nodes:
             deps = tuple(d.node_id for d in self.dependencies(node))
-            self.inc.nodes[node.node_id] = Node(node.node_id, deps, node.background)
+            self.node_table[node.node_id] = Node(node.node_id, deps, node.background)

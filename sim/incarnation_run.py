@@ -35,6 +35,7 @@ from typing import Callable, Sequence, cast
 import simpy
 
 from reference.protocol.faults import FaultBook, apply_fault
+from reference.protocol.run import InPlaceFaultEffects
 from reference.protocol.storage import CheckpointFormatError
 from reference.protocol.supervisor import RESTARTABLE
 
@@ -60,6 +61,7 @@ class IncarnationRun:
     the template of its shape. A node whose dependencies are met goes to its
     component; a task's foreground steps go, as one task, to the executor of
     its partition once its gate (the dependencies of its first steps) is met.
+    It runs the incarnation, so it holds it; its graph and fault substrate hold only their parts.
     """
 
     def __init__(self, env: simpy.Environment, inc: TimedIncarnation, faults: FaultBook, trace: Trace,
@@ -75,12 +77,14 @@ class IncarnationRun:
         self.fusion = inc.fuse_task_steps and not check_invariants and not trace.enabled
         self.faults = faults
         self.clock_faults_pending = clock_faults_pending or (lambda: False)
-        self.graph = StageGraph(inc, self) if self.fusion and inc.run_stages else Graph(inc)
+        self.graph = StageGraph(inc.shape, inc.nodes, inc.cfg.pipelining, inc.service, self) \
+            if self.fusion and inc.run_stages else Graph(inc.shape, inc.nodes)
         self.stages = StageRun(self)
         self.outstanding = 0
         self.driver = Driver(self)
         self.executors = [Executor(env, i, inc.profile.cores_per_executor, self) for i in range(inc.executors())]
-        self.substrate = ClusterSubstrate(inc)
+        self.substrate = ClusterSubstrate(InPlaceFaultEffects.of(inc), inc, inc.book, inc.storage,
+                                          inc.profile.executor_replacement_ms, inc.retry_cost_ms())
         if self.fusion:
             self.graph.mark_fusable()
 

@@ -49,8 +49,12 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Protocol, Sequence, c
 
 import simpy
 
+from reference.language.steps import NodeId
+from reference.protocol.graph import BatchShape, Node
+
 from .cost_model import Profile
 from .executor import Executor
+from .storage_service import StorageService
 from .graph import EXECUTOR_BG, GATE, TASK_OWNED, BatchGraph, Graph, SimNode, Template, TemplateNode
 from .timed_incarnation import COMMIT_STEPS, TimedIncarnation
 from .trace import Trace
@@ -149,10 +153,11 @@ def _runs(steps: Sequence[TemplateNode]) -> tuple[tuple[str, ...], ...]:
 class StageGraph(Graph):
     """A volume incarnation's graph whose batches run as stages where that gives the same run (module docs)."""
 
-    def __init__(self, inc: "TimedIncarnation", run: StageHost):
-        super().__init__(inc)
-        self.run = run
-        self.stages_allowed = not inc.cfg.pipelining
+    def __init__(self, shape: BatchShape, nodes: dict[NodeId, Node], pipelining: bool, service: StorageService,
+                 run: StageHost):
+        super().__init__(shape, nodes)
+        self.run, self.service = run, service
+        self.stages_allowed = not pipelining
         self.stage_templates: dict[Hashable, tuple[Template, StageTemplate | None]] = {}
         self.stages: dict[int, StageTemplate] = {}   # live stage batches: the template each was made from
         self._adding: tuple[int, Template] | None = None
@@ -174,7 +179,7 @@ class StageGraph(Graph):
     def _spikes_over(self) -> bool:
         """Whether every latency spike has ended: a step that starts later waits for none (``spike_wait_ms``)."""
         now = self.run.env.now
-        return all(end <= now for _start, end in self.run.inc.service.spikes)
+        return all(end <= now for _start, end in self.service.spikes)
 
     def add_batch(self, b: int, ready: Callable[[SimNode], None]) -> BatchGraph:
         template = self.template(b)
@@ -237,14 +242,14 @@ class StageRun:
             started = [(p, k) for p, k in started if k in charging[p]]
         else:
             last, started, chain = found
-        commit = inc.commit_ms.get(b)
+        commit = inc.times.commit_ms.get(b)
         commits = dict(template.commits)
         for p, k in started:   # commitTimeMs: the tasks' commit costs summed in the order the tasks charge them
             costs_of_run = run_costs[p][k]
             for i in commits[p][k]:
                 commit = (0.0 if commit is None else commit) + costs_of_run[i]
         if commit is not None:
-            inc.commit_ms[b] = commit
+            inc.times.commit_ms[b] = commit
         # the stage lands when its last task's timeout fires: reached along the same chain of timeouts (the launch
         # delay, then each run that led to it), as an absolute time may lie between two sums SimPy can form
         follow(run, [run.launch_delay_ms, *chain], last, lambda: self.land(node, template))

@@ -1,38 +1,45 @@
 """The reference's incarnation with time: a simulated clock, step costs and timed progress (spec sections 2, 4).
 
-``TimedIncarnation`` is the simulator's side of the seams (``reference.protocol.seams``):
+The simulator gives the reference's protocol its environment
+(``reference.protocol.environment``); ``TimedIncarnation`` builds it and adds
+what the simulator's scheduler asks, overriding nothing of the protocol:
 
-- ``Clock``: logical time is SimPy's clock (``logical_time_ms``); the trigger's
-  rule (``reference.protocol.trigger``) says when a batch may plan (``trigger_ms``);
+- ``StepGraph``: ``BatchByBatchGraph``, no graph up front;
+  ``incarnation_run.IncarnationRun`` instantiates it batch by batch
+  (``graph.py``) and dispatches a node to its step (``run_node``);
+- ``Clock``: ``SimClock``, logical time is SimPy's clock; the trigger's rule
+  (``reference.protocol.trigger``) says when a batch may plan (``trigger_ms``);
+- ``ProgressReporter``: ``TimedProgress``, Spark's ``durationMs`` from the
+  simulated step times (``StepTimes``, which the costs write);
+- ``TaskEffects``: the mode's (``sim_parts``).
 - ``StepCosts``: what each driver step costs (``cost_ms``; a purge round is
-  decided when it is charged, ``purge_round_of``) and what a retry costs;
-- ``ProgressReporter``: Spark's ``durationMs`` from the simulated step times
-  (``timed_progress``);
-- ``StepGraph``: no graph up front; ``incarnation_run.IncarnationRun``
-  instantiates it batch by batch (``graph.py``) and dispatches a node to its
-  step (``run_node``).
+  decided when it is charged, into ``BatchBook.decided_purges``) and what a
+  retry costs; these are still methods of this class.
 
 A mode says the rest (its interface, below): when a batch may plan and whether
 there is a next one (``plan_ready_ms``, ``has_batch``, ``begin_step``), and
 what a task step costs (``task_cost_ms``). Data mode (``data_mode.py``) runs
 the reference's task effects on real records; volume mode (``volume.py``)
-replaces them with counts. The protocol (the graph, the driver steps' effects,
-the fault handling) is the reference's.
+gives its own part that counts. The protocol (the graph, the driver steps'
+effects, the fault handling) is the reference's.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
 
 import simpy
 
 from reference.protocol import layout
-from reference.protocol.graph import Node
+from reference.protocol.clock import LogicalClock
+from reference.protocol.environment import Environment, Parts, Records
+from reference.protocol.graph import BatchShape, Node
 from reference.protocol.incarnation import Incarnation
 from reference.protocol.logs import PurgeRound
 from reference.protocol.outcome import ProgressEvent
-from reference.protocol.seams import StepCosts, StepNode
+from reference.protocol.records import BatchBook, BatchPlan, QueryFacts
+from reference.protocol.seams import StepNode
 from reference.language.steps import NodeId
 from reference.protocol.trigger import next_batch_time_ms, trigger_plan_ms
 
@@ -42,13 +49,31 @@ from .mode_costs import MicroBatchCosts
 from .random_draws import Draws
 from .storage_service import StorageService
 
-# What a mode of the simulator implements, beside the reference's seams (``reference.protocol.seams``) it overrides.
-MODE_INTERFACE = ("has_batch", "plan_ready_ms", "begin_step", "task_cost_ms", "fuse_task_steps", "run_stages")
+# What a mode of the simulator implements, beside the parts it builds (``sim_parts``).
+MODE_INTERFACE = ("sim_parts", "has_batch", "plan_ready_ms", "begin_step", "task_cost_ms", "fuse_task_steps",
+                  "run_stages")
 COMMIT_STEPS = frozenset(("changelog_write", "state_commit"))   # a task's part of Spark's commitTimeMs
 SMALL_FILE_BYTES = 256         # a log entry or manifest
 
 
-class TimedIncarnation(Incarnation, StepCosts):
+class BatchByBatchGraph:
+    """The simulator's step-graph policy: no graph up front; ``incarnation_run.IncarnationRun`` instantiates
+    batches one at a time (``graph.Graph``) and the node table holds only the batches a fault needs
+    (``Graph.materialize``). A partition's stores commit inside one node, charged the slower store's time."""
+
+    store_commit_nodes = False
+
+    def build_graph(self, shape: BatchShape, plans: Mapping[int, BatchPlan]) -> dict[NodeId, Node]:
+        return {}
+
+    def nodes_added(self, nodes: list[Node]) -> None:
+        """The simulator's scheduler makes its batches from the shape: nothing to hear."""
+
+    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[], None]) -> None:
+        apply()
+
+
+class TimedIncarnation(Incarnation):
     """A reference incarnation whose graph is built batch by batch and whose steps take time.
 
     Its modes (``DataIncarnation``, ``VolumeIncarnation``) implement the mode
@@ -64,30 +89,21 @@ class TimedIncarnation(Incarnation, StepCosts):
     fuse_task_steps = False
     # Whether a batch's tasks may run as one stage where nothing can tell (``stage.py``; volume mode only)
     run_stages = False
-    # parallel store commit: a partition's stores commit inside one node, charged the slower store's time
-    store_commit_nodes = False
-
     def __init__(self, *args: Any, clock: simpy.Environment, profile: Profile, storage_service: StorageService,
                  rng: Draws, mode_costs: MicroBatchCosts, **kwargs: Any):
         self.clock, self.profile, self.service, self.rng = clock, profile, storage_service, rng
         self.mode_costs = mode_costs   # what the execution mode's steps cost (``mode_costs.py``)
-        self.timing: dict[tuple[str, int], tuple[float, float]] = {}   # (step, batch) -> (start, end)
-        self.purge_rounds: dict[int, PurgeRound | None] = {}   # batch -> the round its purge decided at start
-        self.commit_ms: dict[int, float] = {}   # batch -> its tasks' state commit costs, summed (commitTimeMs)
+        self.times = StepTimes()
+        self.timing = self.times.timing
         self.last_plan_start_ms: float | None = None
         self._step_methods: dict[str, Callable[..., None]] = {}
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, environment=Environment(BatchByBatchGraph(), self.sim_parts), **kwargs)
         # a scenario that names its executors (``executors``, ``events``) gets one simulated executor per
         # id it ever names, and tasks run where the placement puts them; otherwise ``profile.executors``
         ids = sorted({*self.sc.executors, *(e.executor for e in self.sc.events)}) if self.placement.named else []
         self.executor_index = {e: i for i, e in enumerate(ids)}
 
     # ------------------------------------------------------------- graph
-    def build_graph(self) -> dict[NodeId, Node]:
-        """Empty: the simulator instantiates batches one at a time (``graph.Graph``); the node table holds
-        only the batches a fault needs (``Graph.materialize``)."""
-        return {}
-
     def run_node(self, node: SimNode) -> None:
         """Apply the effect of ``node``: ``Incarnation.run_step``'s dispatch to ``step_<name>``, with the
         method looked up once per step name (volume mode runs millions of steps)."""
@@ -99,10 +115,11 @@ class TimedIncarnation(Incarnation, StepCosts):
         else:
             method(node.batch)
 
-    # -------------------------------------------------------------- time
-    def logical_time_ms(self, batch: int) -> int:
-        return int(self.clock.now) + self.clock_skew_ms
+    def sim_parts(self, records: Records) -> Parts:
+        """The mode's clock, task effects and progress reporter, each handed the records it reads."""
+        raise NotImplementedError
 
+    # -------------------------------------------------------------- time
     def executors(self) -> int:
         """How many executors the simulated cluster has."""
         return len(self.executor_index) or self.profile.executors
@@ -147,7 +164,7 @@ class TimedIncarnation(Incarnation, StepCosts):
         if node.partition >= 0:
             cost = self.task_cost_ms(node)
             if step in COMMIT_STEPS and not node.background:
-                self.commit_ms[b] = self.commit_ms.get(b, 0.0) + cost
+                self.times.commit_ms[b] = self.times.commit_ms.get(b, 0.0) + cost
             return cost
         if step == "plan":
             return 0.0 if self.mode_costs.plan_is_free(b, self.restart.first_batch) else \
@@ -166,10 +183,6 @@ class TimedIncarnation(Incarnation, StepCosts):
         assert step == "source_commit", f"no cost for driver step {step}"
         return prof.source_commit_ms
 
-    def purge_round_of(self, b: int) -> PurgeRound | None:
-        """The round decided when purge ``b`` started (``purge_cost_ms``); its effect lands at its end."""
-        return self.purge_rounds.pop(b) if b in self.purge_rounds else self.next_purge_round(b)
-
     def purge_cost_ms(self, b: int) -> float:
         """One purge round, as Spark's ``HDFSMetadataLog.purge`` does it on each of the two logs.
 
@@ -186,7 +199,7 @@ class TimedIncarnation(Incarnation, StepCosts):
         moves only when a durable offset entry lands, once per ``checkpoint_interval_ms``: the rounds
         in between cost nothing.
         """
-        rnd = self.purge_rounds[b] = self.next_purge_round(b)   # what the step's effect will run
+        rnd = self.book.decided_purges[b] = self.next_purge_round(b)   # what the step's effect will run
         if rnd is None:
             return 0.0
         svc = self.service
@@ -234,25 +247,73 @@ class TimedIncarnation(Incarnation, StepCosts):
         p = self.profile
         return p.scheduling_delay_ms + p.network_rtt_ms + p.per_task_overhead_ms
 
-    # ---------------------------------------------------------- progress
+
+def _span(pair: tuple[float, float] | None) -> float:
+    return pair[1] - pair[0] if pair else 0.0
+
+
+def _ms(value: float) -> float:
+    return round(float(value), 3)
+
+
+@dataclass
+class StepTimes:
+    """When each driver step of a simulated incarnation started and ended, and what its tasks' commits cost:
+    what the simulator's costs write and its progress reporter reads."""
+
+    timing: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)   # (step, batch) -> span
+    commit_ms: dict[int, float] = field(default_factory=dict)   # batch -> its tasks' state commit costs, summed
+
+
+class SimClock(LogicalClock):
+    """The simulator's clock (the ``Clock`` seam): logical time is SimPy's; batches are cut as the reference's
+    (data mode) or when their ``plan`` starts (volume mode, ``volume.VolumeClock``)."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, env: simpy.Environment):
+        super().__init__(facts, book)
+        self.env = env
+
+    def logical_time_ms(self, batch: int) -> int:
+        return int(self.env.now) + self.book.clock_skew_ms
+
+
+class TimedProgress:
+    """The simulator's progress (the ``ProgressReporter`` seam): Spark's ``durationMs`` from the simulated step
+    times. A mode makes the batch's event (``event``) and ends its records' latencies (``output_visible``)."""
+
+    def __init__(self, facts: QueryFacts, times: StepTimes, profile: Profile, env: simpy.Environment):
+        self.cfg, self.times, self.profile, self.env = facts.cfg, times, profile, env
+
+    def event(self, b: int) -> ProgressEvent:
+        raise NotImplementedError
+
+    def progress_event(self, b: int) -> ProgressEvent:
+        return self.timed_progress(b, self.event(b))
+
+    def output_visible(self, b: int) -> None:
+        raise NotImplementedError
+
+    def progress_reported(self, b: int) -> None:
+        """Nobody listens to the simulator's progress."""
+
     def durations_ms(self, b: int) -> dict[str, float]:
         """StreamingQueryProgress.durationMs of batch ``b`` from the simulated step times."""
-        now = self.clock.now
-        plan_start, plan_end = self.timing.get(("plan", b), (now, now))
+        now = self.env.now
+        plan_start, plan_end = self.times.timing.get(("plan", b), (now, now))
         p = self.profile
         planning_share = p.planning_ms / (p.planning_ms + p.latest_offset_ms) if p.planning_ms else 0.0
         async_progress = self.cfg.progress_mode == "async"
         # Spark times an inline purge inside walCommit (MicroBatchExecution.constructNextBatch runs it in the
         # ``reportTimeTaken("walCommit")`` block); an async purge is only submitted there. ``purge`` is our
         # own key: the inline purge's part of walCommit, so a breakdown can tell the two apart.
-        purge = _span(self.timing.get(("purge", b))) if self.cfg.log_purge_mode == "inline" else 0.0
-        wal = (0.0 if async_progress else _span(self.timing.get(("offset_log_write", b)))) + purge
-        commit = 0.0 if async_progress else _span(self.timing.get(("commit_log_write", b)))
-        work_start = max(plan_end, self.timing.get(("offset_log_write", b), (0, plan_end))[1]) \
+        purge = _span(self.times.timing.get(("purge", b))) if self.cfg.log_purge_mode == "inline" else 0.0
+        wal = (0.0 if async_progress else _span(self.times.timing.get(("offset_log_write", b)))) + purge
+        commit = 0.0 if async_progress else _span(self.times.timing.get(("commit_log_write", b)))
+        work_start = max(plan_end, self.times.timing.get(("offset_log_write", b), (0, plan_end))[1]) \
             if not async_progress else plan_end
         if purge:
-            work_start = max(work_start, self.timing[("purge", b)][1])
-        sink_end = self.timing.get(("sink_commit", b), (now, now))[1]
+            work_start = max(work_start, self.times.timing[("purge", b)][1])
+        sink_end = self.times.timing.get(("sink_commit", b), (now, now))[1]
         # under async progress the batch ends once its output is committed: Spark's trigger handler only
         # queues the commit log write (and commits the source from its callback), and so does the graph
         end = sink_end if async_progress else now
@@ -266,22 +327,14 @@ class TimedIncarnation(Incarnation, StepCosts):
         durations = self.durations_ms(b)
         rows = event.num_input_rows
         trigger_s = durations["triggerExecution"] / 1000.0
-        plan_start = self.timing.get(("plan", b), (self.clock.now, 0))[0]
-        previous = self.timing.get(("plan", b - 1))
+        plan_start = self.times.timing.get(("plan", b), (self.env.now, 0))[0]
+        previous = self.times.timing.get(("plan", b - 1))
         since_s = (plan_start - previous[0]) / 1000.0 if previous else 0.0
         # commitTimeMs: the tasks' commit costs summed, as Spark sums its tasks' metrics (StateStoreWriter);
         # one task step commits all of a partition's stores, so a join's stores share it equally
-        share = self.commit_ms.get(b, 0.0) / max(len(event.state_operators), 1)
+        share = self.times.commit_ms.get(b, 0.0) / max(len(event.state_operators), 1)
         operators = tuple(replace(op, commit_time_ms=round(share, 3)) for op in event.state_operators)
         return replace(event, duration_ms=durations, state_operators=operators,
                        processed_rows_per_second=round(rows / trigger_s, 3) if trigger_s > 0 else 0.0,
                        input_rows_per_second=round(rows / since_s, 3) if since_s > 0 else 0.0,
                        timestamp_ms=_ms(plan_start))
-
-
-def _span(pair: tuple[float, float] | None) -> float:
-    return pair[1] - pair[0] if pair else 0.0
-
-
-def _ms(value: float) -> float:
-    return round(float(value), 3)

@@ -33,19 +33,24 @@ from functools import partial
 from typing import Any, cast
 
 import numpy as np
+import simpy
 
-from reference.protocol.incarnation_state import BatchPlan, TaskState
+from reference.protocol.environment import Parts, Records
+from reference.protocol.faults import SealedVersion
+from reference.protocol.records import BatchBook, BatchPlan, QueryFacts, TaskState, TaskTable, Watermarks
 from reference.protocol.outcome import ProgressEvent, StateOperatorProgress
 from reference.protocol.query import watermarks_of
 from reference.protocol.recovery import RestartPlan
 from reference.protocol.seams import StepNode
 from reference.protocol.sources import SourceData
+from reference.protocol.task_effects import attempt_uid
 
-from .cost_model import store_commits_ms
+from .cost_model import Profile, store_commits_ms
 from .graph import SimNode
 from .latency import RangeLatency
 from .stage_jitter import stage_jitters
-from .timed_incarnation import TimedIncarnation
+from .storage_service import StorageService
+from .timed_incarnation import SimClock, StepTimes, TimedIncarnation, TimedProgress
 from .volume_state import OperatorModel, StoreCounts, VolumeSource, Window, distinct_keys
 
 __all__ = ["VolumeIncarnation", "VolumeSource", "distinct_keys"]
@@ -101,91 +106,56 @@ class TaskStep:
     background: bool = False
 
 
-class VolumeIncarnation(TimedIncarnation):
-    """One incarnation in volume mode."""
+def place_batch(plans: dict[int, BatchPlan], restart: RestartPlan, b: int, start: tuple[int, ...]) -> None:
+    """Batch ``b``'s plan before its ``plan`` step cuts it: a re-run's logged offsets, else empty for now."""
+    if b in restart.fixed_offsets:
+        s, e = restart.fixed_offsets[b]
+        plans[b] = BatchPlan(b, tuple(s), tuple(e), rerun=True)
+    else:
+        plans[b] = BatchPlan(b, start, start)
 
-    # Task step costs come from the batch's counts and draws (fixed when its tasks start) and task step
-    # effects are the task's own bookkeeping, so a task may run the steps nothing else waits for under
-    # one timeout: the run is the same as step by step, to the byte.
-    fuse_task_steps = True
-    # ... and for the same reasons a batch's tasks may run as one stage where nothing can tell (``stage.py``)
-    run_stages = True
 
-    def __init__(self, scenario: Any, source: VolumeSource, *args: Any, latency_book: RangeLatency,
-                 **kwargs: Any):
-        self.source = source
-        self.latency_book = latency_book
+class VolumeClock(SimClock):
+    """Volume mode's clock: a batch ends where the clock says, when its ``plan`` starts
+    (``VolumeIncarnation.begin_step``); only the first batch is placed when the incarnation starts."""
+
+    def plan_batches(self, restart: RestartPlan) -> None:
+        place_batch(self.book.plans, restart, restart.first_batch, tuple(restart.start_offsets))
+
+
+class VolumeCounts:
+    """The counts of each batch of one incarnation, computed once, when its tasks first need them (batches in
+    order: models that carry state, dedup, see them in order), with its tasks' random draws."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, watermarks: Watermarks, source: VolumeSource,
+                 profile: Profile, service: StorageService):
+        self.facts, self.book, self.watermarks, self.source = facts, book, watermarks, source
+        self.profile, self.service = profile, service
+        self.parts, self.store_ids = facts.parts, facts.store_ids
         self.volumes: dict[int, BatchVolume] = {}
         self._changed_since: dict[int, float] = {}
-        # The reference's steps that read records (plan_batches, task_apply, progress_event) are all
-        # overridden below, so the reference never reads ``data`` as a ``SourceData``.
-        super().__init__(scenario, cast(SourceData, source), *args, **kwargs)
         keys = max(1.0, source.keys / self.parts)
-        self.models = [OperatorModel(op, keys) for op in self.ops]
+        self.models = [OperatorModel(op, keys) for op in facts.ops]
         # in a chain, the share of the input that reaches each operator (its event-time counts scale by it)
         # (a restarted query starts from the input before its first batch, as if all of it reached every operator)
-        self._chain_scale = [1.0] * len(self.ops)
-        self._flow = [sum(self.restart.start_offsets) / self.parts] * len(self.ops)
-        self.restart_keys = self._keys_at_restart()
+        self._chain_scale = [1.0] * len(facts.ops)
+        self._flow = [sum(facts.restart.start_offsets) / self.parts] * len(facts.ops)
+        self.restart_keys = 0.0   # ``keys_at_restart``, once the incarnation has its first trackers
 
-    # ------------------------------------------------------------ batches
-    def plan_batches(self, restart: RestartPlan) -> None:
-        """Only the first batch: the clock decides where each batch ends (``begin_step`` of ``plan``)."""
-        self._placeholder(restart.first_batch, tuple(restart.start_offsets))
-
-    def _placeholder(self, b: int, start: tuple[int, ...]) -> None:
-        if b in self.restart.fixed_offsets:
-            s, e = self.restart.fixed_offsets[b]
-            self.plans[b] = BatchPlan(b, tuple(s), tuple(e), rerun=True)
-        else:
-            self.plans[b] = BatchPlan(b, start, start)
-
-    def has_batch(self, b: int) -> bool:
-        previous = self.plans[b - 1]
-        if b in self.plans:
-            return True
-        if list(previous.bounds[1]) == self.source.totals and b > max(self.restart.fixed_offsets, default=-1):
-            return False
-        self._placeholder(b, previous.bounds[1])
-        return True
-
-    def plan_ready_ms(self, b: int) -> float:
-        """Plan at the trigger, once a record not yet taken has arrived (a re-run batch: at once).
-
-        Not ``SourceData.input_ready_ms``: in volume mode a batch's end is not
-        known before it is planned (``plan`` takes whatever has arrived), so the
-        question is when the first record past the previous batch arrives, not
-        when a fixed batch's last one did. A re-run batch's input, logged before
-        the crash, has always arrived already.
-        """
-        plan, now = self.plans[b], self.clock.now
-        if plan.rerun:
-            return now
-        source = self.source
-        waiting = [source.arrival_ms(sp, lo) for sp, lo in enumerate(plan.start) if lo < source.totals[sp]]
-        return self.trigger_ms(min(waiting) if waiting else None)
-
-    def begin_step(self, node: SimNode) -> None:
-        if node.step == "plan":
-            super().begin_step(node)
-            plan = self.plans.get(node.batch)
-            if plan is not None and not plan.rerun:
-                now = self.clock.now
-                plan.end = tuple(max(lo, self.source.arrived(sp, now)) for sp, lo in enumerate(plan.start))
-
-    # -------------------------------------------------------------- counts
     def volume(self, b: int) -> BatchVolume:
         """The counts of batch ``b`` (its plan has started, so its end offsets are fixed)."""
         found = self.volumes.get(b)
         if found is not None:
             return found
-        if b - 1 >= self.restart.first_batch and b - 1 not in self.volumes:
+        first = self.facts.restart.first_batch
+        if b - 1 >= first and b - 1 not in self.volumes:
             self.volume(b - 1)   # models that carry state (dedup) see the batches in order
-        plan = self.plans[b]
+        plan = self.book.plans[b]
         window = Window(self.source, self.parts, *plan.bounds)
         total = sum(e - s for s, e in zip(*plan.bounds))
-        wms = watermarks_of(self.trackers_for(b))
-        previous = watermarks_of(self.trackers[b - 1]) if b - 1 in self.trackers else wms
+        wms = watermarks_of(self.watermarks.trackers_for(b))
+        trackers = self.book.trackers
+        previous = watermarks_of(trackers[b - 1]) if b - 1 in trackers else wms
         n = total / self.parts
         stores: list[StoreCounts] = []
         for i, model in enumerate(self.models):
@@ -196,7 +166,7 @@ class VolumeIncarnation(TimedIncarnation):
             stores.extend(counts)
         # A task's random draws are a function of (seed, incarnation, batch, partition, step) alone, drawn
         # for the whole stage at once: the order in which tasks and steps run cannot change them.
-        draws = np.random.default_rng([self.sc.seed, self.number, b])
+        draws = np.random.default_rng([self.facts.sc.seed, self.facts.number, b])
         straggler = [self.profile.straggler_factor_for(u) for u in draws.random(self.parts).tolist()]
         jitter = {step: self.service.jitter_base(draws) for step in JITTERED_TASK_STEPS}
         # drawn last, and only when a miss can happen, so that the draws above never depend on it
@@ -208,21 +178,44 @@ class VolumeIncarnation(TimedIncarnation):
         self.volumes[b] = found
         return found
 
-    def _keys_at_restart(self) -> float:
+    def keys_at_restart(self) -> float:
         """Keys a partition's stores hold at this incarnation's first version (read and replayed on load)."""
-        first = self.restart.first_batch
+        first = self.facts.restart.first_batch
         if first == 0 or not self.store_ids:
             return 0.0
-        start = tuple(self.restart.start_offsets)
+        start = tuple(self.facts.restart.start_offsets)
         window = Window(self.source, self.parts, start, start)
-        wms = watermarks_of(self.trackers[first])
+        wms = watermarks_of(self.book.trackers[first])
         total = 0.0
         for i, model in enumerate(self.models):
             counts, _n = model.batch(window, self._chain_scale[i], 0.0, wms[i], wms[i])
             total += sum(c.total for c in counts)
         return total
 
-    # ---------------------------------------------------------- watermarks
+    def changed_since_snapshot(self, b: int) -> float:
+        """Keys changed per partition by this incarnation's batches since the snapshot before ``b``'s (the same for
+        every partition, so summed once per batch)."""
+        found = self._changed_since.get(b)
+        if found is None:
+            every = self.facts.shape.maintenance_every()
+            since = range(max(self.facts.restart.first_batch, b - every + 1), b + 1)   # this incarnation's batches
+            found = self._changed_since[b] = sum((self.volumes.get(x) or self.volume(x)).changed for x in since)
+        return found
+
+
+class CountedTaskEffects:
+    """Volume mode's task effects (the ``TaskEffects`` seam): a task's bookkeeping only. Counts stand for its
+    records, and it writes no files: no state files to purge, no manifest to commit."""
+
+    snapshot_format: str | None = None
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, table: TaskTable, source: VolumeSource):
+        self.number, self.parts, self.store_ids, self.ops = facts.number, facts.parts, facts.store_ids, facts.ops
+        self.plans, self.tasks, self.lineage, self.source = book.plans, table.tasks, table.lineage, source
+
+    def uid(self, b: int, p: int) -> str:
+        return attempt_uid(self.number, b, p, self.tasks[(b, p)].attempt)
+
     def event_time_maxima(self, b: int) -> list[list[dict[str, int]]]:
         """Batch ``b``'s largest event time per side, for every operator (one entry: the whole batch)."""
         plan = self.plans[b]
@@ -234,7 +227,6 @@ class VolumeIncarnation(TimedIncarnation):
                 maxima[side] = int(span[1])
         return [[maxima] * len(self.ops)]
 
-    # ---------------------------------------------------------------- steps
     def purge_state_files(self, b: int) -> None:
         """Nothing: volume mode keeps no state files (``purge`` deletes the logs only)."""
 
@@ -270,26 +262,119 @@ class VolumeIncarnation(TimedIncarnation):
     def step_sink_write(self, b: int, p: int) -> None:
         pass
 
+    def zombie_material(self, b: int, p: int) -> tuple[list[SealedVersion], list[list[Any]]]:
+        """A failed attempt leaves no sealed version and no rows: its zombie writes carry nothing."""
+        return [], []
+
     def commit_output(self, b: int) -> None:
         """Nothing: the tasks wrote no files for a manifest to name."""
-
-    def output_visible(self, b: int) -> None:
-        """The batch's output becomes visible: the offsets not visible before end their latency here."""
-        plan, now = self.plans[b], self.clock.now
-        for sp, (lo, hi) in enumerate(zip(*plan.bounds)):
-            if hi > lo:
-                self.latency_book.delivered(sp, lo, hi, now, partial(self.source.arrival_ms, sp))
 
     def batch_committed(self, b: int) -> None:
         for p in range(self.parts):   # lineage of versions a restart could still name is in the commit log
             for sid in self.store_ids:
                 self.lineage.pop((sid, p, b - 2), None)
 
+
+class VolumeProgress(TimedProgress):
+    """Volume mode's progress: the batch's counts with the simulated durations; the offsets not visible before
+    end their latency when the batch's output becomes visible."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, times: StepTimes, profile: Profile,
+                 env: simpy.Environment, counts: VolumeCounts, latency_book: RangeLatency):
+        super().__init__(facts, times, profile, env)
+        self.plans, self.counts, self.latency_book, self.source = book.plans, counts, latency_book, counts.source
+        self.parts, self.store_ids = facts.parts, facts.store_ids
+
+    def event(self, b: int) -> ProgressEvent:
+        plan = self.plans[b]
+        rows = sum(e - s for s, e in zip(*plan.bounds))
+        counts = self.counts.volume(b)
+        operators = tuple(StateOperatorProgress(sid, int(s.total * self.parts),
+                                                int((s.changed - s.removed) * self.parts),
+                                                int(s.removed * self.parts))
+                          for sid, s in zip(self.store_ids, counts.stores))
+        return ProgressEvent(b, rows, state_operators=operators)
+
+    def output_visible(self, b: int) -> None:
+        plan, now = self.plans[b], self.env.now
+        for sp, (lo, hi) in enumerate(zip(*plan.bounds)):
+            if hi > lo:
+                self.latency_book.delivered(sp, lo, hi, now, partial(self.source.arrival_ms, sp))
+
+
+class VolumeIncarnation(TimedIncarnation):
+    """One incarnation in volume mode: its parts count (``VolumeClock``, ``CountedTaskEffects``,
+    ``VolumeProgress``, over ``VolumeCounts``); the class adds the mode interface and the task steps' costs."""
+
+    # Task step costs come from the batch's counts and draws (fixed when its tasks start) and task step
+    # effects are the task's own bookkeeping, so a task may run the steps nothing else waits for under
+    # one timeout: the run is the same as step by step, to the byte.
+    fuse_task_steps = True
+    # ... and for the same reasons a batch's tasks may run as one stage where nothing can tell (``stage.py``)
+    run_stages = True
+
+    def __init__(self, scenario: Any, source: VolumeSource, *args: Any, latency_book: RangeLatency,
+                 **kwargs: Any):
+        self.source = source
+        self.latency_book = latency_book
+        # The reference's parts that read records are all replaced by volume mode's (``sim_parts``), so the
+        # reference never reads ``data`` as a ``SourceData``.
+        super().__init__(scenario, cast(SourceData, source), *args, **kwargs)
+        self.counts.restart_keys = self.counts.keys_at_restart()
+
+    def sim_parts(self, records: Records) -> Parts:
+        r = records
+        self.counts = VolumeCounts(r.facts, r.book, r.watermarks, self.source, self.profile, self.service)
+        self.counted = CountedTaskEffects(r.facts, r.book, r.table, self.source)
+        return Parts(VolumeClock(r.facts, r.book, self.clock), self.counted,
+                     VolumeProgress(r.facts, r.book, self.times, self.profile, self.clock, self.counts,
+                                    self.latency_book))
+
+    def volume(self, b: int) -> BatchVolume:
+        return self.counts.volume(b)
+
+    def land_stage(self, b: int, steps: tuple[str, ...]) -> None:
+        self.counted.land_stage(b, steps)
+
+    # ------------------------------------------------------------ batches
+    def has_batch(self, b: int) -> bool:
+        previous = self.plans[b - 1]
+        if b in self.plans:
+            return True
+        if list(previous.bounds[1]) == self.source.totals and b > max(self.restart.fixed_offsets, default=-1):
+            return False
+        place_batch(self.plans, self.restart, b, previous.bounds[1])
+        return True
+
+    def plan_ready_ms(self, b: int) -> float:
+        """Plan at the trigger, once a record not yet taken has arrived (a re-run batch: at once).
+
+        Not ``SourceData.input_ready_ms``: in volume mode a batch's end is not
+        known before it is planned (``plan`` takes whatever has arrived), so the
+        question is when the first record past the previous batch arrives, not
+        when a fixed batch's last one did. A re-run batch's input, logged before
+        the crash, has always arrived already.
+        """
+        plan, now = self.plans[b], self.clock.now
+        if plan.rerun:
+            return now
+        source = self.source
+        waiting = [source.arrival_ms(sp, lo) for sp, lo in enumerate(plan.start) if lo < source.totals[sp]]
+        return self.trigger_ms(min(waiting) if waiting else None)
+
+    def begin_step(self, node: SimNode) -> None:
+        if node.step == "plan":
+            super().begin_step(node)
+            plan = self.plans.get(node.batch)
+            if plan is not None and not plan.rerun:
+                now = self.clock.now
+                plan.end = tuple(max(lo, self.source.arrived(sp, now)) for sp, lo in enumerate(plan.start))
+
     # ---------------------------------------------------------------- costs
     def task_cost_ms(self, node: StepNode) -> float:
         step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service
-        counts = self.volumes.get(b) or self.volume(b)
+        counts = self.counts.volumes.get(b) or self.counts.volume(b)
         if step == "task_apply":
             return prof.task_apply_ms(counts.records_of(p), counts.straggler[p])
         parallel = self.cfg.parallel_store_commit
@@ -305,18 +390,8 @@ class VolumeIncarnation(TimedIncarnation):
         if step == "state_load":
             return self._state_load_ms(b, p, counts, jitter)
         assert step == "snapshot_upload", f"no cost for task step {step}"
-        keys = prof.snapshot_upload_keys(self.cfg.provider, int(counts.total), int(self._changed_since_snapshot(b)))
+        keys = prof.snapshot_upload_keys(self.cfg.provider, int(counts.total), int(self.counts.changed_since_snapshot(b)))
         return prof.snapshot_ms(keys) + svc.state_writes_ms([keys * prof.bytes_per_state_key], False, jitter)
-
-    def _changed_since_snapshot(self, b: int) -> float:
-        """Keys changed per partition by this incarnation's batches since the snapshot before ``b``'s (the same for
-        every partition, so summed once per batch)."""
-        found = self._changed_since.get(b)
-        if found is None:
-            every = self.shape.maintenance_every()
-            since = range(max(self.restart.first_batch, b - every + 1), b + 1)   # this incarnation's batches
-            found = self._changed_since[b] = sum((self.volumes.get(x) or self.volume(x)).changed for x in since)
-        return found
 
     def _loading(self, b: int, counts: BatchVolume) -> list[int]:
         """The partitions whose state load in batch ``b`` is not the cached one (``_state_load_ms``)."""
@@ -330,9 +405,9 @@ class VolumeIncarnation(TimedIncarnation):
         """Partition ``p``'s state load in batch ``b``: cached, or read and replayed (a restart, a move, a miss)."""
         prof = self.profile
         if b == self.restart.first_batch and b > 0:
-            keys = self.restart_keys
+            keys = self.counts.restart_keys
         elif ((b, p) in self.shape.moved or counts.missed[p]) and b > 0:   # the state before batch b, loaded
-            keys = (self.volumes.get(b - 1) or counts).total
+            keys = (self.counts.volumes.get(b - 1) or counts).total
         else:
             return prof.state_load_cached_ms * len(self.store_ids)
         return prof.state_open_ms * len(self.store_ids) + \
@@ -345,7 +420,7 @@ class VolumeIncarnation(TimedIncarnation):
         it is a base cost times the partition's jitter, the base is computed once
         (a factor 1.0 leaves it unchanged) and multiplied by the jitter array.
         """
-        counts = self.volumes.get(b) or self.volume(b)
+        counts = self.counts.volumes.get(b) or self.counts.volume(b)
         prof, parts = self.profile, self.parts
         counts.jitter_array(*(step for step in steps if step in ("changelog_write", "sink_write")))
         out: dict[str, list[float]] = {}
@@ -385,13 +460,3 @@ class VolumeIncarnation(TimedIncarnation):
         if self.cfg.parallel_store_commit:
             return np.maximum.reduce(per_store).tolist()
         return sum(per_store[1:], per_store[0]).tolist()
-
-    def progress_event(self, b: int) -> ProgressEvent:
-        plan = self.plans[b]
-        rows = sum(e - s for s, e in zip(*plan.bounds))
-        counts = self.volume(b)
-        operators = tuple(StateOperatorProgress(sid, int(s.total * self.parts),
-                                                int((s.changed - s.removed) * self.parts),
-                                                int(s.removed * self.parts))
-                          for sid, s in zip(self.store_ids, counts.stores))
-        return self.timed_progress(b, ProgressEvent(b, rows, state_operators=operators))

@@ -12,7 +12,7 @@ with ``reference.protocol.trigger``'s rule for when the trigger fires.
 from __future__ import annotations
 
 from .graph import LOGICAL_BATCH_MS
-from .incarnation_state import BatchPlan, IncarnationState
+from .records import BatchBook, BatchPlan, QueryFacts
 from .recovery import RestartPlan
 from ..language.size import MATERIALISED
 
@@ -21,31 +21,36 @@ from ..language.size import MATERIALISED
 MAX_PLANNED_BATCHES = MATERIALISED.batches
 
 
-class LogicalClock(IncarnationState):
-    """The untimed clock of the reference model."""
+class LogicalClock:
+    """The untimed clock of the reference model: it reads the facts and writes the batch book's plans."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook):
+        self.facts, self.book = facts, book
+        self.interval_ms = max(facts.cfg.trigger_interval_ms, LOGICAL_BATCH_MS)
 
     def logical_time_ms(self, batch: int) -> int:
-        return batch * max(self.cfg.trigger_interval_ms, LOGICAL_BATCH_MS) + self.clock_skew_ms
+        return batch * self.interval_ms + self.book.clock_skew_ms
 
     def plan_batches(self, restart: RestartPlan) -> None:
         """Every batch this incarnation will run: the logged ones to re-run, then the cuts another backend
         recorded (``recorded_cuts``, to replay its boundaries), then the untimed clock's own cuts. An
         open-ended incarnation plans the re-runs and one open batch; ``plan`` opens the next."""
+        facts, plans = self.facts, self.book.plans
         start, b = restart.start_offsets, restart.first_batch
-        totals = tuple(self.data.totals)
+        totals = tuple(facts.data.totals)
         while True:
-            if self.open_ended and b not in restart.fixed_offsets:
+            if facts.open_ended and b not in restart.fixed_offsets:
                 if start != totals:
-                    self.plans[b] = BatchPlan(b, tuple(start), None)
+                    plans[b] = BatchPlan(b, tuple(start), None)
                 return
             if b in restart.fixed_offsets:
                 s, e = restart.fixed_offsets[b]
                 plan = BatchPlan(b, tuple(s), tuple(e), rerun=True)
             else:
-                cut = self.recorded_cuts.get(b) or self.untimed_cut(b)
+                cut = facts.recorded_cuts.get(b) or self.untimed_cut(b)
                 end = tuple(max(x, y) for x, y in zip(cut, start))
                 plan = BatchPlan(b, tuple(start), end)
-            self.plans[b] = plan
+            plans[b] = plan
             start = plan.bounds[1]
             b += 1
             if start == totals and b > max(restart.fixed_offsets, default=-1):
@@ -56,7 +61,7 @@ class LogicalClock(IncarnationState):
     def untimed_cut(self, b: int) -> tuple[int, ...]:
         """Where the untimed clock ends batch ``b``: the mode says (the source's planned cut; in real-time mode
         the batch's deadline)."""
-        return self.mode.untimed_cut(b, self.data)
+        return self.facts.mode.untimed_cut(b, self.facts.data)
 
     def cut_now(self, b: int) -> tuple[int, ...]:
         """An open batch's end offsets: what has arrived by the time ``plan`` runs (timed backends only)."""

@@ -15,11 +15,15 @@ with exactly its logged offsets.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from . import layout
 from .failures import QueryFailure
-from .incarnation_state import IncarnationState
+from .graph import Node
+from .incarnation_views import IncarnationViews
 from .logs import CommitEntry, OffsetEntry, PurgeRound, log_batches, purge_round, run_purge_round
-from .outcome import DURATION_KEYS, ProgressEvent, StateOperatorProgress
+from .outcome import ProgressEvent
+from .records import BatchPlan
 from .query import watermarks_of
 
 
@@ -29,8 +33,41 @@ def concurrent_update(path: str, b: int) -> str:
     return f"{path}: Concurrent update to the log. Multiple streaming jobs detected for {b}"
 
 
-class DriverSteps(IncarnationState):
-    """The driver steps' effects, and the untimed progress the reference reports."""
+class DriverSteps(IncarnationViews):
+    """The driver steps' effects. Where they meet a backend they call the seam hooks below, which the
+    incarnation (``incarnation.py``) answers from its parts."""
+
+    # the seam hooks the driver steps call: the incarnation answers them from its parts (``incarnation.py``)
+    await_plan: Callable[[int], None]
+    cut_now: Callable[[int], tuple[int, ...]]
+    logical_time_ms: Callable[[int], int]
+    nodes_added: Callable[[list[Node]], None]
+    commit_output: Callable[[int], None]
+    purge_state_files: Callable[[int], None]
+    batch_committed: Callable[[int], None]
+    progress_event: Callable[[int], ProgressEvent]
+    output_visible: Callable[[int], None]
+    progress_reported: Callable[[int], None]
+    purge_round_of: Callable[[int], "PurgeRound | None"]
+
+    # ------------------------------------------------------------ its logs
+    def known_logs(self) -> dict[str, list[int]]:
+        """The ids of both logs (sorted) as this incarnation knows them (``records.LogIndex``)."""
+        return self.book.logs.known()
+
+    def _logged(self, folder: str, b: int) -> None:
+        self.book.logs.logged(folder, b)
+
+    # ----------------------------------------------------------- the steps
+    def open_batch(self, b: int, start: tuple[int, ...]) -> None:
+        """Add batch ``b``, still open, and its step-graph nodes; ``nodes_added`` tells the scheduler."""
+        self.plans[b] = BatchPlan(b, start, None)
+        added = []
+        for node in self.shape.batch_nodes(b):
+            real = tuple(d for d in node.deps if d in self.nodes)
+            self.nodes[node.id] = Node(node.id, real, node.background)
+            added.append(self.nodes[node.id])
+        self.nodes_added(added)
 
     def step_plan(self, b: int) -> None:
         self.await_plan(b)
@@ -124,11 +161,6 @@ class DriverSteps(IncarnationState):
                                               self.cfg.min_batches_to_retain, b)
         return purge_round(threshold, self.last_purged_batch)
 
-    def purge_round_of(self, b: int) -> PurgeRound | None:
-        """The round purge ``b`` runs, decided when it starts (Spark computes the threshold when it calls
-        ``purge``); an untimed step starts and ends at once."""
-        return self.next_purge_round(b)
-
     def purge_log_entries(self, rnd: PurgeRound | None) -> list[str]:
         """Purge both logs as Spark's ``HDFSMetadataLog.purge`` does (``reference.protocol.logs.PurgeRound``): the
         same entries as ``purge_logs`` deletes, with Spark's storage operations."""
@@ -136,10 +168,7 @@ class DriverSteps(IncarnationState):
             return []
         deleted = run_purge_round(self.storage, rnd, self.known_logs()[layout.COMMITS][-1])
         self.last_purged_batch = rnd.threshold - 1
-        with self._log_lock:
-            assert self._log_index is not None
-            for ids in self._log_index.values():
-                ids.difference_update([x for x in ids if x < rnd.threshold])
+        self.book.logs.forget_below(rnd.threshold)
         return deleted
 
     def _committed_batches(self) -> list[int]:
@@ -169,22 +198,3 @@ class DriverSteps(IncarnationState):
     def step_source_commit(self, b: int) -> None:
         self.obs.committed(b, watermarks_of(self.trackers_for(b))[0], self.progress_event(b))
         self.progress_reported(b)
-
-    # ------------------------------------------------------------ progress
-    def progress_event(self, b: int) -> ProgressEvent:
-        """A StreamingQueryProgress-shaped record. The reference is untimed: durations are 0."""
-        plan = self.plans[b]
-        rows = sum(e - s for s, e in zip(*plan.bounds))
-        operators = []
-        for sid in self.store_ids:
-            total = sum(len(self.stores[(sid, p)].data) for p in range(self.parts) if (sid, p) in self.stores)
-            changes = [c for p in range(self.parts) for c in self.tasks[(b, p)].sealed[sid].changes]
-            operators.append(StateOperatorProgress(sid, total, sum(1 for _k, v in changes if v is not None),
-                                                   sum(1 for _k, v in changes if v is None)))
-        return ProgressEvent(b, rows, 0.0, 0.0, {k: 0 for k in DURATION_KEYS}, tuple(operators))
-
-    def output_visible(self, b: int) -> None:
-        """The reference measures no latency."""
-
-    def progress_reported(self, b: int) -> None:
-        """Nobody listens to the reference's progress."""

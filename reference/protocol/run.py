@@ -14,14 +14,15 @@ step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, NoReturn
+from typing import Any, Mapping, NoReturn, Protocol, runtime_checkable
 
 from .failures import DriverCrash, QueryFailure
-from .faults import FaultBook, apply_fault, zombie_landings
+from .faults import FaultBook, SealedVersion, apply_fault, zombie_landings
 from .incarnation import Incarnation
 from .modes import mode_of
 from .observer import Observer, build_outcome
 from .outcome import Outcome
+from .records import QueryFacts, TaskTable
 from .recovery import RestartPlan
 from ..language.scenario import Scenario
 from .sources import SourceData
@@ -53,53 +54,82 @@ class FinishedRun:
         return build_outcome(self.scenario, self.storage, self.observer, self.error)
 
 
+class TaskRetrying(Protocol):
+    """The protocol's retry of a task (``task_retry.TaskRetries``, on the incarnation, where a model variant
+    may change it): what ``InPlaceFaultEffects`` asks of it."""
+
+    def fail_task(self, b: int, p: int, reason: str) -> None: ...
+    def previous_task_step(self, node_id: NodeId) -> str | None: ...
+    def retry_task_steps(self, b: int, p: int, upto: str) -> None: ...
+
+
+@runtime_checkable
+class ZombieMaterial(Protocol):
+    """What a failed attempt's zombie writes carry: the task effects that ran it in process."""
+
+    def uid(self, b: int, p: int) -> str: ...
+    def zombie_material(self, b: int, p: int) -> tuple[list[SealedVersion], list[list[Any]]]: ...
+
+
 class InPlaceFaultEffects:
     """Task-fault effects for a backend that runs the reference's own task steps in one process: a failed
     attempt is retried at once, redoing its steps up to where it stood; a zombie's write lands after a later
-    step (``commit_log_write`` of its batch, or ``zombie_lands_after``)."""
+    step (``commit_log_write`` of its batch, or ``zombie_lands_after``). It holds the parts it uses: the
+    protocol's retry, the task effects, the task table, the storage and the observer."""
 
-    def __init__(self, inc: Incarnation, zombie_lands_after: NodeId | None = None):
-        self.inc, self.zombie_lands_after = inc, zombie_lands_after
+    def __init__(self, retries: TaskRetrying, effects: ZombieMaterial, facts: QueryFacts, table: TaskTable,
+                 zombie_lands_after: NodeId | None = None):
+        self.retries, self.effects, self.table = retries, effects, table
+        self.storage, self.obs = facts.storage, facts.obs
+        self.format = "delta" if facts.cfg.provider == "delta" else "changelog"
+        self.zombie_lands_after = zombie_lands_after
         self.zombies: list[tuple[NodeId | None, str, bytes]] = []  # (lands after, path, payload)
+
+    @classmethod
+    def of(cls, inc: Incarnation, zombie_lands_after: NodeId | None = None) -> InPlaceFaultEffects:
+        """The fault effects of an incarnation whose task effects run in process."""
+        effects = inc.seams.effects
+        assert isinstance(effects, ZombieMaterial), f"{type(effects).__name__} does not run its tasks in process"
+        return cls(inc, effects, inc.facts, inc.table, zombie_lands_after)
 
     def plant_zombie(self, node: NodeId) -> None:
         """The current attempt dies but its write of this step lands later, beside the retry's."""
-        inc = self.inc
         b, p = node.batch, node.partition
-        lands = self.zombie_lands_after or inc.nid("commit_log_write", b)
-        inc.task(b, p)
-        sealed, rows = inc.zombie_material(b, p)
-        for path, payload in zombie_landings(node.step, b, p, inc.uid(b, p), sealed,
-                                             "delta" if inc.cfg.provider == "delta" else "changelog", rows):
+        lands = self.zombie_lands_after or NodeId.of("commit_log_write", b)
+        self.table.task(b, p)
+        sealed, rows = self.effects.zombie_material(b, p)
+        for path, payload in zombie_landings(node.step, b, p, self.effects.uid(b, p), sealed, self.format, rows):
             self.zombies.append((lands, path, payload))
 
     def fail_task(self, node: NodeId, when: str, reason: str) -> None:
         """The attempt fails; Spark retries it at once, redoing its steps up to where this one stood."""
-        inc = self.inc
-        inc.fail_task(node.batch, node.partition, reason)
-        upto = node.step if when == "after" else inc.previous_task_step(node)
+        retries = self.retries
+        retries.fail_task(node.batch, node.partition, reason)
+        upto = node.step if when == "after" else retries.previous_task_step(node)
         if upto is not None:
-            inc.retry_task_steps(node.batch, node.partition, upto)
+            retries.retry_task_steps(node.batch, node.partition, upto)
 
     def land_zombies(self, after: NodeId | None) -> None:
         """Land the zombie writes due after ``after`` (every one left when ``after`` is None)."""
         for entry in list(self.zombies):
             lands, path, payload = entry
             if after is None or lands == after:
-                self.inc.storage.write(path, payload, overwrite=True)
-                self.inc.obs.note(f"zombie write landed: {path}")
+                self.storage.write(path, payload, overwrite=True)
+                self.obs.note(f"zombie write landed: {path}")
                 self.zombies.remove(entry)
 
 
 class SequentialScheduler:
-    """Runs one incarnation's step graph in a given or canonical order, applying faults (a ``FaultSubstrate``)."""
+    """Runs one incarnation's step graph in a given or canonical order, applying faults (a ``FaultSubstrate``).
+    It runs the incarnation, so it holds it (``run_step``, its nodes); the fault effects it delegates to hold
+    only their parts (``InPlaceFaultEffects``)."""
 
     def __init__(self, inc: Incarnation, faults: FaultBook, schedule: Schedule | None):
         self.inc, self.faults, self.schedule = inc, faults, schedule
         self.storage: Storage = inc.storage
         self.done: set[NodeId] = set()
         self.order: list[NodeId] = []
-        self.in_place = InPlaceFaultEffects(inc, schedule.zombie_lands_after if schedule else None)
+        self.in_place = InPlaceFaultEffects.of(inc, schedule.zombie_lands_after if schedule else None)
 
     def ready(self, node_id: NodeId) -> bool:
         return all(d in self.done for d in self.inc.nodes[node_id].deps)

@@ -4,8 +4,11 @@ The protocol of spec section 2 is written once (``incarnation.Incarnation``):
 its step graph, the driver steps' effects, the restart plan, the fault table.
 A backend (the reference, the simulator, the PySpark engine) runs that same
 protocol and differs from the others only here. Each seam is a small set of
-named hooks, declared as a protocol below, that a backend's incarnation class
-implements, or a value it passes in:
+named hooks, declared as a protocol below; a backend implements each as one
+object, a part, and passes its parts in (``environment.Environment``: the
+step-graph policy, and a factory that builds the other parts from the
+records each reads, ``records.py``). The incarnation's own hooks delegate to
+its parts (``Incarnation.seams``):
 
 - ``Storage`` (``storage.py``, a constructor argument): where the checkpoint's
   files live. The reference and the simulator hold them in memory (the
@@ -19,8 +22,11 @@ implements, or a value it passes in:
   the reference and the simulator's data mode (``task_effects.py``), by counts
   in volume mode, on Spark's executors in the PySpark engine (the driver
   records what each task reported).
-- ``StepCosts``: what a step costs in time. The simulator's cost model; the
-  reference is untimed; the PySpark engine's steps take the time they take.
+- ``StepCosts``: what a step costs in time. The simulator's cost model (still
+  on its incarnation class, ``sim.timed_incarnation``, which adds it without
+  overriding the protocol; a purge's cost decides its round, kept in
+  ``BatchBook.decided_purges``); the reference is untimed; the PySpark
+  engine's steps take the time they take.
 - ``ProgressReporter``: what a batch's progress and its records' latency are.
   Durations 0 in the reference; simulated durations and latency books in the
   simulator; wall times, listeners and sink deliveries in the PySpark engine.
@@ -36,11 +42,13 @@ and the hooks above are where a driver step meets a backend. Task steps are
 both: the protocol names them, and ``TaskEffects`` says where they happen. A
 model variant (a planted bug, a protocol alternative the explorer checks)
 overrides the step effects on ``Incarnation`` itself
-(``incarnation.MODEL_VARIANT_SURFACE``); ``tests/quick/test_seams.py`` holds every
-backend class to these seams.
+(``incarnation.MODEL_VARIANT_SURFACE``), and wins over the part, since the
+graph dispatches to the incarnation. ``tests/quick/test_seams.py`` holds every
+backend to these seams: its incarnation class overrides nothing of the
+protocol, and no part is handed the incarnation.
 
 Models: TigerBeetle's replica takes its storage, time and message bus as
-parameters; Spark's ``AsyncProgressTrackingMicroBatchExecution`` changes
+parameters (``ReplicaType(StateMachine, MessageBus, Storage, Time)``); Spark's ``AsyncProgressTrackingMicroBatchExecution`` changes
 ``MicroBatchExecution`` by overriding a few named hooks. A new mode of the
 protocol (a new step-graph shape, ``graph.BatchShape``) is built once, in the
 protocol, and reaches every backend through these seams.
@@ -49,11 +57,11 @@ protocol, and reaches every backend through these seams.
 from __future__ import annotations
 
 import inspect
-from typing import Protocol
+from typing import Callable, Mapping, Protocol
 
-from .graph import Node
-from .logs import PurgeRound
+from .graph import BatchShape, Node
 from .outcome import ProgressEvent
+from .records import BatchPlan
 from .recovery import RestartPlan
 from ..language.steps import NodeId
 
@@ -142,8 +150,9 @@ class StepNode(Protocol):
 class StepCosts(Protocol):
     """What a step costs on a timed backend's clock: spec section 2's steps, whose times make section 4's
     ``durationMs``. The simulator implements it (``sim.timed_incarnation.TimedIncarnation`` charges the
-    driver steps, its data and volume modes the task steps); the reference is untimed, and the PySpark
-    engine's steps take the time they take."""
+    driver steps, its data and volume modes the task steps; a purge's cost decides the round the step runs,
+    ``BatchBook.decided_purges``); the reference is untimed, and the PySpark engine's steps take the time
+    they take."""
 
     def cost_ms(self, node: StepNode) -> float:
         """The step's time, charged when it starts; its effect lands when the time is over."""
@@ -151,10 +160,6 @@ class StepCosts(Protocol):
 
     def retry_cost_ms(self) -> float:
         """What rescheduling a failed task attempt costs."""
-        ...
-
-    def purge_round_of(self, b: int) -> PurgeRound | None:
-        """The round purge ``b`` runs, decided when it starts (and costed then); its effect lands at its end."""
         ...
 
 
@@ -179,11 +184,12 @@ class ProgressReporter(Protocol):
 class StepGraph(Protocol):
     """How a backend's scheduler holds and runs the step graph (spec section 2, ``graph.py``): the reference and
     the PySpark engine take the whole graph up front, the simulator builds it batch by batch from the shape.
-    An open-ended incarnation adds each batch's nodes when the batch before it plans."""
+    An open-ended incarnation adds each batch's nodes when the batch before it plans. A policy holds no
+    records: the incarnation hands it the shape and the plans."""
 
     store_commit_nodes: bool   # parallel store commit: each store's commit is a node of its own
 
-    def build_graph(self) -> dict[NodeId, Node]:
+    def build_graph(self, shape: BatchShape, plans: Mapping[int, BatchPlan]) -> dict[NodeId, Node]:
         """The graph the scheduler starts from (the reference: every planned batch's nodes)."""
         ...
 
@@ -191,9 +197,9 @@ class StepGraph(Protocol):
         """A batch's nodes joined the graph while it runs (a scheduler that caches the graph hears it here)."""
         ...
 
-    def run_step(self, node_id: NodeId) -> None:
-        """Apply one node's effect, ``step_<name>`` (a wall-clock backend may time it here, as Spark's
-        ``reportTimeTaken`` times each phase)."""
+    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[], None]) -> None:
+        """Apply one node's effect (``apply``: ``step_<name>``); a wall-clock backend may time it here, as
+        Spark's ``reportTimeTaken`` times each phase."""
         ...
 
 

@@ -7,8 +7,9 @@ and writes its output. The reference and the simulator's data mode do all of
 it here, on real records and real files; the PySpark engine does it on Spark's
 executors and the simulator's volume mode by counts, each behind the same hooks.
 
-The stores cached on executors and the sealed versions not yet durable live in
-the incarnation and die with it. Invariant (TIGER_STYLE): at most one state
+The part reads the query's facts and the batch book, and writes the task
+table (``records.py``): the stores cached on executors and the sealed versions
+not yet durable live there and die with the incarnation. Invariant (TIGER_STYLE): at most one state
 commit per partition is pending when the next version is sealed (the store
 asserts that its committed version only moves forward).
 """
@@ -20,21 +21,82 @@ from typing import Any
 
 from . import layout
 from .faults import SealedVersion, sealed_versions
-from .incarnation_state import IncarnationState
+from .records import BatchBook, QueryFacts, TaskTable, Watermarks, batch_records
 from .logs import CommitEntry
 from .outcome import digest_rows
 from .query import apply_partition, operator_watermarks, route, rows_of, sink_rows
 from .state_store import StateStore, cleanup_store
 
 
-class InProcessTaskEffects(IncarnationState):
-    """Task steps done where the incarnation runs: on real records, real stores and real files."""
+def attempt_uid(number: int, b: int, p: int, attempt: int) -> str:
+    """The lineage id of attempt ``attempt`` of task (b, p) in incarnation ``number`` (spec section 3)."""
+    return f"r{number}b{b}p{p}a{attempt}"
+
+
+class TaskOutputs:
+    """What driver steps reach of the tasks' effects where the tasks leave their results in the task table and
+    their files in the checkpoint: lineage ids, event-time maxima, the sink's manifest, the state files to
+    purge. The reference's task steps (``InProcessTaskEffects``) and the PySpark engine's (on executors) share
+    it."""
+
+    snapshot_format: str | None = None
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, table: TaskTable):
+        self.facts, self.book, self.table = facts, book, table
+        self.sc, self.cfg, self.storage, self.obs = facts.sc, facts.cfg, facts.storage, facts.obs
+        self.store_ids, self.parts, self.ops = facts.store_ids, facts.parts, facts.ops
+        self.tasks, self.stores, self.lineage = table.tasks, table.stores, table.lineage
 
     def uid(self, b: int, p: int) -> str:
-        return f"r{self.number}b{b}p{p}a{self.tasks[(b, p)].attempt}"
+        return attempt_uid(self.facts.number, b, p, self.tasks[(b, p)].attempt)
+
+    def event_time_maxima(self, b: int) -> list[list[dict[str, int]]]:
+        """Batch b's event-time maxima, per partition and operator: what its tasks saw (a backend that does not
+        run the records, like the simulator's volume mode, computes them from its counts)."""
+        return [self.tasks[(b, p)].result.max_event_ms for p in range(self.parts)]  # type: ignore[union-attr]
+
+    def commit_output(self, b: int) -> None:
+        """The exactly-once sink's manifest names the batch's part files (a re-run replaces, never duplicates);
+        an at-least-once sink has nothing to commit."""
+        if self.sc.sink_mode != "exactly_once":
+            return
+        files = [self.tasks[(b, p)].sink_file for p in range(self.parts)]
+        path = layout.manifest_path(b)
+        delivery = 1
+        if self.storage.exists(path):
+            delivery = json.loads(self.storage.read(path))["delivery"] + 1
+        body: dict[str, Any] = {"batch": b, "files": [f for f in files if f], "delivery": delivery}
+        self.storage.write(path, json.dumps(body, sort_keys=True).encode(), overwrite=True)
+        rows = [row for f in body["files"] for row in json.loads(self.storage.read(f))]
+        self.obs.deliveries.setdefault(b, []).append(digest_rows(rows))
+
+    def purge_state_files(self, b: int) -> None:
+        """Every store's files that retention no longer needs, by the lineage of the latest commit entry."""
+        if not self.store_ids:
+            return
+        commits = [x for x in self.book.logs.known()[layout.COMMITS] if x <= b]
+        if not commits:
+            return
+        entry = CommitEntry.read(self.storage, commits[-1])
+        for sid, per_part in entry.state_lineage.items():
+            for p_text, uid in per_part.items():
+                cleanup_store(self.storage, sid, int(p_text), self.cfg.min_batches_to_retain,
+                              entry.batch + 1, uid)
+
+    def batch_committed(self, b: int) -> None:
+        """The tasks ran here: nobody else needs to learn it."""
+
+
+class InProcessTaskEffects(TaskOutputs):
+    """Task steps done where the incarnation runs: on real records, real stores and real files."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, table: TaskTable, watermarks: Watermarks,
+                 store_class: type[StateStore]):
+        super().__init__(facts, book, table)
+        self.watermarks, self.store_class = watermarks, store_class
 
     def step_state_load(self, b: int, p: int) -> None:
-        if self.task(b, p).state_handed_off:
+        if self.table.task(b, p).state_handed_off:
             return
         self.ensure_stores(b, p)
 
@@ -50,7 +112,7 @@ class InProcessTaskEffects(IncarnationState):
             if b > 0:
                 store.load(b, self.lineage.get((sid, p, b)))
             self.stores[(sid, p)] = store
-            self.store_executor[(sid, p)] = self.executor_of(b, p)
+            self.table.store_executor[(sid, p)] = self.table.executor_of(b, p)
 
     def cached_store(self, b: int, p: int, sid: str) -> StateStore | None:
         """Store ``sid`` of partition p at version b, cached on the executor that runs p's task of batch b;
@@ -58,29 +120,24 @@ class InProcessTaskEffects(IncarnationState):
         store = self.stores.get((sid, p))
         if store is None:
             return None
-        if self.store_executor.get((sid, p)) != self.executor_of(b, p):
+        if self.table.store_executor.get((sid, p)) != self.table.executor_of(b, p):
             assert b == 0 or b in store.durable_versions, \
                 f"partition {p} moves at batch {b} before version {b} of store {sid} is durable"
             return None
         uid = self.lineage.get((sid, p, b))
         return store if store.version == b and (uid is None or store.uid == uid) else None
 
-    def event_time_maxima(self, b: int) -> list[list[dict[str, int]]]:
-        """Batch b's event-time maxima, per partition and operator: what its tasks saw (a backend that does not
-        run the records, like the simulator's volume mode, computes them from its counts)."""
-        return [self.tasks[(b, p)].result.max_event_ms for p in range(self.parts)]  # type: ignore[union-attr]
-
     def step_task_apply(self, b: int, p: int) -> None:
-        task = self.task(b, p)
+        task = self.table.task(b, p)
         if task.state_handed_off:
             return  # a retry after the async writer took the state: only the output is redone
         self.ensure_stores(b, p)  # an executor loss may have dropped them since state_load
-        self.note_watermark(b)
-        records = route(self.batch_records(b), self.parts)[p]
+        self.watermarks.note_watermark(b)
+        records = route(batch_records(self.facts, self.book, b), self.parts)[p]
         task.before = {sid: self.stores[(sid, p)].memento() for sid in self.store_ids}
         stores = {sid: self.stores[(sid, p)] for sid in self.store_ids}
         task.result, _changes = apply_partition(self.ops, stores, rows_of(records),
-                                                operator_watermarks(self.trackers_for(b)))
+                                                operator_watermarks(self.watermarks.trackers_for(b)))
         uid = self.uid(b, p)
         for sid, store in stores.items():
             task.sealed[sid] = store.seal(uid)
@@ -104,7 +161,7 @@ class InProcessTaskEffects(IncarnationState):
         Under parallel store commit each store's node commits that store, and the partition's untagged
         node does nothing: it only gathers the stores' commits, since the commit log may name the
         partition's version only once every store's file is written."""
-        if store is None and self.shape.commit_stores:
+        if store is None and self.facts.shape.commit_stores:
             return
         task = self.tasks[(b, p)]
         for sid in self.committing(store):
@@ -137,35 +194,3 @@ class InProcessTaskEffects(IncarnationState):
         if task is None:
             return [], []
         return sealed_versions(task.sealed), sink_rows(task.result.output) if task.result else []
-
-    # ------------------------------------------- what driver steps reach of the tasks' effects
-    def commit_output(self, b: int) -> None:
-        """The exactly-once sink's manifest names the batch's part files (a re-run replaces, never duplicates);
-        an at-least-once sink has nothing to commit."""
-        if self.sc.sink_mode != "exactly_once":
-            return
-        files = [self.tasks[(b, p)].sink_file for p in range(self.parts)]
-        path = layout.manifest_path(b)
-        delivery = 1
-        if self.storage.exists(path):
-            delivery = json.loads(self.storage.read(path))["delivery"] + 1
-        body: dict[str, Any] = {"batch": b, "files": [f for f in files if f], "delivery": delivery}
-        self.storage.write(path, json.dumps(body, sort_keys=True).encode(), overwrite=True)
-        rows = [row for f in body["files"] for row in json.loads(self.storage.read(f))]
-        self.obs.deliveries.setdefault(b, []).append(digest_rows(rows))
-
-    def purge_state_files(self, b: int) -> None:
-        """Every store's files that retention no longer needs, by the lineage of the latest commit entry."""
-        if not self.store_ids:
-            return
-        commits = [x for x in self.known_logs()[layout.COMMITS] if x <= b]
-        if not commits:
-            return
-        entry = CommitEntry.read(self.storage, commits[-1])
-        for sid, per_part in entry.state_lineage.items():
-            for p_text, uid in per_part.items():
-                cleanup_store(self.storage, sid, int(p_text), self.cfg.min_batches_to_retain,
-                              entry.batch + 1, uid)
-
-    def batch_committed(self, b: int) -> None:
-        """The tasks ran here: nobody else needs to learn it."""

@@ -11,13 +11,18 @@ calls them.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .failures import QueryFailure
-from .incarnation_state import IncarnationState, TaskState
+from .incarnation_views import IncarnationViews
+from .records import TaskState
 from ..language.steps import TASK_STEPS, NodeId
 
 
-class TaskRetries(IncarnationState):
+class TaskRetries(IncarnationViews):
     """What a failed attempt and a lost executor do to the incarnation's tasks and cached stores."""
+
+    run_step: Callable[[NodeId], None]   # the incarnation's (``incarnation.py``)
 
     def fail_task(self, b: int, p: int, reason: str) -> None:
         """Abandon the current attempt of task (b, p); the next attempt starts from state_load."""

@@ -2,8 +2,10 @@
 
 The protocol is the reference's (``reference.protocol.incarnation.Incarnation``): the
 same batch plans, logs, lineage, purge, sink manifests and recovery. What this
-class implements are the reference's seams (``reference.protocol.seams``): where task
-effects happen, the wall clock, and what is measured:
+module gives it are its parts (``reference.protocol.environment``), one per seam
+(``reference.protocol.seams``): where task effects happen
+(``ExecutorTaskEffects``), the wall clock (``WallClock``), what is measured
+(``MeasuredProgress``) and how driver steps are timed (``SparkGraph``):
 
 - task steps do their work in Spark tasks (``task.py``); on the driver their
   nodes only record what the task reported (its lineage id, its sink file)
@@ -26,11 +28,15 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from reference.protocol.graph import Node
+from reference.protocol.clock import LogicalClock
+from reference.protocol.environment import Environment, Parts, Records
+from reference.protocol.graph import BatchShape, Node, build_graph
 from reference.protocol.incarnation import Incarnation
 from reference.protocol.outcome import ProgressEvent
+from reference.protocol.records import BatchBook, BatchPlan, QueryFacts, TaskTable
+from reference.protocol.task_effects import TaskOutputs
 from reference.protocol.query import PartitionResult, operator_watermarks
 from reference.language.scenario import Scenario
 from reference.language.steps import TASK_STEPS, NodeId
@@ -60,63 +66,45 @@ def cuts_by_trigger(scenario: Scenario, engine: EngineContext) -> bool:
         all(src.kind != "generated" for src in scenario.sources.values())
 
 
-class SparkIncarnation(Incarnation):
-    """One driver lifetime on Spark; its task steps' effects happen on executors (see the module docstring)."""
+class SparkGraph:
+    """The engine's step-graph policy: the whole graph up front (it grows with each open batch, which the
+    scheduler hears through ``on_nodes_added``); a driver step on the batch's critical path records its span
+    (``<step>:start``/``<step>:end``, seconds) in ``batch_timing``, which ``measured_progress`` turns into
+    durationMs. The task commits a partition's stores on threads: one commit node per partition."""
 
-    snapshot_format = SNAPSHOT_FORMAT   # the RocksDB store writes its snapshots as SST manifests
-    store_commit_nodes = False          # parallel store commit: the task commits its stores on threads
+    store_commit_nodes = False
 
-    def __init__(self, *args: Any, engine: EngineContext, **kwargs: Any):
-        self.engine = engine
-        self.epoch = f"{os.getpid()}-{time.time_ns()}"
-        self.coordination = Coordination(engine.coord, self.epoch)
-        self.results: dict[tuple[int, int], TaskResult] = {}
+    def __init__(self) -> None:
         self.batch_timing: dict[int, dict[str, float]] = defaultdict(dict)   # batch -> step -> wall time (s)
         self.on_nodes_added: Callable[[list[Node]], None] | None = None   # the scheduler's hook
-        super().__init__(*args, **kwargs)
+
+    def build_graph(self, shape: BatchShape, plans: Mapping[int, BatchPlan]) -> dict[NodeId, Node]:
+        return build_graph(shape, plans)
 
     def nodes_added(self, nodes: list[Node]) -> None:
         if self.on_nodes_added is not None:
             self.on_nodes_added(nodes)
 
-    # ------------------------------------------------ task steps: what the task reported
-    def step_state_load(self, b: int, p: int) -> None:
-        pass
-
-    def step_task_apply(self, b: int, p: int) -> None:
-        res = self.results[(b, p)]
-        task = self.task(b, p)
-        task.result = PartitionResult({}, [], res["max_event_ms"])
-        task.attempt = res["attempt"]
-
-    def step_changelog_write(self, b: int, p: int, store: str | None = None) -> None:
-        pass
-
-    def step_state_commit(self, b: int, p: int, store: str | None = None) -> None:
-        for sid, uid in self.results[(b, p)]["lineage_out"].items():
-            self.lineage[(sid, p, b + 1)] = uid
-
-    def step_snapshot_upload(self, b: int, p: int) -> None:
-        pass  # the executor's maintenance pool uploads snapshots in the background
-
-    def step_sink_write(self, b: int, p: int) -> None:
-        self.task(b, p).sink_file = self.results[(b, p)]["sink_file"]
-
-    def uid(self, b: int, p: int) -> str:
-        res = self.results.get((b, p))
-        return str(res["uid"]) if res else super().uid(b, p)
-
-    # ------------------------------------------------ driver steps, timed
-    def run_step(self, node_id: NodeId) -> None:
-        """The step's effect; a driver step on the batch's critical path also records its span
-        (``<step>:start``/``<step>:end``, seconds), which ``measured_progress`` turns into durationMs."""
-        if node_id.partition >= 0 or self.nodes[node_id].background:
-            super().run_step(node_id)
+    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[], None]) -> None:
+        if node_id.partition >= 0 or background:
+            apply()
             return
         timing = self.batch_timing[node_id.batch]
         timing[f"{node_id.step}:start"] = time.time()
-        super().run_step(node_id)
+        apply()
         timing[f"{node_id.step}:end"] = time.time()
+
+
+class WallClock(LogicalClock):
+    """The engine's clock (the ``Clock`` seam): batches planned as the reference plans them, or cut open by
+    Spark's trigger on the wall clock (``cuts_by_trigger``); a paced run waits for the trigger and the input,
+    and the executors a batch's placement names register first."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, table: TaskTable, engine: EngineContext,
+                 batch_timing: dict[int, dict[str, float]]):
+        super().__init__(facts, book)
+        self.sc, self.data, self.plans, self.restart, self.obs = facts.sc, facts.data, book.plans, facts.restart, facts.obs
+        self.cfg, self.placement, self.engine, self.batch_timing = facts.cfg, table.placement, engine, batch_timing
 
     def input_ready_s(self, b: int) -> float:
         """Wall time at which the input of batch ``b`` has arrived."""
@@ -144,13 +132,6 @@ class SparkIncarnation(Incarnation):
         now_ms = self.ms_since_t0(now_s)
         fire_ms = self.trigger_ms(b, now_ms)
         return now_s if fire_ms <= now_ms else self.engine.t0 + fire_ms / 1000.0
-
-    def wanted_executors(self, b: int) -> dict[int, str] | None:
-        """Partition -> the Spark executor id the placement runs it on in batch ``b``, when the scenario names
-        its executors (state rebalancing); None: each partition prefers where it ran last."""
-        if not self.placement.named:
-            return None
-        return {p: self.executor_of(b, p) for p in range(self.parts)}
 
     def await_joins(self, b: int) -> None:
         """On a cluster, when the scenario names its executors, each executor of the placement is bound to a live
@@ -183,11 +164,60 @@ class SparkIncarnation(Incarnation):
         now_ms = self.ms_since_t0(self.batch_timing[b]["plan"])
         return self.data.arrived_by(max(now_ms, self.trigger_ms(b, now_ms)), start)
 
-    def output_visible(self, b: int) -> None:
-        self.engine.deliveries.append(SinkDelivery(b, *self.plans[b].bounds, time.time()))
+
+class ExecutorTaskEffects(TaskOutputs):
+    """The engine's task effects (the ``TaskEffects`` seam): each task step does its work in a Spark task
+    (``task.py``); on the driver its node only records what the task reported (its lineage id, its sink
+    file). What driver steps reach of the tasks' output is the reference's (``TaskOutputs``)."""
+
+    snapshot_format: str | None = SNAPSHOT_FORMAT   # the RocksDB store writes its snapshots as SST manifests
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, table: TaskTable,
+                 results: dict[tuple[int, int], TaskResult], coordination: Coordination):
+        super().__init__(facts, book, table)
+        self.results, self.coordination = results, coordination
+
+    def step_state_load(self, b: int, p: int) -> None:
+        pass
+
+    def step_task_apply(self, b: int, p: int) -> None:
+        res = self.results[(b, p)]
+        task = self.table.task(b, p)
+        task.result = PartitionResult({}, [], res["max_event_ms"])
+        task.attempt = res["attempt"]
+
+    def step_changelog_write(self, b: int, p: int, store: str | None = None) -> None:
+        pass
+
+    def step_state_commit(self, b: int, p: int, store: str | None = None) -> None:
+        for sid, uid in self.results[(b, p)]["lineage_out"].items():
+            self.lineage[(sid, p, b + 1)] = uid
+
+    def step_snapshot_upload(self, b: int, p: int) -> None:
+        pass  # the executor's maintenance pool uploads snapshots in the background
+
+    def step_sink_write(self, b: int, p: int) -> None:
+        self.table.task(b, p).sink_file = self.results[(b, p)]["sink_file"]
+
+    def uid(self, b: int, p: int) -> str:
+        res = self.results.get((b, p))
+        return str(res["uid"]) if res else super().uid(b, p)
 
     def batch_committed(self, b: int) -> None:
         atomic_write(self.coordination.committed(b), "")  # zombie writers land after this
+
+
+class MeasuredProgress:
+    """The engine's progress (the ``ProgressReporter`` seam): wall times of the driver steps and the tasks'
+    reported metrics make the progress event; sink deliveries are timed; Spark's listeners hear each event."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, engine: EngineContext,
+                 batch_timing: dict[int, dict[str, float]], results: dict[tuple[int, int], TaskResult]):
+        self.plans, self.obs, self.parts, self.store_ids = book.plans, facts.obs, facts.parts, facts.store_ids
+        self.cfg, self.engine, self.batch_timing, self.results = facts.cfg, engine, batch_timing, results
+
+    def output_visible(self, b: int) -> None:
+        self.engine.deliveries.append(SinkDelivery(b, *self.plans[b].bounds, time.time()))
 
     def progress_reported(self, b: int) -> None:
         event = self.obs.progress[-1]
@@ -202,6 +232,34 @@ class SparkIncarnation(Incarnation):
         results = [self.results[(b, p)] for p in range(self.parts) if (b, p) in self.results]
         return measured_progress(b, rows, self.batch_timing[b], results, self.store_ids,
                                  self.cfg.progress_mode == "async")
+
+
+class SparkIncarnation(Incarnation):
+    """One driver lifetime on Spark: the protocol given the engine's parts (see the module docstring). The
+    class adds what the engine's scheduler asks of a batch (its task spec, the executors it wants) and
+    overrides nothing of the protocol."""
+
+    def __init__(self, *args: Any, engine: EngineContext, **kwargs: Any):
+        self.engine = engine
+        self.epoch = f"{os.getpid()}-{time.time_ns()}"
+        self.coordination = Coordination(engine.coord, self.epoch)
+        self.results: dict[tuple[int, int], TaskResult] = {}
+        self.spark_graph = SparkGraph()
+        self.batch_timing = self.spark_graph.batch_timing
+        super().__init__(*args, environment=Environment(self.spark_graph, self.spark_parts), **kwargs)
+
+    def spark_parts(self, records: Records) -> Parts:
+        r = records
+        self.wall_clock = WallClock(r.facts, r.book, r.table, self.engine, self.batch_timing)
+        return Parts(self.wall_clock, ExecutorTaskEffects(r.facts, r.book, r.table, self.results, self.coordination),
+                     MeasuredProgress(r.facts, r.book, self.engine, self.batch_timing, self.results))
+
+    def wanted_executors(self, b: int) -> dict[int, str] | None:
+        """Partition -> the Spark executor id the placement runs it on in batch ``b``, when the scenario names
+        its executors (state rebalancing); None: each partition prefers where it ran last."""
+        if not self.placement.named:
+            return None
+        return {p: self.executor_of(b, p) for p in range(self.parts)}
 
     def wait_for_zombies(self, timeout_s: float = ZOMBIE_WAIT_S) -> None:
         """Let every planted zombie write land before the incarnation is judged (they land late, not never)."""

@@ -57,7 +57,9 @@ ERROR_MARKERS = ("InjectedTaskFailure: ", "TaskWaitFailed: ", "RuntimeError: ", 
 
 
 class StepScheduler:
-    """Executes an incarnation's step graph with real concurrency (see the module docstring)."""
+    """Executes an incarnation's step graph with real concurrency (see the module docstring). It runs the
+    incarnation, so it holds it, as do the helpers that act for it on a batch's jobs and faults
+    (``jobs.py``, ``group_scheduling.py``, ``driver_faults.py``, ``async_state_watch.py``)."""
 
     def __init__(self, inc: SparkIncarnation, faults: ClaimingFaultBook):
         self.inc, self.faults = inc, faults
@@ -79,7 +81,7 @@ class StepScheduler:
         assert inc.engine.group == 1 or not inc.open_ended, "a group job needs its batches known in advance"
         self.groups = GroupScheduling(inc, self.jobs, sorted(self.task_nodes), self) if inc.engine.group > 1 \
             else None
-        inc.on_nodes_added = self._nodes_added
+        inc.spark_graph.on_nodes_added = self._nodes_added
 
     def _nodes_added(self, nodes: list[Node]) -> None:
         """An open batch joined the graph (its previous batch planned): schedule its nodes too."""
@@ -166,7 +168,7 @@ class StepScheduler:
             if not self._ready(node_id):
                 continue
             if node_id.step == "plan" and self.inc.engine.pace:
-                ready_s = self.inc.plan_ready_s(node_id.batch, now)
+                ready_s = self.inc.wall_clock.plan_ready_s(node_id.batch, now)
                 if ready_s > now:
                     self.next_plan_s = ready_s if self.next_plan_s is None else min(self.next_plan_s, ready_s)
                     continue

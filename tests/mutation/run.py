@@ -138,8 +138,8 @@ MODULES: dict[str, list[str]] = {
                   "test_explore_interrupted_stops_every_worker_and_says_where_it_got_to"),
                  "tests/quick/test_reference_redelivering.py", "tests/slow/test_reference_redelivering_explored.py"],
     # the incarnation's parts (once reference/engine.py) share one subset: every one runs in every scenario
-    **{part: INCARNATION_TESTS for part in ("incarnation", "incarnation_state", "clock", "task_effects",
-                                            "driver_steps", "task_retry")},
+    **{part: INCARNATION_TESTS for part in ("incarnation", "incarnation_views", "records", "environment", "clock",
+                                            "task_effects", "progress", "driver_steps", "task_retry")},
     "seams": ["tests/quick/test_seams.py"],
     # the execution modes (reference/protocol/modes/): each mode's rules, graph, restart and replay bound
     "micro_batch": ["tests/quick/test_judge_recovery.py", "tests/quick/test_judge_logs.py",

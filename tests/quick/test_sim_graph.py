@@ -54,7 +54,7 @@ def simulator_graph(sc: Scenario, restart: RestartPlan) -> dict[NodeId, tuple[bo
     """Every node (and every task's gate, keyed by its first step) with its background flag and deps."""
     sim = Simulation(sc, shipped_profile(), "data", trace_enabled=False)
     inc = sim.new_incarnation(restart, restart.first_batch and 1)
-    graph = Graph(inc)
+    graph = Graph(inc.shape, inc.nodes)
     for b in sorted(inc.plans):
         graph.add_batch(b, lambda _node: None)
     out = {}
@@ -122,7 +122,7 @@ def test_gates_hold_the_foreground_steps_of_each_task() -> None:
     sc = scenario("aggregate", state_checkpoint="async")
     sim = Simulation(sc, shipped_profile(), "data", trace_enabled=False)
     inc = sim.new_incarnation(fresh_plan(2), 0)
-    graph = Graph(inc)
+    graph = Graph(inc.shape, inc.nodes)
     batch = graph.add_batch(0, lambda _node: None)
     gates = [n for n in batch.by_slot if n is not None and n.kind == GATE]
     assert len(gates) == sc.state_partitions
@@ -157,7 +157,7 @@ def test_the_simulator_runs_a_node_as_the_reference_does() -> None:
     inc = RecordingIncarnation(sc, sim.data, DurableStorage(), fresh_plan(4), 0, Observer(), clock=sim.env,
                                profile=sim.profile, storage_service=sim.service, rng=sim.rng,
                                latency_book=sim.latency_book, mode_costs=sim.mode_costs)
-    graph = Graph(inc)
+    graph = Graph(inc.shape, inc.nodes)
     for b in sorted(inc.plans):
         graph.add_batch(b, lambda _node: None)
     nodes = [node for batch in graph.batches.values() for node in batch.nodes]
