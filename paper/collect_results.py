@@ -149,8 +149,6 @@ def _lightspeed(cmd: list[str], dry_run: bool) -> tuple[int, float] | None:
 
 def redraw_all(only: list[str] | None) -> int:
     """Every stored run's figures drawn again from its results.json, in place; 1 if one could not be drawn."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from experiments.experiment_cli import redraw_figures
     from experiments.registry import DEFINITIONS, get_experiment
     failed = 0
