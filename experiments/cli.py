@@ -6,7 +6,7 @@
     lightspeed check OUTCOME.json --scenario SCENARIO.json [--checkpoint DIR]
     lightspeed explore SCENARIO.json [--depth 2] [--workers N] [--master URL] [--out REPORT.json]
     lightspeed explore SCENARIO.json --backend spark-native --sample N [--seed S] [--workers K] [--master URL]
-    lightspeed soak SCENARIO.json --backend spark|spark-native --seeds A..Z [--budget MIN] [--out DIR]
+    lightspeed soak SCENARIO.json --backend spark|spark-native --seeds A..Z [--budget MIN] [--out DIR [--overwrite]]
     lightspeed diff SCENARIO.json --backends reference,sim [--out DIR]
     lightspeed demo [--out DIR]
     lightspeed experiment NAME ...
@@ -409,6 +409,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="start no seed after this many minutes")
     p.add_argument("--out", default=os.path.join("results", "soak"), metavar="DIR",
                    help="where the report and each shrunk violation go")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier soak's report and shrunk scenarios in --out (refused without it)")
     _spark_options(p)
 
     p = subs["diff"] = _sub(sub, "diff", "run several backends, judge each, and compare their outcomes",

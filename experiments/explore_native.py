@@ -44,9 +44,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import AbstractSet, Any, Callable, Mapping, Sequence
 
-from reference.judge.explorer import MAX_CUTS, first_graph, writing_cuts, writing_steps
+from reference.judge.explorer import (MAX_CUTS, ancestors_of, count_writing_cuts, first_graph, writing_cuts,
+                                      writing_steps)
 from reference.protocol.incarnation import Incarnation
 from reference.judge.oracles import check_outcome, failures
 from reference.language.scenario import Fault, FaultAt, Scenario, load_scenario
@@ -73,18 +74,8 @@ class NativeCut:
         return {"order": self.order, "label": self.label, "crash": self.crash.to_dict()}
 
 
-def _ancestors(inc: Incarnation) -> dict[NodeId, set[NodeId]]:
-    out: dict[NodeId, set[NodeId]] = {}
-    for node in inc.nodes:   # the graph lists a node after the nodes it waits for
-        acc: set[NodeId] = set()
-        for dep in inc.nodes[node].deps:
-            acc.add(dep)
-            acc |= out[dep]
-        out[node] = acc
-    return out
-
-
-def crash_after(inc: Incarnation, cut: Sequence[NodeId], ancestors: dict[NodeId, set[NodeId]]) -> NodeId:
+def crash_after(inc: Incarnation, cut: Sequence[NodeId],
+                ancestors: Mapping[NodeId, AbstractSet[NodeId]]) -> NodeId:
     """The step a crash right after ``cut`` follows: the cut's maximal writing step latest in the canonical
     order, a foreground one when the cut has one."""
     writing = writing_steps(inc.sc)
@@ -95,15 +86,17 @@ def crash_after(inc: Incarnation, cut: Sequence[NodeId], ancestors: dict[NodeId,
     return max(foreground or maximal)
 
 
-def sample_cuts(scenario: Scenario, sample: int, seed: int) -> tuple[int, list[NativeCut]]:
-    """How many crash cuts the reference explorer enumerates for ``scenario`` (its own faults dropped), and
+def sample_cuts(scenario: Scenario, sample: int, seed: int) -> tuple[int, bool, list[NativeCut]]:
+    """How many crash cuts the reference explorer enumerates for ``scenario`` (its own faults dropped), whether
+    that enumeration was cut short at ``MAX_CUTS`` (the sample is then drawn from its first ``MAX_CUTS``), and
     ``sample`` of them drawn without replacement by ``seed`` (all of them when there are fewer), in order."""
     base = replace(scenario, faults=())
     inc = first_graph(base, _model())
-    ancestors = _ancestors(inc)
+    ancestors = ancestors_of(inc)
+    total, capped = count_writing_cuts(inc)
     cuts = []
     for count, cut in enumerate(writing_cuts(inc)):
-        if count >= MAX_CUTS:
+        if count >= total:
             break
         cuts.append(cut)
     chosen = sorted(random.Random(seed).sample(range(len(cuts)), min(sample, len(cuts))))
@@ -113,7 +106,7 @@ def sample_cuts(scenario: Scenario, sample: int, seed: int) -> tuple[int, list[N
         label = ", ".join(str(n) for n in cuts[index] if n.step in writing_steps(base))
         at = FaultAt(node.step, node.batch, node.partition if node.partition >= 0 else None, "after")
         out.append(NativeCut(index + 1, label, Fault(at, "driver_crash")))
-    return len(cuts), out
+    return len(cuts), capped, out
 
 
 def _model() -> Any:
@@ -145,6 +138,7 @@ class NativeReport:
     scenario: str
     seed: int
     cuts: int = 0                                  # the reference explorer's crash cuts of the scenario
+    capped: bool = False                           # its enumeration stopped at MAX_CUTS: there are more
     results: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -167,7 +161,7 @@ class NativeReport:
         runs = len(self.results)
         per_hour = runs / self.seconds * 3600.0 if self.seconds else 0.0
         return (f"{self.scenario} on spark-native: {runs} crash cuts sampled (seed {self.seed}) of the reference "
-                f"explorer's {self.cuts}; {len(self.reached)} crashed Spark where planned, "
+                f"explorer's {_cuts_text(self.cuts, self.capped)}; {len(self.reached)} crashed Spark where planned, "
                 f"{runs - len(self.reached)} never reached; {self.distinct_checkpoints()} distinct crash "
                 f"checkpoints; {len(self.violations)} violation(s); {self.seconds:.0f} s ({per_hour:.0f} cuts/hour)")
 
@@ -185,9 +179,16 @@ class NativeReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary(), "scenario": self.scenario, "seed": self.seed, "cuts": self.cuts,
+                "cuts_truncated": self.capped,
                 "sampled": len(self.results), "reached": len(self.reached),
                 "distinct_checkpoints": self.distinct_checkpoints(), "checkpoint_fingerprint": self.fingerprint(),
                 "violations": len(self.violations), "seconds": round(self.seconds, 3), "results": self.results}
+
+
+def _cuts_text(cuts: int, capped: bool) -> str:
+    """``2,372``, or, when the enumeration stopped at its cap, that the sample came from its first ``cuts``."""
+    return f"first {cuts:,} crash cuts (the enumeration stops at {MAX_CUTS:,}; the scenario has more)" if capped \
+        else f"{cuts:,}"
 
 
 def _crash_text(r: dict[str, Any]) -> str:
@@ -196,8 +197,9 @@ def _crash_text(r: dict[str, Any]) -> str:
     return f"driver_crash after {at['step']} b{at['batch']}{part}"
 
 
-def merged(scenario: str, seed: int, cuts: int, shares: Sequence[Sequence[dict[str, Any]]]) -> NativeReport:
-    report = NativeReport(scenario, seed, cuts)
+def merged(scenario: str, seed: int, cuts: int, shares: Sequence[Sequence[dict[str, Any]]],
+           capped: bool = False) -> NativeReport:
+    report = NativeReport(scenario, seed, cuts, capped)
     report.results = sorted((r for share in shares for r in share), key=lambda r: r["order"])
     return report
 
@@ -208,7 +210,7 @@ def explore_share(scenario: Scenario, sample: int, seed: int, share: int, shares
     """The sampled cuts whose position in the sample is ``share`` mod ``shares``, each run on Spark."""
     if not 0 <= share < shares:
         raise ValueError(f"share {share} is not one of 0..{shares - 1}")
-    _total, cuts = sample_cuts(scenario, sample, seed)
+    _total, _capped, cuts = sample_cuts(scenario, sample, seed)
     out = []
     mine = [c for i, c in enumerate(cuts) if i % shares == share]
     if master is None:
@@ -232,9 +234,9 @@ def explore_native(scenario: Scenario, sample: int, seed: int, *, workers: int =
     (default two per task slot)."""
     if sample < 1:
         raise ValueError(f"--sample {sample}: expected at least 1 crash cut")
-    total, cuts = sample_cuts(scenario, sample, seed)
-    say(f"exploring {scenario.name!r} on spark-native: {len(cuts)} of the reference explorer's {total:,} crash "
-        f"cuts, drawn by seed {seed}; each is a driver crash halting Spark's JVM inside its checkpoint code")
+    total, capped, cuts = sample_cuts(scenario, sample, seed)
+    say(f"exploring {scenario.name!r} on spark-native: {len(cuts)} of the reference explorer's "
+        f"{_cuts_text(total, capped)}{'' if capped else ' crash cuts'}, drawn by seed {seed}; each is a driver crash halting Spark's JVM inside its checkpoint code")
     started = time.perf_counter()
     workdir = tempfile.mkdtemp(prefix="lightspeed-explore-native-")
     try:
@@ -246,7 +248,7 @@ def explore_native(scenario: Scenario, sample: int, seed: int, *, workers: int =
             shares = [explore_share(scenario, sample, seed, 0, 1, workdir, say=say)]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    report = merged(scenario.name, seed, total, shares)
+    report = merged(scenario.name, seed, total, shares, capped)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -318,7 +320,8 @@ def cmd_explore_native(args: argparse.Namespace) -> int:
         raise ExperimentError("explore --backend spark-native explores single crashes (--depth 1)")
     if args.workers is not None and args.workers < 1:
         raise ExperimentError(f"--workers {args.workers}: expected at least 1")
-    out = output_file(args.out, "the exploration report (--out)") if args.out is not None else None
+    out = output_file(args.out, "the exploration report (--out)", inputs=[args.scenario]) \
+        if args.out is not None else None
     report = explore_native(scenario, args.sample, args.seed, workers=args.workers or 1, master=args.master)
     print("\n".join(report.lines()))
     if out is not None:

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from reference.protocol.backend import BackendUnavailable, RunOptions, ScenarioRefused
+from experiments.output_paths import output_dir, output_file, write_text
+from reference.protocol.backend import RunOptions, ScenarioRefused
 from reference.judge.oracles import Verdict, check_outcome, failures
 from reference.language.scenario import Fault, FaultAt, Scenario
 from reference.protocol.sources import SourceData
@@ -230,16 +231,13 @@ def soak(scenario: Scenario, backend: str, seeds: Sequence[int], *, budget_min: 
             result.error = outcome.outcome.error if bad else None
         except ScenarioRefused as exc:
             result.refused = str(exc)
-        except BackendUnavailable:
-            raise
         result.seconds = round(time.perf_counter() - begun, 3)
         if result.failed:
             smallest = shrink(faulted, backend, options, result.failed, run)
             result.shrunk = json.loads(smallest.to_json())
             if out is not None:
-                out.mkdir(parents=True, exist_ok=True)
-                path = out / f"soak-{backend}-seed{seed}.json"
-                path.write_text(smallest.to_json())
+                path = output_file(out / f"soak-{backend}-seed{seed}.json", f"seed {seed}'s shrunk scenario")
+                write_text(path, smallest.to_json(), f"seed {seed}'s shrunk scenario")
                 result.shrunk_path = str(path)
         report.results.append(result)
         for line in seed_lines(result):
@@ -253,10 +251,14 @@ def cmd_soak(args: argparse.Namespace) -> int:
     an oracle."""
     from experiments import exit_codes
     from experiments.input_files import load_scenario
-    from experiments.output_paths import output_dir, write_text
     scenario = load_scenario(args.scenario)
     seeds = parse_seeds(args.seeds)
     out = output_dir(args.out, "the shrunk violations and the report (--out)")
+    earlier = sorted(p.name for p in out.glob("soak-*.json")) if out.is_dir() else []
+    if earlier and not args.overwrite:
+        raise SoakError(f"{out}: holds an earlier soak's files ({', '.join(earlier[:3])}"
+                        + (f" and {len(earlier) - 3} more" if len(earlier) > 3 else "")
+                        + "); give another --out, or --overwrite to replace them")
     options = RunOptions(master=args.master) if args.master else RunOptions()
     print(f"soaking {scenario.name!r} on {args.backend}: seeds {seeds.start}..{seeds.stop - 1}"
           + (f", for at most {args.budget} min" if args.budget else ""), file=sys.stderr, flush=True)

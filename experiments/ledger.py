@@ -49,13 +49,14 @@ import datetime as _dt
 import hashlib
 import json
 import platform
+import re
 import urllib.parse
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from experiments.experiment import Experiment, ExperimentError, Point, RunContext, json_ready
-from experiments.output_paths import write_text
+from experiments.output_paths import OutputPathError, write_text
 from experiments.staleness import CodeKey, GitCommit, SourceTree, StalenessError, WorkTree, measured_code
 
 if TYPE_CHECKING:
@@ -219,9 +220,16 @@ def unit_file(results_dir: Path, point_id: str) -> Path:
     return results_dir / UNITS / f"{name}.json"
 
 
+CODE_KEY = re.compile(r"[0-9a-f]{64}")   # a code key as ``staleness.CodeKey.of`` makes it
+
+
 def write_unit(results_dir: Path, unit: Unit, code: CodeKey) -> Path:
     """Write a unit (and, once, the parts of its code key) whole or not at all (``output_paths.write_text``); the
     unit file's path."""
+    for folder in (results_dir / UNITS, results_dir / UNITS / CODE):
+        if folder.is_symlink():   # the ledger's own folders: a link there would take its writes elsewhere
+            raise OutputPathError(f"{folder}: is a symbolic link; the ledger writes its units only into folders "
+                                  "of its own")
     code_file = results_dir / UNITS / CODE / f"{code.key}.json"
     if not code_file.exists():
         write_text(code_file, json.dumps(code.to_dict(), indent=0, sort_keys=True) + "\n", "a code key's parts")
@@ -254,7 +262,10 @@ def read_units(results_dir: Path) -> dict[str, Unit | Unreadable]:
 
 
 def read_code(results_dir: Path, key: str) -> CodeKey | None:
-    """The parts of a code key a unit names, when its file is there."""
+    """The parts of a code key a unit names, when its file is there (a key that is not a SHA-256 in hex, as a
+    tampered unit file may hold, names no file: it is never made a path)."""
+    if not CODE_KEY.fullmatch(key):
+        return None
     try:
         return CodeKey.from_dict(json.loads((results_dir / UNITS / CODE / f"{key}.json").read_text()))
     except (OSError, ValueError, StalenessError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ SUPPORT_FILES = ("experiments/__init__.py", "experiments/registry.py", "experime
 REGISTERED = ("rule", "kind", "low", "high", "unit", "neutral", "tolerance", "category", "words")
 NOW = "working tree"                       # a registration changed and not committed
 GIT_TIMEOUT_S = 60.0
+COMMIT_ID = re.compile(r"[0-9a-f]{7,64}")   # an abbreviated or whole commit id, SHA-1 or SHA-256
 _READER = (
     "import dataclasses, json, sys\n"
     "from experiments.claims import CLAIMS\n"
@@ -131,9 +133,15 @@ def registered_at(root: Path = ROOT) -> dict[str, str]:
 
 
 def is_ancestor(ancestor: str, commit: str, root: Path = ROOT) -> bool | None:
-    """Whether ``ancestor`` is ``commit`` or one of its ancestors; None when git does not know ``commit``."""
-    proc = subprocess.run(["git", "merge-base", "--is-ancestor", ancestor, commit], cwd=root, capture_output=True,
-                          timeout=GIT_TIMEOUT_S)
+    """Whether ``ancestor`` is ``commit`` or one of its ancestors; None when git does not know ``commit``, or when
+    either is not a commit id in hex (a results file may hold anything: it never becomes a git option)."""
+    if not (COMMIT_ID.fullmatch(ancestor) and COMMIT_ID.fullmatch(commit)):
+        return None
+    try:
+        proc = subprocess.run(["git", "merge-base", "--is-ancestor", ancestor, commit], cwd=root,
+                              capture_output=True, timeout=GIT_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
     return {0: True, 1: False}.get(proc.returncode)
 
 

@@ -89,8 +89,9 @@ def claims_document() -> dict[str, Any]:
     return {"CLAIMS": {cid: asdict(c) for cid, c in CLAIMS.items()}}
 
 
-LEDGER_UNITS = "units"           # a results folder measured under the ledger holds its units here
-FRESH, EXPLORATORY_RUN, STALE = "fresh", "exploratory", "stale"
+LEDGER_UNITS = ledger.UNITS     # a results folder measured under the ledger holds its units here
+FRESH, STALE = ledger.FRESH, ledger.STALE
+EXPLORATORY_RUN = "exploratory"   # a run whose every unit is fresh, with fewer seeds than a verdict needs
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ spends that much and no more: no unit is started that is not expected to end
 within the budget (a started unit always ends: it cannot be stopped half-way
 without losing it), and what remains is said at the end, for the next stretch.
 An interrupted collection (Ctrl-C, a closed laptop) loses at most the unit
-that was running. The explorer and the bug zoo run after the experiments.
+that was running. The explorer and the bug zoo are registered experiments of the reference backend, measured
+last.
 
 ``--quick`` plans the experiments' quick modes instead (minutes, what
 CI-sized checks use); ``--backends sim`` keeps to the simulator.
@@ -46,10 +47,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +59,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "paper" / "results"
 SCENARIOS = ROOT / "experiments" / "scenarios"
-BACKEND_ORDER = ("spark-native", "spark", "sim")   # the order runs are measured in
+# the order runs are measured in (the reference's are the explorer and the bug zoo, deterministic but timed)
+BACKEND_ORDER = ("spark-native", "spark", "sim", "reference")
 EXAMPLES_SHOWN = 2          # a status group names this many of its units
 
 from experiments.exit_codes import INTERRUPTED  # noqa: E402 - the repository root is on the path now
@@ -108,33 +108,6 @@ def registry_runs() -> tuple[Run, ...]:
 RUNS: tuple[Run, ...] = registry_runs()
 
 
-@dataclass(frozen=True)
-class ExplorerRun:
-    """The explorer on one example scenario, optionally with the engine modes changed (section 3)."""
-
-    label: str
-    scenario: str                       # a file in experiments/scenarios
-    engine: dict[str, Any]              # merged over the scenario's engine section
-    operator: dict[str, Any] | None = None
-
-
-_RUNNING_COUNT = "running-count-crash-after-wal.json"
-EXPLORER_RUNS: tuple[ExplorerRun, ...] = (
-    ExplorerRun("sync, async purge (example)", _RUNNING_COUNT, {}),
-    ExplorerRun("sync, inline purge", _RUNNING_COUNT, {"log_purge": {"mode": "inline", "min_batches_to_retain": 3}}),
-    ExplorerRun("async state checkpointing", _RUNNING_COUNT, {"state_checkpoint": "async"}),
-    ExplorerRun("pipelining, depth 2", _RUNNING_COUNT, {"pipelining": True}),
-    ExplorerRun("pipelining, depth 3", _RUNNING_COUNT, {"pipelining": True, "pipeline_depth": 3}),
-    ExplorerRun("delta provider", _RUNNING_COUNT, {"state_store": {"provider": "delta", "min_deltas_for_snapshot": 2,
-                                                                    "maintenance_interval_ms": 200}}),
-    ExplorerRun("snapshot provider", _RUNNING_COUNT, {"state_store": {"provider": "snapshot",
-                                                                       "min_deltas_for_snapshot": 2,
-                                                                       "maintenance_interval_ms": 200}}),
-    ExplorerRun("async progress, stateless (example)", "stateless-async-progress.json", {}),
-    ExplorerRun("window, async state (example)", "window-async-state-crash.json", {}),
-)
-
-
 def _say(text: str) -> None:
     print(text, flush=True)
 
@@ -163,20 +136,6 @@ def run_experiment(run: Run, quick: bool, seeds: int | None, dry_run: bool,
     return {"status": status, "seconds": seconds}
 
 
-def run_zoo(dry_run: bool) -> dict[str, Any]:
-    """The bug zoo: every planted state-store bug and the check that catches it, into paper/results/zoo.json."""
-    scratch = Path(tempfile.mkdtemp(prefix="paper-zoo-"))
-    cmd = [sys.executable, "-m", "experiments.cli", "zoo", "--quiet", "--out", str(scratch / "zoo.json"),
-           "--paper-out", str(RESULTS / "zoo.json")]
-    ran = _lightspeed(cmd, dry_run)
-    shutil.rmtree(scratch, ignore_errors=True)
-    if ran is None:
-        return {"status": "dry-run", "seconds": 0.0}
-    returncode, seconds = ran
-    status = {0: "ok", 1: "checks failed (copied)"}.get(returncode, f"exit {returncode}")
-    return {"status": status, "seconds": seconds}
-
-
 def _lightspeed(cmd: list[str], dry_run: bool) -> tuple[int, float] | None:
     """Print and run one ``lightspeed`` command from the repository root; its exit code and seconds (None: dry run)."""
     _say("   $ " + " ".join(cmd[1:]))
@@ -188,66 +147,8 @@ def _lightspeed(cmd: list[str], dry_run: bool) -> tuple[int, float] | None:
     return proc.returncode, time.perf_counter() - started
 
 
-def run_explorer(quick: bool, dry_run: bool) -> dict[str, Any]:
-    """The explorer on every ``EXPLORER_RUNS`` entry: crash cuts, schedules, distinct checkpoints, time."""
-    sys.path.insert(0, str(ROOT))
-    from reference.judge.explorer import explore, first_graph, writing_cuts, Model
-    from reference.language.scenario import Scenario
-    depth = 1 if quick else 2
-    entries = []
-    started = time.perf_counter()
-    for item in EXPLORER_RUNS:
-        raw = json.loads((SCENARIOS / item.scenario).read_text())
-        raw["engine"] = _merge(raw.get("engine", {}), item.engine)
-        if item.operator:
-            raw["query"]["operator"] = item.operator
-        raw["faults"] = []
-        scenario = Scenario.from_dict(raw)
-        _say(f"   explore {item.label} ({item.scenario}, depth {depth})")
-        if dry_run:
-            continue
-        cuts = sum(1 for _ in writing_cuts(first_graph(scenario, Model())))
-        report = explore(scenario, depth=depth)
-        entries.append({
-            "label": item.label, "scenario": item.scenario, "engine": raw["engine"],
-            "operator": raw["query"]["operator"]["kind"], "depth": depth,
-            "batches": raw["source"]["batches"], "partitions": raw["source"]["partitions"],
-            "state_partitions": raw["query"]["state_partitions"],
-            "crash_cuts": cuts, "schedules": report.schedules, "distinct_checkpoints": report.distinct_checkpoints,
-            "violations": len(report.violations), "truncated": report.truncated,
-            "seconds": round(report.seconds, 3),
-            "schedules_per_s": round(report.schedules / report.seconds, 3) if report.seconds else None})
-        _say(f"     {report.summary()}; {cuts} crash cuts")
-    seconds = time.perf_counter() - started
-    if dry_run:
-        return {"status": "dry-run", "seconds": 0.0}
-    sys.path.insert(0, str(ROOT))
-    from experiments.experiment import RunContext
-    from experiments.provenance import environment
-    document = {"experiment": "explorer", "mode": "quick" if quick else "full", "depth": depth,
-                "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": round(seconds, 3),
-                "environment": environment(RunContext(executor="inline")), "entries": entries}
-    target = RESULTS / "explorer" / f"reference-{'quick' if quick else 'full'}"
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "results.json").write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-    _say(f"   -> {(target / 'results.json').relative_to(ROOT)}")
-    return {"status": "ok" if not any(e["violations"] for e in entries) else "violations found", "seconds": seconds}
-
-
-def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    out = json.loads(json.dumps(base))
-    for key, value in changes.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def redraw_all(only: list[str] | None) -> int:
     """Every stored run's figures drawn again from its results.json, in place; 1 if one could not be drawn."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from experiments.experiment_cli import redraw_figures
     from experiments.registry import DEFINITIONS, get_experiment
     failed = 0
@@ -397,10 +298,8 @@ def print_status(runs: list[Run], quick: bool, seeds: int | None, readme: bool) 
 # ------------------------------------------------------------------ collecting
 
 
-def collect(runs: list[Run], quick: bool, seeds: int | None, budget_minutes: float | None, dry_run: bool,
-            with_explorer: bool, with_zoo: bool) -> int:
-    """Measure every unit of ``runs`` that is not fresh, run after run, within the budget; then the explorer and
-    the zoo. 0 when nothing failed to run (a stop at the budget is not a failure: it says what remains)."""
+def collect(runs: list[Run], quick: bool, seeds: int | None, budget_minutes: float | None, dry_run: bool) -> int:
+    """Measure every unit of ``runs`` that is not fresh, run after run, within the budget. 0 when nothing failed to run (a stop at the budget is not a failure: it says what remains)."""
     started = time.perf_counter()
     deadline = None if budget_minutes is None else started + budget_minutes * 60.0
 
@@ -427,16 +326,6 @@ def collect(runs: list[Run], quick: bool, seeds: int | None, budget_minutes: flo
         outcome = run_experiment(run, quick, seeds, dry_run, remaining)
         _say(f"   {outcome['status']} in {outcome['seconds']:.0f} s")
         log.append({"run": st.plan.label, **outcome})
-    if with_explorer and (left() is None or (left() or 0) > 0):
-        _say("[explorer] every crash cut and single fault of the example scenarios")
-        outcome = run_explorer(quick, dry_run)
-        _say(f"   {outcome['status']} in {outcome['seconds']:.0f} s")
-        log.append({"run": "explorer", **outcome})
-    if with_zoo and (left() is None or (left() or 0) > 0):
-        _say("[zoo] every planned state-store bug of spec section 6, and the check that catches it")
-        outcome = run_zoo(dry_run)
-        _say(f"   {outcome['status']} in {outcome['seconds']:.0f} s")
-        log.append({"run": "zoo", **outcome})
     _say(f"done in {(time.perf_counter() - started) / 60:.1f} min:")
     for entry in log:
         _say(f"   {entry['run']:<48} {entry['status']:<40} {entry['seconds']:>7.0f} s")
@@ -468,10 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=None, metavar="MINUTES",
                         help="spend at most this long: start no unit that is not expected to end within it")
     parser.add_argument("--quick", action="store_true", help="the experiments' quick modes (minutes, not hours)")
-    parser.add_argument("--backends", default="sim,spark,spark-native",
+    parser.add_argument("--backends", default=",".join(BACKEND_ORDER),
                         help="comma-separated backends to run (default: every backend the paper compares)")
     parser.add_argument("--only", action="append", default=None, metavar="NAME",
-                        help="only this experiment (repeatable; 'explorer' for the explorer, 'zoo' for the bug zoo)")
+                        help="only this registered experiment (repeatable), e.g. offset-management, explorer, bug-zoo")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per point (default: the experiment's)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     parser.add_argument("--redraw", action="store_true",
@@ -486,12 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     known = set(BACKEND_NAMES)
     if backends - known:
         parser.error(f"--backends: unknown {', '.join(sorted(backends - known))}; known: {', '.join(sorted(known))}")
+    unknown_names = sorted(set(args.only or ()) - {r.experiment for r in RUNS})
+    if unknown_names:
+        parser.error(f"--only: no registered experiment {', '.join(unknown_names)}; registered: "
+                     f"{', '.join(sorted({r.experiment for r in RUNS}))}")
     runs = [r for r in RUNS if r.backend in backends and (not args.only or r.experiment in args.only)]
     if args.status:
         return print_status(runs, args.quick, args.seeds, readme=not args.no_readme)
-    return collect(runs, args.quick, args.seeds, args.budget, args.dry_run,
-                   with_explorer=not args.only or "explorer" in args.only,
-                   with_zoo=not args.only or "zoo" in args.only)
+    return collect(runs, args.quick, args.seeds, args.budget, args.dry_run)
 
 
 if __name__ == "__main__":

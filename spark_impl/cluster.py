@@ -97,6 +97,19 @@ def _start_ticks(pid: int) -> int | None:
     return stat[2] if stat is not None and stat[0] != "Z" else None
 
 
+# the main class each daemon runs, on its command line from its start (``spark-class`` execs the JVM with it)
+DAEMON_CLASSES = {"master": "org.apache.spark.deploy.master.Master", "worker": "org.apache.spark.deploy.worker.Worker"}
+
+
+def _runs_class(pid: int, main_class: str) -> bool:
+    """Whether process ``pid``'s command line names ``main_class`` (a pid read from a state file is only
+    signalled when it is the Spark daemon the file says it is)."""
+    try:
+        return main_class.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
 @dataclass
 class Daemon:
     """A master or worker JVM: its role, pid, start time and log."""
@@ -107,7 +120,12 @@ class Daemon:
     log: str
 
     def alive(self) -> bool:
-        return _start_ticks(self.pid) == self.started
+        """Whether the process the pid names is this daemon: the same start time, and Spark's daemon class."""
+        return _start_ticks(self.pid) == self.started and _runs_class(self.pid, self.main_class)
+
+    @property
+    def main_class(self) -> str:
+        return DAEMON_CLASSES["master" if self.role == "master" else "worker"]
 
     def describe(self) -> str:
         return f"{self.role:<8} " + (f"up (pid {self.pid})" if self.alive() else "NOT RUNNING") + f"  log {self.log}"
@@ -306,7 +324,7 @@ class LocalCluster:
             return self._start_joined()
         try:
             s = self.state
-            master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", s.host, "--port",
+            master = self._spawn("master", DAEMON_CLASSES["master"], "--host", s.host, "--port",
                                  str(s.port), "--webui-port", str(s.ui_port))
             self._wait(lambda st: st.get("status") == "ALIVE", "the master to start", master)
             for i in range(self.workers):
@@ -341,7 +359,7 @@ class LocalCluster:
         work = self.dir / f"worker-{i}"
         work.mkdir(exist_ok=True)
         s = self.state
-        return self._spawn(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", s.url, "--host", s.host,
+        return self._spawn(f"worker-{i}", DAEMON_CLASSES["worker"], s.url, "--host", s.host,
                            "--cores", str(s.cores), "--memory", s.memory, "--work-dir", str(work),
                            "--webui-port", str(_free_port(s.host)))
 

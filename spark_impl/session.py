@@ -101,6 +101,11 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None,
     global _session, _master, _extra
     with _lock:
         wanted = master_of(master)
+        if extra_conf is not None and _jvm_running() and dict(extra_conf) != _extra:
+            asked = ", ".join(f"{k}={v}" for k, v in sorted(extra_conf.items()) if _extra.get(k) != v) or \
+                ", ".join(f"no {k}" for k in sorted(set(_extra) - set(extra_conf)))
+            raise SparkUnavailable(f"this process's Spark JVM already runs with other settings than asked ({asked}); "
+                                   "settings reach Spark only when its JVM starts: ask in a new process")
         if _session is not None:
             if wanted != _master:
                 raise SparkUnavailable(f"this process already runs Spark on {_master}; cannot switch to {wanted}")
@@ -135,6 +140,14 @@ def session(master: str | None = None, extra_conf: dict[str, str] | None = None,
     if cluster:
         _await_first_executor(wanted, log)
     return _session
+
+
+def _jvm_running() -> bool:
+    """Whether this process has started Spark's driver JVM (a session, or the gateway a stopped one left)."""
+    if _session is not None:
+        return True
+    context = sys.modules.get("pyspark.context")
+    return context is not None and getattr(context.SparkContext, "_gateway", None) is not None
 
 
 def _options(master: str, extra_conf: dict[str, str] | None) -> dict[str, str]:

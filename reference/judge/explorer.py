@@ -139,7 +139,7 @@ def first_graph(scenario: Scenario, model: Model) -> Incarnation:
     return model.incarnation_class(scenario, data, DurableStorage(), restart, 0, Observer())
 
 
-def _ancestors(inc: Incarnation) -> dict[NodeId, frozenset[NodeId]]:
+def ancestors_of(inc: Incarnation) -> dict[NodeId, frozenset[NodeId]]:
     ancestors: dict[NodeId, frozenset[NodeId]] = {}
     for n in inc.nodes:
         acc = set()
@@ -189,7 +189,7 @@ def _down_sets(preds: list[list[int]]) -> Iterator[list[bool]]:
 def writing_cuts(inc: Incarnation) -> Iterator[list[NodeId]]:
     """Every non-empty down-closed set of writing steps, each as a runnable prefix (a topological order)."""
     index = {n: i for i, n in enumerate(inc.nodes)}
-    ancestors = _ancestors(inc)
+    ancestors = ancestors_of(inc)
     writers, preds = _writer_poset(inc, ancestors)
     for member in _down_sets(preds):
         chosen = [w for w, inside in zip(writers, member) if inside]
@@ -280,7 +280,7 @@ class ExplorationInterrupted(Exception):
 
 def count_writing_cuts(inc: Incarnation, cap: int = MAX_CUTS) -> tuple[int, bool]:
     """How many crash cuts ``writing_cuts`` yields (stopping past ``cap``), without building or running any."""
-    _writers, preds = _writer_poset(inc, _ancestors(inc))
+    _writers, preds = _writer_poset(inc, ancestors_of(inc))
     count = -1   # the empty set is not a cut
     for _member in _down_sets(preds):
         count += 1

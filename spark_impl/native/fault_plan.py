@@ -62,7 +62,6 @@ from typing import Any, Iterable
 
 from reference.language.scenario import Fault, Scenario
 
-FS_KINDS = ("driver_crash", "storage_write_error", "storage_latency", "executor_loss")
 CONF_PREFIX = "lightspeed.latencyfs."
 HALT_STATUS = 86              # FaultMarks.HALT_STATUS: a JVM halted by a fault exits with it
 MARK_PREFIX = "fault-"        # FaultMarks: the mark of fault i is <marks>/fault-<i>
@@ -186,16 +185,15 @@ def read_marks(marks: str) -> dict[str, dict[str, Any]]:
     for name in sorted(os.listdir(marks)):
         if name.startswith(COSTS_PREFIX):
             continue
-        with open(os.path.join(marks, name)) as fh:
+        path = os.path.join(marks, name)
+        with open(path) as fh:
             text = fh.read().strip()
-        out[name] = json.loads(text) if text else {}
+        try:
+            out[name] = json.loads(text) if text else {}
+        except ValueError:
+            raise ValueError(f"{path}: a fault mark that is not JSON ({text[:80]!r}); the JVM that fired it died "
+                             "while writing it, or something else wrote there") from None
     return out
-
-
-def fired_indexes(marks: str) -> set[int]:
-    """The faults fired by path so far (their marks)."""
-    return {int(name[len(MARK_PREFIX):]) for name in read_marks(marks) if name.startswith(MARK_PREFIX)
-            and name[len(MARK_PREFIX):].isdigit()}
 
 
 def saved_costs(marks: str) -> list[dict[str, Any]]:

@@ -49,11 +49,11 @@ UNSUPPORTED_OPERATORS = {
              "from that operator's own delay as the reference's chain does",
 }
 
-FaultSite = tuple[str, int]   # (point, batch): where in Spark's micro-batch a fault fires, and in which batch
-# the points: "fs", at a file operation of Spark's checkpoint (fault_plan.py); "before_batch", while the query
-# is stopped between batch b-1 and b (damage to a file); "task", in the stateful operator's task (plan.py);
-# "executor", in the output rows of a stateless query's task (an executor's loss)
-POINTS = ("fs", "before_batch", "task", "executor")
+# (point, batch): where in Spark's micro-batch a fault fires, and in which batch. The points: "fs", at a file
+# operation of Spark's checkpoint (fault_plan.py); "before_batch", while the query is stopped between batch b-1
+# and b (damage to a file); "task", in the stateful operator's task (plan.py); "executor", in the output rows of
+# a stateless query's task (an executor's loss)
+FaultSite = tuple[str, int]
 
 
 class NativeUnsupported(ScenarioRefused):

@@ -27,7 +27,7 @@ import pytest
 
 from experiments import exit_codes
 from experiments.cli import main
-from spark_impl.cluster import STATE_FILE, Cluster, Daemon, _start_ticks, stop_cluster
+from spark_impl.cluster import DAEMON_CLASSES, STATE_FILE, Cluster, Daemon, _start_ticks, stop_cluster
 from spark_impl.engine.locality import Placement
 from spark_impl.master_probe import MasterUnusable, check_reachable, master_addresses, master_state, memory_mb
 
@@ -127,8 +127,12 @@ def test_no_executor_is_waited_for_when_one_is_free() -> None:
 # ------------------------------------------------------------------ cluster stop / status / start
 
 
-def _spawn(code: str) -> Daemon:
-    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdin=subprocess.DEVNULL)
+def _spawn(code: str, main_class: str | None = None) -> Daemon:
+    """A stand-in daemon: a Python process whose command line names the daemon's Spark class (as a real daemon's
+    does), unless ``main_class`` names another."""
+    role = "worker-0" if "IGN" in code else "master"
+    named = main_class if main_class is not None else DAEMON_CLASSES["master" if role == "master" else "worker"]
+    proc = subprocess.Popen([sys.executable, "-c", code, named], start_new_session=True, stdin=subprocess.DEVNULL)
     ticks = None
     for _ in range(100):
         ticks = _start_ticks(proc.pid)
@@ -136,7 +140,7 @@ def _spawn(code: str) -> Daemon:
             break
     assert ticks is not None
     time.sleep(0.5)   # the signal handler is installed
-    return Daemon("worker-0" if "IGN" in code else "master", proc.pid, ticks, "log")
+    return Daemon(role, proc.pid, ticks, "log")
 
 
 def _cluster_folder(tmp_path: Path, daemons: list[Daemon]) -> Path:
@@ -162,6 +166,19 @@ def test_stop_sends_sigterm_then_sigkill_to_what_ignores_it_and_says_so(tmp_path
     assert "worker-0: still running 2 s after SIGTERM, killed (SIGKILL)" in lines
     assert not polite.group_alive() and not stubborn.group_alive()
     assert lines[-1] == f"removed {folder}" and not folder.exists()
+
+
+def test_stop_signals_no_process_a_state_file_names_unless_it_runs_spark_s_daemon(tmp_path: Path) -> None:
+    """A forged or stale ``cluster.json`` may name any process of this user, with its right start time (both are
+    in /proc): only one whose command line runs the daemon's Spark class is signalled."""
+    bystander = _spawn("import time; time.sleep(120)", main_class="not.a.spark.Daemon")
+    folder = _cluster_folder(tmp_path, [bystander])
+    try:
+        lines = stop_cluster(folder, grace_s=1.0)
+        assert "master: was not running" in lines
+        assert _start_ticks(bystander.pid) == bystander.started, "the bystander was signalled"
+    finally:
+        os.killpg(bystander.pid, signal.SIGKILL)
 
 
 def test_stop_removes_only_what_start_made(tmp_path: Path) -> None:

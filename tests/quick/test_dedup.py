@@ -248,6 +248,8 @@ def test_volume_plain_dedup_holds_every_key_it_saw_and_never_removes_one():
     totals, inserted = store(out), store(out, field="num_rows_updated")
     assert totals == sorted(totals) and keys * 0.9 <= totals[-1] <= keys
     assert not any(store(out, field="num_rows_removed"))
+    # the volume model's counts are continuous and each batch's is reported whole, so each batch may round away
+    # less than one row (sum 1,998 against 2,000 here): a key inserted twice would be a whole batch's keys over
     assert sum(inserted) == pytest.approx(totals[-1], abs=len(totals)), "every key is inserted once"
     assert [b.watermark_ms for b in out.batches] == [0] * len(out.batches)
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -123,3 +124,31 @@ def test_a_run_reuses_only_units_that_still_hold(tmp_path: Path) -> None:
     dirty = Ledger(tmp_path, experiment, plan.context(), code, {"commit": "abc", "dirty": True})
     assert list(dirty.reusable(points)) == [points[0].id, points[2].id], "a dirty tree reuses its own kind"
     assert clean.expected_unit_s() == 1.0
+
+
+def test_a_code_key_read_from_a_unit_file_is_never_made_a_path_unless_it_is_a_hex_digest(tmp_path):
+    from experiments.ledger import read_code
+    from experiments.staleness import CodeKey
+    key = CodeKey.of({"a.py": "1"})
+    (tmp_path / "r" / "units" / "code").mkdir(parents=True)
+    (tmp_path / "r" / "units" / "code" / f"{key.key}.json").write_text(json.dumps(key.to_dict()))
+    assert read_code(tmp_path / "r", key.key) == key
+    (tmp_path / "outside.json").write_text(json.dumps(key.to_dict()))   # a file a tampered key could name
+    for tampered in ("../../../outside", "/etc/passwd", key.key[:-1], key.key.upper(), key.key + "0"):
+        assert read_code(tmp_path / "r", tampered) is None, tampered
+
+
+def test_the_ledger_never_writes_through_a_link_in_place_of_its_own_folders(tmp_path):
+    from experiments.output_paths import OutputPathError
+    from experiments.staleness import CodeKey
+    key = CodeKey.of({"a.py": "1"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    results = tmp_path / "r"
+    results.mkdir()
+    (results / "units").symlink_to(elsewhere)
+    unit = Unit("x", 1, "sim", "quick", {"id": "p", "point": {}, "metrics": {}, "error": None, "wall_s": 0.1},
+                Provenance("abc", False, "t0", "t1", "test", key.key))
+    with pytest.raises(OutputPathError, match="symbolic link"):
+        write_unit(results, unit, key)
+    assert list(elsewhere.iterdir()) == []

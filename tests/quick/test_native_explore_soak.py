@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 
-from experiments.explore_native import _ancestors, crash_after, merged, sample_cuts
+from experiments import explore_native
+from experiments.explore_native import crash_after, merged, sample_cuts
+from experiments.output_paths import OutputPathError
 from experiments.fault_soak import SOAK_KINDS, SoakError, draw_faults, parse_seeds, shrink, soak
 from reference.protocol.backend import RunOptions, RunResult
-from reference.judge.explorer import Model, first_graph, writing_cuts, writing_steps
+from reference.judge.explorer import Model, ancestors_of, first_graph, writing_cuts, writing_steps
 from reference.judge.oracles import check_outcome, failures
 from reference.protocol.run import run_scenario
 from reference.language.scenario import Scenario, load_scenario
@@ -38,22 +40,32 @@ def scenario() -> Scenario:
 
 
 def test_the_sample_is_seeded_and_drawn_from_the_reference_explorers_cuts(scenario):
-    total, cuts = sample_cuts(scenario, 50, seed=3)
-    again = sample_cuts(scenario, 50, seed=3)[1]
-    other = sample_cuts(scenario, 50, seed=4)[1]
-    base = replace(scenario, faults=())
-    assert total == sum(1 for _ in writing_cuts(first_graph(base, Model())))   # 2,372 for this scenario
+    total, capped, cuts = sample_cuts(scenario, 50, seed=3)
+    again = sample_cuts(scenario, 50, seed=3)[2]
+    other = sample_cuts(scenario, 50, seed=4)[2]
+    # the running count's first graph has 2,372 crash cuts: a pin, so a change to the enumeration or the graph shows
+    assert (total, capped) == (2_372, False)
     assert cuts == again and cuts != other
     orders = [c.order for c in cuts]
     assert len(set(orders)) == 50 and orders == sorted(orders) and 1 <= orders[0] and orders[-1] <= total
     assert all(c.crash.kind == "driver_crash" and c.crash.at.when == "after" for c in cuts)
-    assert sample_cuts(scenario, 10_000, seed=1)[1][-1].order == total   # a sample past the whole is the whole
+    assert sample_cuts(scenario, 10_000, seed=1)[2][-1].order == total   # a sample past the whole is the whole
+
+
+def test_a_sample_from_a_cut_short_enumeration_says_so(scenario, monkeypatch):
+    monkeypatch.setattr(explore_native, "count_writing_cuts", lambda inc: (40, True))
+    total, capped, cuts = sample_cuts(scenario, 10_000, seed=1)
+    assert (total, capped, len(cuts), cuts[-1].order) == (40, True, 40, 40)
+    report = merged("s", 1, total, [], capped)
+    assert "of the reference explorer's first 40 crash cuts (the enumeration stops at 200,000; the scenario has " \
+           "more)" in report.summary() and report.to_dict()["cuts_truncated"] is True
+    assert "the scenario has more" not in merged("s", 1, total, []).summary()
 
 
 def test_a_cuts_crash_follows_its_latest_maximal_writing_step_in_the_foreground_when_there_is_one(scenario):
     base = replace(scenario, faults=())
     inc = first_graph(base, Model())
-    ancestors = _ancestors(inc)
+    ancestors = ancestors_of(inc)
     writing = writing_steps(base)
     for count, cut in enumerate(writing_cuts(inc)):
         if count % 37:
@@ -132,10 +144,15 @@ def test_the_soak_reports_held_seeds_and_their_rate(scenario, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_a_violation_is_shrunk_to_its_guilty_fault_on_fewer_batches_and_written_out(scenario, tmp_path):
-    guilty = next(s for s in range(200) if len(draw_faults(scenario, "spark", s)) == 3 and any(
+@pytest.fixture(scope="module")
+def guilty(scenario) -> int:
+    """A soak seed whose three drawn faults include the one ``planted_run`` punishes, early enough to shrink."""
+    return next(s for s in range(200) if len(draw_faults(scenario, "spark", s)) == 3 and any(
         f.kind == "storage_write_error" and f.at.step == "offset_log_write" and f.at.batch < 3
         for f in draw_faults(scenario, "spark", s)))
+
+
+def test_a_violation_is_shrunk_to_its_guilty_fault_on_fewer_batches_and_written_out(scenario, guilty, tmp_path):
     report = soak(scenario, "spark", [guilty], out=tmp_path, run=planted_run)
     [result] = report.violations
     assert result.failed and result.shrunk_path
@@ -145,16 +162,21 @@ def test_a_violation_is_shrunk_to_its_guilty_fault_on_fewer_batches_and_written_
     assert failures(check_outcome(small, planted_run("spark", small, RunOptions()).outcome))
 
 
-def test_shrinking_stops_at_its_run_budget(scenario):
-    faulted = replace(scenario, faults=draw_faults(scenario, "spark", 11))
-    calls: list[int] = []
+def test_shrinking_stops_at_its_run_budget(scenario, guilty):
+    faulted = replace(scenario, faults=draw_faults(scenario, "spark", guilty))
 
-    def counting(backend: str, sc: Scenario, options: RunOptions) -> RunResult:
-        calls.append(1)
-        return planted_run(backend, sc, options)
+    def runs_taken(max_runs: int) -> int:
+        calls: list[int] = []
 
-    shrink(faulted, "spark", RunOptions(), ["no_loss"], counting, max_runs=2)
-    assert len(calls) <= 2
+        def counting(backend: str, sc: Scenario, options: RunOptions) -> RunResult:
+            calls.append(1)
+            return planted_run(backend, sc, options)
+
+        shrink(faulted, "spark", RunOptions(), ["no_loss"], counting, max_runs=max_runs)
+        return len(calls)
+
+    assert runs_taken(100) > 2      # two faults to drop, then batches to cut: more than the budget below
+    assert runs_taken(2) == 2
 
 
 def test_the_soak_refuses_a_backend_it_does_not_run_and_a_bad_budget(scenario):
@@ -162,3 +184,36 @@ def test_the_soak_refuses_a_backend_it_does_not_run_and_a_bad_budget(scenario):
         soak(scenario, "sim", [1], run=reference_run)
     with pytest.raises(SoakError):
         soak(scenario, "spark", [1], budget_min=0, run=reference_run)
+
+
+# ------------------------------------------------------------------ what the commands write
+
+
+def test_a_soak_refuses_to_replace_an_earlier_soaks_files_without_overwrite(tmp_path, capsys):
+    from experiments.cli import main
+    out = tmp_path / "soak"
+    out.mkdir()
+    (out / "soak-report.json").write_text("{\"mine\": 1}")
+    code = main(["soak", str(RUNNING_COUNT), "--backend", "spark", "--seeds", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "soak-report.json" in err and "--overwrite" in err, err
+    assert (out / "soak-report.json").read_text() == "{\"mine\": 1}"
+
+
+def test_a_shrunk_scenario_is_never_written_through_a_link(scenario, guilty, tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text("mine")
+    (tmp_path / f"soak-spark-seed{guilty}.json").symlink_to(target)
+    with pytest.raises(OutputPathError, match="symbolic link"):
+        soak(scenario, "spark", [guilty], out=tmp_path, run=planted_run)
+    assert target.read_text() == "mine"
+
+
+def test_native_explore_refuses_an_out_that_is_its_scenario(tmp_path, capsys):
+    from experiments.cli import main
+    scenario_file = tmp_path / "s.json"
+    scenario_file.write_text(RUNNING_COUNT.read_text())
+    code = main(["explore", str(scenario_file), "--backend", "spark-native", "--sample", "1",
+                 "--out", str(scenario_file)])
+    assert code == 2, capsys.readouterr().err
+    assert scenario_file.read_text() == RUNNING_COUNT.read_text()

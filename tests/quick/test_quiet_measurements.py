@@ -44,6 +44,27 @@ def test_the_meter_counts_a_child_process_as_this_tree_s_own_time() -> None:
     assert load.other_cpu_s >= 0 and 0 <= load.other_share <= 1
 
 
+def test_the_meter_counts_a_process_outside_the_tree_as_other_load() -> None:
+    """The other half of the rule: CPU time spent outside the measured tree (here a sibling of its root) is other
+    processes' load, and enough of it makes a wall-clock unit noisy."""
+    root = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with LoadMeter(root=root.pid) as meter:
+            start = meter.mark()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run([sys.executable, "-c", BUSY_CHILD], check=True)   # not a descendant of the root
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            load = meter.between(start, meter.mark(), judged=True)
+    finally:
+        root.kill()
+        root.wait()
+    assert load is not None
+    busy = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert busy > 0.2 and load.other_cpu_s >= busy - 0.05, (load, busy)
+    assert load.own_cpu_s < busy / 2, "the sleeping root used next to no CPU"
+    assert load.noisy, "a core kept busy by another process is more than the threshold"
+
+
 def test_a_process_reaped_inside_the_tree_is_counted_once() -> None:
     root = (100, 1)
     before = {root: _Proc(1, 50), (101, 2): _Proc(100, 30), (102, 3): _Proc(101, 7)}

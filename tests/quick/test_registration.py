@@ -66,6 +66,9 @@ def test_a_result_with_no_commit_or_an_unknown_one_judges_nothing(repo: Path) ->
     _commit(repo, "claims registered")
     assert "no commit" in str(unregistered("pipe_speedup", [], repo))
     assert "not in this repository" in str(unregistered("pipe_speedup", ["0" * 40], repo))
+    # a commit read from a results file is never handed to git as an option: "--all" would make it answer for HEAD
+    for tampered in ("--all", "HEAD", "-h", "abc def"):
+        assert "not in this repository" in str(unregistered("pipe_speedup", [tampered], repo)), tampered
 
 
 def test_every_finding_the_paper_counts_was_measured_after_its_claims_registration() -> None:

@@ -420,3 +420,12 @@ def test_moved_partitions_load_from_the_checkpoint_and_pass_every_oracle(spark, 
     assert [hits for b, p, hits in tasks if (b, p) in moved_at] == [0, 0, 0], tasks
     assert result.outcome.details["spark"]["cache_hits"] > 0   # the others found their stores open
     _agree(scenario, result.outcome)
+
+
+def test_settings_asked_of_a_running_spark_jvm_are_refused_not_dropped(spark):
+    """A setting reaches Spark only when its JVM starts; asking a process whose JVM runs for another one is an
+    error naming the setting (the explorer's JVM options were silently ignored so)."""
+    from spark_impl.session import SparkUnavailable, session
+    with pytest.raises(SparkUnavailable, match="spark.driver.extraJavaOptions=-Dlightspeed.test=1"):
+        session(None, {"spark.driver.extraJavaOptions": "-Dlightspeed.test=1"})
+    assert session() is spark            # the running session is untouched
