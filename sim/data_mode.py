@@ -23,13 +23,16 @@ from reference.protocol.outcome import ProgressEvent
 from reference.protocol.progress import UntimedProgress
 from reference.protocol.query import route
 from reference.protocol.records import BatchBook, QueryFacts, TaskTable
-from reference.protocol.seams import StepNode
+from reference.protocol.seams import Clock, StepNode
 from reference.protocol.state_store import plan_load
 from reference.protocol.task_effects import InProcessTaskEffects
 
 from .cost_model import Profile, store_commits_ms
 from .latency import RecordLatency
-from .timed_incarnation import SimClock, StepTimes, TimedIncarnation, TimedProgress
+from .mode_costs import MicroBatchCosts
+from .random_draws import Draws
+from .storage_service import StorageService
+from .timed_incarnation import SimClock, SimCosts, StepTimes, TimedIncarnation, TimedProgress
 
 MISS_STREAM = 7   # the seed component of a task's state-cache draw (``state_cache_miss_probability``)
 
@@ -39,16 +42,18 @@ class DataIncarnation(TimedIncarnation):
 
     def __init__(self, *args: Any, latency_book: RecordLatency, **kwargs: Any):
         self.latency_book = latency_book
-        # (store, partition) -> the keys changed since its last snapshot (what a RocksDB snapshot uploads)
-        self.changed_since_snapshot: dict[tuple[str, int], set[str]] = {}
         super().__init__(*args, **kwargs)
 
     def sim_parts(self, records: Records) -> Parts:
-        """SimPy's clock cutting as the reference does, the reference's task effects, timed progress."""
+        """SimPy's clock cutting as the reference does, the reference's task effects, timed progress, and the
+        costs of real records' steps."""
         r = records
-        self.in_process = InProcessTaskEffects(r.facts, r.book, r.table, r.watermarks, r.store_class)
-        return Parts(SimClock(r.facts, r.book, self.clock), self.in_process,
-                     DataProgress(r.facts, r.book, r.table, self.times, self.profile, self.clock, self.latency_book))
+        clock = SimClock(r.facts, r.book, self.clock)
+        effects = InProcessTaskEffects(r.facts, r.book, r.table, r.watermarks, r.store_class)
+        self.costs = DataCosts(r.facts, r.book, r.table, clock, self.times, self.profile, self.service, self.clock,
+                               self.mode_costs, effects, self.rng, self.latency_book)
+        return Parts(clock, effects, DataProgress(r.facts, r.book, r.table, self.times, self.profile, self.clock,
+                                                  self.latency_book), self.costs)
 
     # ----------------------------------------------------------- batches
     def has_batch(self, b: int) -> bool:
@@ -61,7 +66,40 @@ class DataIncarnation(TimedIncarnation):
         return self.mode_costs.plan_ready_ms(self.clock.now,
                                              lambda: self.trigger_ms(float(self.data.input_ready_ms(*plan.bounds))))
 
-    # ------------------------------------------------------------- costs
+
+class DataProgress(TimedProgress):
+    """Data mode's progress: the reference's event with the simulated durations; a batch's records' latencies
+    end when its output becomes visible (if this is their first delivery)."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, table: TaskTable, times: StepTimes, profile: Profile,
+                 env: simpy.Environment, latency_book: RecordLatency):
+        super().__init__(facts, times, profile, env)
+        self.untimed = UntimedProgress(facts, book, table)
+        self.data, self.plans, self.latency_book = facts.data, book.plans, latency_book
+
+    def event(self, b: int) -> ProgressEvent:
+        return self.untimed.progress_event(b)
+
+    def output_visible(self, b: int) -> None:
+        plan = self.plans[b]
+        self.latency_book.delivered(((r.source_partition, r.offset, r.arrival_ms)
+                                     for r in self.data.slice(*plan.bounds)), self.env.now)
+
+
+class DataCosts(SimCosts):
+    """Data mode's step costs: a task step's cost from the sizes the reference's steps really read and write."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, table: TaskTable, clock: Clock, times: StepTimes,
+                 profile: Profile, service: StorageService, env: simpy.Environment, mode_costs: MicroBatchCosts,
+                 effects: InProcessTaskEffects, rng: Draws, latency_book: RecordLatency):
+        super().__init__(facts, book, clock, times, profile, service, env, mode_costs)
+        self.effects, self.rng, self.latency_book = effects, rng, latency_book
+        self.data, self.plans, self.parts, self.number = facts.data, book.plans, facts.parts, facts.number
+        self.store_ids, self.storage = facts.store_ids, facts.storage
+        self.tasks, self.stores, self.lineage = table.tasks, table.stores, table.lineage
+        # (store, partition) -> the keys changed since its last snapshot (what a RocksDB snapshot uploads)
+        self.changed_since_snapshot: dict[tuple[str, int], set[str]] = {}
+
     def task_cost_ms(self, node: StepNode) -> float:
         step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service
@@ -103,7 +141,7 @@ class DataIncarnation(TimedIncarnation):
         def delivered(i: int, visible_ms: float) -> None:
             record = records[i]
             self.latency_book.delivered([(record.source_partition, record.offset, record.arrival_ms)], visible_ms)
-        return self.mode_costs.task_apply_ms([r.arrival_ms for r in records], self.clock.now, b, self.profile,
+        return self.mode_costs.task_apply_ms([r.arrival_ms for r in records], self.env.now, b, self.profile,
                                              bool(self.store_ids), self.profile.straggler_factor(self.rng),
                                              delivered)
 
@@ -114,7 +152,7 @@ class DataIncarnation(TimedIncarnation):
             float(np.random.default_rng([self.sc.seed, self.number, b, p, MISS_STREAM]).random()))
         for sid in self.store_ids:
             uid = self.lineage.get((sid, p, b))
-            if b == 0 or (self.in_process.cached_store(b, p, sid) is not None and not missed):
+            if b == 0 or (self.effects.cached_store(b, p, sid) is not None and not missed):
                 total += prof.state_load_cached_ms
                 continue
             try:
@@ -140,22 +178,3 @@ class DataIncarnation(TimedIncarnation):
                 total += self.profile.snapshot_ms(keys) + \
                     self.service.state_writes_ms([keys * self.profile.bytes_per_state_key], False)
         return total
-
-
-class DataProgress(TimedProgress):
-    """Data mode's progress: the reference's event with the simulated durations; a batch's records' latencies
-    end when its output becomes visible (if this is their first delivery)."""
-
-    def __init__(self, facts: QueryFacts, book: BatchBook, table: TaskTable, times: StepTimes, profile: Profile,
-                 env: simpy.Environment, latency_book: RecordLatency):
-        super().__init__(facts, times, profile, env)
-        self.untimed = UntimedProgress(facts, book, table)
-        self.data, self.plans, self.latency_book = facts.data, book.plans, latency_book
-
-    def event(self, b: int) -> ProgressEvent:
-        return self.untimed.progress_event(b)
-
-    def output_visible(self, b: int) -> None:
-        plan = self.plans[b]
-        self.latency_book.delivered(((r.source_partition, r.offset, r.arrival_ms)
-                                     for r in self.data.slice(*plan.bounds)), self.env.now)

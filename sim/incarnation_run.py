@@ -84,7 +84,7 @@ class IncarnationRun:
         self.driver = Driver(self)
         self.executors = [Executor(env, i, inc.profile.cores_per_executor, self) for i in range(inc.executors())]
         self.substrate = ClusterSubstrate(InPlaceFaultEffects.of(inc), inc, inc.book, inc.storage,
-                                          inc.profile.executor_replacement_ms, inc.retry_cost_ms())
+                                          inc.profile.executor_replacement_ms, inc.costs.retry_cost_ms())
         if self.fusion:
             self.graph.mark_fusable()
 
@@ -173,7 +173,7 @@ class IncarnationRun:
         """
         if self.stopped:
             return
-        inc, env = self.inc, self.env
+        inc, env, costs = self.inc, self.env, self.inc.costs
         if self.check_invariants:
             assert not self.graph.unmet(node), f"{node} ran before its deps {self.graph.unmet(node)}"
         node.start_ms = env.now
@@ -181,9 +181,11 @@ class IncarnationRun:
         try:
             extra_ms, node.skip = self.apply_faults(node, "before") if self.faults.pending else (0.0, False)
             inc.begin_step(node)
-            skipped_round = not node.skip and inc.purge_round_skipped(node)
+            skipped_round = not node.skip and costs.purge_round_skipped(node)
             node.skip = node.skip or skipped_round
-            cost_ms = (0.0 if skipped_round else inc.cost_ms(node)) + extra_ms
+            if node.step == "purge" and not skipped_round:
+                inc.decide_purge(node.batch)   # the round its cost charges and its effect runs
+            cost_ms = (0.0 if skipped_round else costs.cost_ms(node)) + extra_ms
             if inc.service.spikes and node.step in STORAGE_STEPS:
                 cost_ms += inc.service.spike_wait_ms(node.start_ms)
             assert cost_ms >= 0, f"{node}: negative cost {cost_ms}"
@@ -209,13 +211,13 @@ class IncarnationRun:
         """
         if self.stopped:
             return
-        inc, env = self.inc, self.env
+        inc, env, costs = self.inc, self.env, self.inc.costs
         start_ms = env.now
         spikes = inc.service.spikes
         for node in nodes:
             node.start_ms = start_ms
             inc.begin_step(node)
-            cost_ms = inc.cost_ms(node)
+            cost_ms = costs.cost_ms(node)
             if spikes and node.step in STORAGE_STEPS:
                 cost_ms += inc.service.spike_wait_ms(start_ms)
             assert cost_ms >= 0, f"{node}: negative cost {cost_ms}"
@@ -232,7 +234,7 @@ class IncarnationRun:
             last = nodes[-1]
             for node in nodes:
                 inc.run_node(node)
-                inc.end_step(node, node.start_ms)
+                inc.costs.end_step(node, node.start_ms)
                 trace.count += 1
                 if node is last:
                     self.complete(node)
@@ -253,7 +255,7 @@ class IncarnationRun:
         try:
             if not node.skip:
                 inc.run_node(node)
-            inc.end_step(node, node.start_ms)
+            inc.costs.end_step(node, node.start_ms)
             if self.trace.enabled:
                 self.trace.record(self.env.now, self.component_of(node), str(node), f"start={node.start_ms:.3f}")
             else:

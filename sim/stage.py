@@ -227,7 +227,7 @@ class StageRun:
         cores = run.profile.cores_per_executor
         for ex in run.executors:
             assert ex.free_slots == cores and not ex.waiting, "a stage's tasks have the executors to themselves"
-        costs = inc.stage_costs(b, template.steps)
+        costs = inc.volume_costs.stage_costs(b, template.steps)
         # per partition, per run of steps under one timeout: the steps' costs, in order (one zip per shape of task)
         by_shape = {runs: dict(enumerate(zip(*(zip(*(costs[step] for step in steps)) for steps in runs))))
                     for runs in {runs for _p, runs in template.tasks}}

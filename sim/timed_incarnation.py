@@ -11,14 +11,15 @@ what the simulator's scheduler asks, overriding nothing of the protocol:
   (``reference.protocol.trigger``) says when a batch may plan (``trigger_ms``);
 - ``ProgressReporter``: ``TimedProgress``, Spark's ``durationMs`` from the
   simulated step times (``StepTimes``, which the costs write);
-- ``TaskEffects``: the mode's (``sim_parts``).
-- ``StepCosts``: what each driver step costs (``cost_ms``; a purge round is
-  decided when it is charged, into ``BatchBook.decided_purges``) and what a
-  retry costs; these are still methods of this class.
+- ``TaskEffects``: the mode's (``sim_parts``);
+- ``StepCosts``: ``SimCosts``, what each driver step costs (``cost_ms``; a
+  purge's round is decided when it starts, ``Incarnation.decide_purge``) and
+  what a retry costs; the mode's subclass says what a task step costs
+  (``task_cost_ms``).
 
-A mode says the rest (its interface, below): when a batch may plan and whether
-there is a next one (``plan_ready_ms``, ``has_batch``, ``begin_step``), and
-what a task step costs (``task_cost_ms``). Data mode (``data_mode.py``) runs
+A mode says the rest (its interface, below): its parts (``sim_parts``), when a
+batch may plan and whether there is a next one (``plan_ready_ms``,
+``has_batch``, ``begin_step``). Data mode (``data_mode.py``) runs
 the reference's task effects on real records; volume mode (``volume.py``)
 gives its own part that counts. The protocol (the graph, the driver steps'
 effects, the fault handling) is the reference's.
@@ -38,8 +39,8 @@ from reference.protocol.graph import BatchShape, Node
 from reference.protocol.incarnation import Incarnation
 from reference.protocol.logs import PurgeRound
 from reference.protocol.outcome import ProgressEvent
-from reference.protocol.records import BatchBook, BatchPlan, QueryFacts
-from reference.protocol.seams import StepNode
+from reference.protocol.records import BatchBook, BatchPlan, QueryFacts, offset_entry_due
+from reference.protocol.seams import Clock, StepNode
 from reference.language.steps import NodeId
 from reference.protocol.trigger import next_batch_time_ms, trigger_plan_ms
 
@@ -50,8 +51,7 @@ from .random_draws import Draws
 from .storage_service import StorageService
 
 # What a mode of the simulator implements, beside the parts it builds (``sim_parts``).
-MODE_INTERFACE = ("sim_parts", "has_batch", "plan_ready_ms", "begin_step", "task_cost_ms", "fuse_task_steps",
-                  "run_stages")
+MODE_INTERFACE = ("sim_parts", "has_batch", "plan_ready_ms", "begin_step", "fuse_task_steps", "run_stages")
 COMMIT_STEPS = frozenset(("changelog_write", "state_commit"))   # a task's part of Spark's commitTimeMs
 SMALL_FILE_BYTES = 256         # a log entry or manifest
 
@@ -115,8 +115,10 @@ class TimedIncarnation(Incarnation):
         else:
             method(node.batch)
 
+    costs: SimCosts   # the mode's step costs, built by ``sim_parts``
+
     def sim_parts(self, records: Records) -> Parts:
-        """The mode's clock, task effects and progress reporter, each handed the records it reads."""
+        """The mode's clock, task effects, progress reporter and step costs, each handed the records it reads."""
         raise NotImplementedError
 
     # -------------------------------------------------------------- time
@@ -157,95 +159,6 @@ class TimedIncarnation(Incarnation):
         if node.step == "plan":
             self.last_plan_start_ms = self.clock.now
 
-    def cost_ms(self, node: StepNode) -> float:
-        """What the step costs: driver steps here, task and maintenance steps by the mode."""
-        step, b = node.step, node.batch
-        prof, svc = self.profile, self.service
-        if node.partition >= 0:
-            cost = self.task_cost_ms(node)
-            if step in COMMIT_STEPS and not node.background:
-                self.times.commit_ms[b] = self.times.commit_ms.get(b, 0.0) + cost
-            return cost
-        if step == "plan":
-            return 0.0 if self.mode_costs.plan_is_free(b, self.restart.first_batch) else \
-                prof.latest_offset_ms + prof.planning_ms
-        if step == "offset_log_write":
-            return svc.atomic_write_ms(SMALL_FILE_BYTES) if self.offsets_persist_due(b) else 0.0
-        if step == "purge":
-            return self.purge_cost_ms(b)   # offsets/ and commits/; state files: maintenance
-        if step == "sink_commit":
-            if self.sc.sink_mode != "exactly_once":
-                return 0.0
-            return svc.atomic_write_ms(SMALL_FILE_BYTES)   # the manifest, from the tasks' commit messages
-        if step == "commit_log_write":
-            persisted = self.mode.commit_entry_due(b, self.persisted_offsets)
-            return svc.atomic_write_ms(SMALL_FILE_BYTES) if persisted else 0.0
-        assert step == "source_commit", f"no cost for driver step {step}"
-        return prof.source_commit_ms
-
-    def purge_cost_ms(self, b: int) -> float:
-        """One purge round, as Spark's ``HDFSMetadataLog.purge`` does it on each of the two logs.
-
-        Spark (sql/core/.../streaming/HDFSMetadataLog.scala, ``purge`` with ``lastPurgedBatchId``)
-        deletes the ids between the last round's threshold and this one's blindly when there are at
-        most three, and otherwise lists the log directory and deletes every entry below the
-        threshold. A round whose threshold has not moved does nothing. The round is the reference's
-        (``Incarnation.next_purge_round``, ``reference.protocol.logs.purge_round``): under sync progress the latest offset entry minus
-        ``minBatchesToRetain`` (MicroBatchExecution.scala: ``purge(batchId - minLogEntriesToMaintain)``,
-        called only once ``batchId > minLogEntriesToMaintain``: before that the threshold is below 1 and
-        nothing is due here either), so in steady state one entry per log;
-        under async progress the oldest of the newest ``minBatchesToRetain`` durable entries, taken
-        from an in-memory queue (AsyncProgressTrackingMicroBatchExecution.scala, ``purge``), which
-        moves only when a durable offset entry lands, once per ``checkpoint_interval_ms``: the rounds
-        in between cost nothing.
-        """
-        rnd = self.book.decided_purges[b] = self.next_purge_round(b)   # what the step's effect will run
-        if rnd is None:
-            return 0.0
-        svc = self.service
-        if not rnd.lists:
-            return svc.delete_ms(2 * len(rnd.due))
-        existing = sum(1 for folder in (layout.OFFSETS, layout.COMMITS)
-                       for batch in self.known_logs()[folder] if batch < rnd.threshold)
-        return svc.list_ms(2) + svc.delete_ms(existing)
-
-    def purge_round_skipped(self, node: SimNode) -> bool:
-        """Whether an async purge round is skipped because the previous one still ran when it was due.
-
-        Spark's ``AsyncLogPurge.purgeAsync`` (sql/core/.../streaming/AsyncLogPurge.scala) starts a round
-        only if ``purgeRunning`` is false, else it skips it. A round is due when its trigger step ends
-        (the step graph's ``purge_after``: ``plan`` under async progress, else ``offset_log_write``);
-        it reaches the purger later only if it waited for its predecessor.
-        """
-        if node.step != "purge" or not node.background:
-            return False
-        trigger = "plan" if self.cfg.progress_mode == "async" else "offset_log_write"
-        due = self.timing.get((trigger, node.batch))
-        return due is not None and self.clock.now > due[1]
-
-    def sink_write_ms(self, size_bytes: float, jitter: float | None = None) -> float:
-        """A task's sink write: a part file on the checkpoint storage, or nothing for an in-memory sink.
-
-        ``sink_part_files`` 0 stands for the published benchmark's stat sink (and Spark's noop, console
-        and memory sinks): it keeps statistics of what it is given and writes no file, so its cost is
-        the task's own per-record work.
-        """
-        if not self.profile.sink_part_files:
-            return 0.0
-        return self.service.atomic_write_ms(size_bytes, jitter)
-
-    def task_cost_ms(self, node: StepNode) -> float:
-        raise NotImplementedError
-
-    def end_step(self, node: SimNode, start_ms: float) -> None:
-        """A step's effect has landed: driver steps' times feed the progress durations."""
-        if node.partition < 0:
-            self.timing[(node.step, node.batch)] = (start_ms, self.clock.now)
-
-    def retry_cost_ms(self) -> float:
-        """A failed task attempt is rescheduled (an executor loss adds ``executor_replacement_ms``)."""
-        p = self.profile
-        return p.scheduling_delay_ms + p.network_rtt_ms + p.per_task_overhead_ms
 
 
 def _span(pair: tuple[float, float] | None) -> float:
@@ -338,3 +251,106 @@ class TimedProgress:
                        processed_rows_per_second=round(rows / trigger_s, 3) if trigger_s > 0 else 0.0,
                        input_rows_per_second=round(rows / since_s, 3) if since_s > 0 else 0.0,
                        timestamp_ms=_ms(plan_start))
+
+
+class SimCosts:
+    """The simulator's step costs (the ``StepCosts`` seam): what each driver step costs here, what a task step
+    costs by the mode (``task_cost_ms``, in ``data_mode.DataCosts`` and ``volume.VolumeCosts``), and what a
+    retry costs. It writes the step times (``StepTimes``) the progress reporter reads."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, clock: Clock, times: StepTimes, profile: Profile,
+                 service: StorageService, env: simpy.Environment, mode_costs: MicroBatchCosts):
+        self.facts, self.book, self.clock, self.times = facts, book, clock, times
+        self.profile, self.service, self.env, self.mode_costs = profile, service, env, mode_costs
+        self.sc, self.cfg, self.mode, self.restart = facts.sc, facts.cfg, facts.mode, facts.restart
+        self.timing = times.timing
+
+    def cost_ms(self, node: StepNode) -> float:
+        """What the step costs: driver steps here, task and maintenance steps by the mode."""
+        step, b = node.step, node.batch
+        prof, svc = self.profile, self.service
+        if node.partition >= 0:
+            cost = self.task_cost_ms(node)
+            if step in COMMIT_STEPS and not node.background:
+                self.times.commit_ms[b] = self.times.commit_ms.get(b, 0.0) + cost
+            return cost
+        if step == "plan":
+            return 0.0 if self.mode_costs.plan_is_free(b, self.restart.first_batch) else \
+                prof.latest_offset_ms + prof.planning_ms
+        if step == "offset_log_write":
+            return svc.atomic_write_ms(SMALL_FILE_BYTES) if offset_entry_due(self.facts, self.book, b, self.clock.logical_time_ms(b)) else 0.0
+        if step == "purge":
+            return self.purge_cost_ms(b)   # offsets/ and commits/; state files: maintenance
+        if step == "sink_commit":
+            if self.sc.sink_mode != "exactly_once":
+                return 0.0
+            return svc.atomic_write_ms(SMALL_FILE_BYTES)   # the manifest, from the tasks' commit messages
+        if step == "commit_log_write":
+            persisted = self.mode.commit_entry_due(b, self.book.persisted_offsets)
+            return svc.atomic_write_ms(SMALL_FILE_BYTES) if persisted else 0.0
+        assert step == "source_commit", f"no cost for driver step {step}"
+        return prof.source_commit_ms
+
+    def purge_cost_ms(self, b: int) -> float:
+        """One purge round, as Spark's ``HDFSMetadataLog.purge`` does it on each of the two logs.
+
+        Spark (sql/core/.../streaming/HDFSMetadataLog.scala, ``purge`` with ``lastPurgedBatchId``)
+        deletes the ids between the last round's threshold and this one's blindly when there are at
+        most three, and otherwise lists the log directory and deletes every entry below the
+        threshold. A round whose threshold has not moved does nothing. The round is the reference's
+        (``Incarnation.next_purge_round``, ``reference.protocol.logs.purge_round``): under sync progress the latest offset entry minus
+        ``minBatchesToRetain`` (MicroBatchExecution.scala: ``purge(batchId - minLogEntriesToMaintain)``,
+        called only once ``batchId > minLogEntriesToMaintain``: before that the threshold is below 1 and
+        nothing is due here either), so in steady state one entry per log;
+        under async progress the oldest of the newest ``minBatchesToRetain`` durable entries, taken
+        from an in-memory queue (AsyncProgressTrackingMicroBatchExecution.scala, ``purge``), which
+        moves only when a durable offset entry lands, once per ``checkpoint_interval_ms``: the rounds
+        in between cost nothing.
+        """
+        rnd = self.book.decided_purges[b]   # decided when the step started (``Incarnation.decide_purge``)
+        if rnd is None:
+            return 0.0
+        svc = self.service
+        if not rnd.lists:
+            return svc.delete_ms(2 * len(rnd.due))
+        existing = sum(1 for folder in (layout.OFFSETS, layout.COMMITS)
+                       for batch in self.book.logs.known()[folder] if batch < rnd.threshold)
+        return svc.list_ms(2) + svc.delete_ms(existing)
+
+    def purge_round_skipped(self, node: SimNode) -> bool:
+        """Whether an async purge round is skipped because the previous one still ran when it was due.
+
+        Spark's ``AsyncLogPurge.purgeAsync`` (sql/core/.../streaming/AsyncLogPurge.scala) starts a round
+        only if ``purgeRunning`` is false, else it skips it. A round is due when its trigger step ends
+        (the step graph's ``purge_after``: ``plan`` under async progress, else ``offset_log_write``);
+        it reaches the purger later only if it waited for its predecessor.
+        """
+        if node.step != "purge" or not node.background:
+            return False
+        trigger = "plan" if self.cfg.progress_mode == "async" else "offset_log_write"
+        due = self.timing.get((trigger, node.batch))
+        return due is not None and self.env.now > due[1]
+
+    def sink_write_ms(self, size_bytes: float, jitter: float | None = None) -> float:
+        """A task's sink write: a part file on the checkpoint storage, or nothing for an in-memory sink.
+
+        ``sink_part_files`` 0 stands for the published benchmark's stat sink (and Spark's noop, console
+        and memory sinks): it keeps statistics of what it is given and writes no file, so its cost is
+        the task's own per-record work.
+        """
+        if not self.profile.sink_part_files:
+            return 0.0
+        return self.service.atomic_write_ms(size_bytes, jitter)
+
+    def task_cost_ms(self, node: StepNode) -> float:
+        raise NotImplementedError
+
+    def end_step(self, node: SimNode, start_ms: float) -> None:
+        """A step's effect has landed: driver steps' times feed the progress durations."""
+        if node.partition < 0:
+            self.timing[(node.step, node.batch)] = (start_ms, self.env.now)
+
+    def retry_cost_ms(self) -> float:
+        """A failed task attempt is rescheduled (an executor loss adds ``executor_replacement_ms``)."""
+        p = self.profile
+        return p.scheduling_delay_ms + p.network_rtt_ms + p.per_task_overhead_ms

@@ -41,7 +41,7 @@ from reference.protocol.records import BatchBook, BatchPlan, QueryFacts, TaskSta
 from reference.protocol.outcome import ProgressEvent, StateOperatorProgress
 from reference.protocol.query import watermarks_of
 from reference.protocol.recovery import RestartPlan
-from reference.protocol.seams import StepNode
+from reference.protocol.seams import Clock, StepNode
 from reference.protocol.sources import SourceData
 from reference.protocol.task_effects import attempt_uid
 
@@ -50,7 +50,8 @@ from .graph import SimNode
 from .latency import RangeLatency
 from .stage_jitter import stage_jitters
 from .storage_service import StorageService
-from .timed_incarnation import SimClock, StepTimes, TimedIncarnation, TimedProgress
+from .mode_costs import MicroBatchCosts
+from .timed_incarnation import SimClock, SimCosts, StepTimes, TimedIncarnation, TimedProgress
 from .volume_state import OperatorModel, StoreCounts, VolumeSource, Window, distinct_keys
 
 __all__ = ["VolumeIncarnation", "VolumeSource", "distinct_keys"]
@@ -326,9 +327,11 @@ class VolumeIncarnation(TimedIncarnation):
         r = records
         self.counts = VolumeCounts(r.facts, r.book, r.watermarks, self.source, self.profile, self.service)
         self.counted = CountedTaskEffects(r.facts, r.book, r.table, self.source)
-        return Parts(VolumeClock(r.facts, r.book, self.clock), self.counted,
-                     VolumeProgress(r.facts, r.book, self.times, self.profile, self.clock, self.counts,
-                                    self.latency_book))
+        clock = VolumeClock(r.facts, r.book, self.clock)
+        self.costs = self.volume_costs = VolumeCosts(r.facts, r.book, clock, self.times, self.profile, self.service,
+                                                     self.clock, self.mode_costs, self.counts)
+        return Parts(clock, self.counted, VolumeProgress(r.facts, r.book, self.times, self.profile, self.clock,
+                                                         self.counts, self.latency_book), self.costs)
 
     def volume(self, b: int) -> BatchVolume:
         return self.counts.volume(b)
@@ -370,7 +373,15 @@ class VolumeIncarnation(TimedIncarnation):
                 now = self.clock.now
                 plan.end = tuple(max(lo, self.source.arrived(sp, now)) for sp, lo in enumerate(plan.start))
 
-    # ---------------------------------------------------------------- costs
+
+class VolumeCosts(SimCosts):
+    """Volume mode's step costs: a task step's cost from its batch's counts and draws (``VolumeCounts``)."""
+
+    def __init__(self, facts: QueryFacts, book: BatchBook, clock: Clock, times: StepTimes, profile: Profile,
+                 service: StorageService, env: simpy.Environment, mode_costs: MicroBatchCosts, counts: VolumeCounts):
+        super().__init__(facts, book, clock, times, profile, service, env, mode_costs)
+        self.counts, self.parts, self.store_ids, self.shape = counts, facts.parts, facts.store_ids, facts.shape
+
     def task_cost_ms(self, node: StepNode) -> float:
         step, b, p = node.step, node.batch, node.partition
         prof, svc = self.profile, self.service

@@ -23,7 +23,7 @@ from .graph import Node
 from .incarnation_views import IncarnationViews
 from .logs import CommitEntry, OffsetEntry, PurgeRound, log_batches, purge_round, run_purge_round
 from .outcome import ProgressEvent
-from .records import BatchPlan
+from .records import BatchPlan, offset_entry_due
 from .query import watermarks_of
 
 
@@ -140,8 +140,7 @@ class DriverSteps(IncarnationViews):
     def offsets_persist_due(self, b: int) -> bool:
         """Whether ``offsets/b`` is written (the mode's ``offset_entry_due``: async progress writes one only once
         ``checkpoint_interval_ms`` has passed)."""
-        return self.mode.offset_entry_due(b, self.restart.first_batch, self.last_persisted_time_ms,
-                                          self.logical_time_ms(b))
+        return offset_entry_due(self.facts, self.book, b, self.logical_time_ms(b))
 
     def _persist_offsets(self, b: int) -> bool:
         if self.offsets_persist_due(b):
@@ -160,6 +159,11 @@ class DriverSteps(IncarnationViews):
         threshold = self.mode.purge_threshold(known[layout.OFFSETS], known[layout.COMMITS],
                                               self.cfg.min_batches_to_retain, b)
         return purge_round(threshold, self.last_purged_batch)
+
+    def decide_purge(self, b: int) -> None:
+        """A timed backend starts purge ``b``: its round is decided now (Spark computes the threshold when it
+        calls ``purge``), the step's cost reads it and its effect runs it (``purge_round_of``)."""
+        self.book.decided_purges[b] = self.next_purge_round(b)
 
     def purge_log_entries(self, rnd: PurgeRound | None) -> list[str]:
         """Purge both logs as Spark's ``HDFSMetadataLog.purge`` does (``reference.protocol.logs.PurgeRound``): the

@@ -8,9 +8,9 @@ in which backends differ, each an object implementing one seam of
 
 - ``graph`` (``StepGraph``): how the scheduler holds the step graph (no records);
 - ``parts(records)``, a factory: once the incarnation has made its records
-  (``records.py``), the backend builds its ``Clock``, ``TaskEffects`` and
-  ``ProgressReporter``, handing each the records it reads (never the
-  incarnation).
+  (``records.py``), the backend builds its ``Clock``, ``TaskEffects``,
+  ``ProgressReporter`` and, if timed, ``StepCosts``, handing each the records
+  it reads (never the incarnation).
 
 ``Storage`` is a constructor argument of the incarnation itself. The
 reference's environment is ``REFERENCE``; the simulator's and the PySpark
@@ -27,7 +27,7 @@ from .clock import LogicalClock
 from .graph import BatchShape, Node, build_graph
 from .progress import UntimedProgress
 from .records import BatchBook, BatchPlan, QueryFacts, TaskTable, Watermarks
-from .seams import Clock, ProgressReporter, StepGraph, TaskEffects
+from .seams import Clock, ProgressReporter, StepCosts, StepGraph, TaskEffects
 from .state_store import StateStore
 from ..language.steps import NodeId
 from .task_effects import InProcessTaskEffects
@@ -52,6 +52,7 @@ class Parts:
     clock: Clock
     effects: TaskEffects
     progress: ProgressReporter
+    costs: StepCosts | None = None   # a timed backend's (the simulator's); the reference is untimed
 
 
 class WholeGraph:

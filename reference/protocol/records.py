@@ -156,6 +156,12 @@ class TaskTable:
         return self.placement.executor_at(b, p)
 
 
+def offset_entry_due(facts: QueryFacts, book: BatchBook, b: int, time_ms: int) -> bool:
+    """Whether ``offsets/b`` is written at driver time ``time_ms`` (the mode's ``offset_entry_due``: async
+    progress writes one only once ``checkpoint_interval_ms`` has passed since the last)."""
+    return facts.mode.offset_entry_due(b, facts.restart.first_batch, book.last_persisted_time_ms, time_ms)
+
+
 def ledgers(facts: QueryFacts, book: BatchBook, b: int) -> dict[int, tuple[int, ...]]:
     """A redelivering source partition's message ids behind batch ``b``'s offsets (its fetch ledger)."""
     start, end = book.plans[b].bounds

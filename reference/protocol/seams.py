@@ -22,11 +22,10 @@ its parts (``Incarnation.seams``):
   the reference and the simulator's data mode (``task_effects.py``), by counts
   in volume mode, on Spark's executors in the PySpark engine (the driver
   records what each task reported).
-- ``StepCosts``: what a step costs in time. The simulator's cost model (still
-  on its incarnation class, ``sim.timed_incarnation``, which adds it without
-  overriding the protocol; a purge's cost decides its round, kept in
-  ``BatchBook.decided_purges``); the reference is untimed; the PySpark
-  engine's steps take the time they take.
+- ``StepCosts``: what a step costs in time. The simulator's cost model
+  (``sim.timed_incarnation.SimCosts``; a purge's round is decided when the
+  step starts, ``BatchBook.decided_purges``, and its cost charges it); the
+  reference is untimed; the PySpark engine's steps take the time they take.
 - ``ProgressReporter``: what a batch's progress and its records' latency are.
   Durations 0 in the reference; simulated durations and latency books in the
   simulator; wall times, listeners and sink deliveries in the PySpark engine.
@@ -149,10 +148,10 @@ class StepNode(Protocol):
 
 class StepCosts(Protocol):
     """What a step costs on a timed backend's clock: spec section 2's steps, whose times make section 4's
-    ``durationMs``. The simulator implements it (``sim.timed_incarnation.TimedIncarnation`` charges the
-    driver steps, its data and volume modes the task steps; a purge's cost decides the round the step runs,
-    ``BatchBook.decided_purges``); the reference is untimed, and the PySpark engine's steps take the time
-    they take."""
+    ``durationMs``. The simulator implements it (``sim.timed_incarnation.SimCosts`` charges the driver
+    steps, its data and volume modes' subclasses the task steps; a purge's round, decided when it starts,
+    is in ``BatchBook.decided_purges``); the reference is untimed, and the PySpark engine's steps take the
+    time they take."""
 
     def cost_ms(self, node: StepNode) -> float:
         """The step's time, charged when it starts; its effect lands when the time is over."""

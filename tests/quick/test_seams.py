@@ -2,9 +2,9 @@
 
 An incarnation is given its parts: a ``StepGraph`` policy and, built from its
 records, a ``Clock``, ``TaskEffects`` and ``ProgressReporter`` (the seams of
-``reference/protocol/seams.py``). A backend is a factory of those parts: its
-incarnation class (if it has one, to add what its scheduler asks) overrides
-nothing of the protocol, so it never replaces a driver step. Each part
+``reference/protocol/seams.py``). A backend is a factory of those parts (a timed one adds
+``StepCosts``): its incarnation class (if it has one, to add what its scheduler
+asks) overrides nothing of the protocol, so it never replaces a driver step. Each part
 implements its seam and is handed the records it reads (``records.py``), never
 the incarnation nor the whole bundle of records. A model variant (a planted
 bug) subclasses ``reference.protocol.incarnation.Incarnation`` and overrides the
@@ -31,11 +31,11 @@ from reference.protocol.seams import SEAMS, Clock, ProgressReporter, StepCosts, 
 from reference.protocol.sources import SourceData
 from reference.protocol.storage import DurableStorage
 from reference.protocol.task_effects import InProcessTaskEffects
-from sim.data_mode import DataIncarnation, DataProgress
+from sim.data_mode import DataCosts, DataIncarnation, DataProgress
 from sim.cost_model import shipped_profile
 from sim.simulation import Simulation
 from sim.timed_incarnation import MODE_INTERFACE, BatchByBatchGraph, SimClock, TimedIncarnation
-from sim.volume import CountedTaskEffects, VolumeClock, VolumeIncarnation, VolumeProgress
+from sim.volume import CountedTaskEffects, VolumeClock, VolumeCosts, VolumeIncarnation, VolumeProgress
 from spark_impl.engine.incarnation import ExecutorTaskEffects, MeasuredProgress, SparkGraph, SparkIncarnation, WallClock
 
 SEAM_HOOKS = frozenset().union(*(seam_members(seam) for seam in SEAMS))
@@ -46,6 +46,7 @@ PARTS: dict[type, tuple[type, ...]] = {
     TaskEffects: (InProcessTaskEffects, CountedTaskEffects, ExecutorTaskEffects),
     ProgressReporter: (UntimedProgress, DataProgress, VolumeProgress, MeasuredProgress),
     StepGraph: (WholeGraph, BatchByBatchGraph, SparkGraph),
+    StepCosts: (DataCosts, VolumeCosts),
 }
 ALL_PARTS = tuple(part for parts in PARTS.values() for part in parts)
 
@@ -70,7 +71,7 @@ def held_incarnations(parts: Parts) -> list[str]:
     bound method's owner."""
     found = []
     for seam, part in vars(parts).items():
-        for name, value in vars(part).items():
+        for name, value in (vars(part) if part is not None else {}).items():
             owner = getattr(value, "__self__", value)
             if isinstance(owner, (Incarnation, Records)):
                 found.append(f"{seam}.{name}")
@@ -167,6 +168,7 @@ def test_the_check_rejects_a_backend_whose_part_holds_the_incarnation():
 
 def test_the_reference_implements_every_seam_it_declares_except_costs():
     """The reference's environment has a part for every seam but the costs (it is untimed)."""
+    assert set(PARTS) == set(SEAMS)
     inc = _reference()
     for seam, part in ((Clock, inc.seams.clock), (TaskEffects, inc.seams.effects),
                        (ProgressReporter, inc.seams.progress), (StepGraph, inc.graph)):
@@ -175,8 +177,12 @@ def test_the_reference_implements_every_seam_it_declares_except_costs():
 
 
 def test_the_simulator_brings_the_costs():
-    """``StepCosts`` is still implemented by the simulator's incarnation class, beside the protocol."""
-    assert all(callable(getattr(TimedIncarnation, name)) for name in seam_members(StepCosts))
+    """The simulator's incarnations are given their costs; the reference's and the engine's have none."""
+    sc = make("aggregate", "async_state")
+    for mode, costs in (("data", DataCosts), ("volume", VolumeCosts)):
+        inc = Simulation(sc, shipped_profile(), mode, trace_enabled=False).new_incarnation(fresh_plan(2), 0)
+        assert type(inc.seams.costs) is costs and inc.costs is inc.seams.costs
+    assert _reference().seams.costs is None
 
 
 def test_the_seams_are_small_and_disjoint():
@@ -218,7 +224,7 @@ def test_a_variant_step_wins_over_the_part_that_implements_it():
 @pytest.mark.parametrize("mode", (DataIncarnation, VolumeIncarnation), ids=lambda cls: cls.__name__)
 def test_a_simulator_mode_builds_its_parts_and_implements_the_mode_interface(mode):
     """What a mode of the simulator adds beside its parts: ``TimedIncarnation`` leaves these to its modes."""
-    assert overridden(mode, TimedIncarnation) >= {"sim_parts", "has_batch", "plan_ready_ms", "task_cost_ms"}
+    assert overridden(mode, TimedIncarnation) >= {"sim_parts", "has_batch", "plan_ready_ms"}
     assert set(overridden(mode, TimedIncarnation)) <= set(MODE_INTERFACE) | set(vars(mode))
 
 

@@ -26,7 +26,7 @@ from sim import Simulation, simulate
 from sim.simulation import CountingEnvironment
 from sim.stage import StageRun, StageTemplate
 from sim.stage_jitter import _normal_quantile, stage_jitter
-from sim.volume import TaskStep, VolumeIncarnation
+from sim.volume import TaskStep, VolumeCosts, VolumeIncarnation
 
 PINS = os.path.join(os.path.dirname(__file__), "volume_grid_pins.json")
 CASES = list(grid())
@@ -124,17 +124,17 @@ def test_stages_resume_once_a_latency_spike_is_over(monkeypatch: pytest.MonkeyPa
                                   "1/sync/window/64/lightspeed_cluster"])
 def test_stage_costs_are_the_task_costs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _name, sc, profile = next(case for case in CASES if case[0] == name)
-    original = VolumeIncarnation.stage_costs
+    original = VolumeCosts.stage_costs
     checked: list[int] = []
 
-    def compare(self: VolumeIncarnation, b: int, steps: tuple[str, ...]) -> dict[str, list[float]]:
+    def compare(self: VolumeCosts, b: int, steps: tuple[str, ...]) -> dict[str, list[float]]:
         got = original(self, b, steps)
         for step in steps:
             assert got[step] == [self.task_cost_ms(TaskStep(step, b, p)) for p in range(self.parts)], (step, b)
         checked.append(b)
         return got
 
-    monkeypatch.setattr(VolumeIncarnation, "stage_costs", compare)
+    monkeypatch.setattr(VolumeCosts, "stage_costs", compare)
     assert simulate(sc, profile_of(profile), mode="volume", trace_enabled=False).outcome().error is None
     assert checked
 
