@@ -69,8 +69,8 @@ class BatchByBatchGraph:
     def nodes_added(self, nodes: list[Node]) -> None:
         """The simulator's scheduler makes its batches from the shape: nothing to hear."""
 
-    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[], None]) -> None:
-        apply()
+    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[NodeId], None]) -> None:
+        apply(node_id)
 
 
 class TimedIncarnation(Incarnation):

@@ -66,8 +66,8 @@ class WholeGraph:
     def nodes_added(self, nodes: list[Node]) -> None:
         """Nothing caches the graph: the scheduler reads the incarnation's nodes."""
 
-    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[], None]) -> None:
-        apply()
+    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[NodeId], None]) -> None:
+        apply(node_id)
 
 
 def reference_parts(records: Records) -> Parts:

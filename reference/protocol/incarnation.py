@@ -113,7 +113,7 @@ class Incarnation(TaskRetries, DriverSteps):
         """Apply the effect of one node: ``step_<name>(batch[, partition][, store=tag])``, as the graph policy
         runs it (a wall-clock backend times it)."""
         node = self.nodes.get(node_id)   # the simulator's table holds only the batches a fault needs
-        self.graph.run_step(node_id, node is not None and node.background, lambda: self.apply_step(node_id))
+        self.graph.run_step(node_id, node is not None and node.background, self.apply_step)
 
     def apply_step(self, node_id: NodeId) -> None:
         method = getattr(self, f"step_{node_id.step}")

@@ -4,7 +4,7 @@ The protocol's own effects (``driver_steps.DriverSteps``, ``task_retry.TaskRetri
 and the model variants that override them (planted bugs, explorer alternatives)
 read an incarnation's memory as ``self.plans``, ``self.tasks``, ``self.cfg``:
 ``IncarnationViews`` names each field of the records (``records.py``) once, as
-a ``Field`` of the record that holds it, so those names stay while the memory
+a ``record_field`` of the record that holds it, so those names stay while the memory
 lives in typed records that a part (``environment.py``) receives on its own.
 It holds no state itself. It also holds the small readers the mixins share: a
 node's id, a task step's nodes, opening a batch.
@@ -12,7 +12,8 @@ node's id, a task step's nodes, opening a batch.
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar, overload
+from operator import attrgetter
+from typing import Any
 
 from .graph import BatchShape, Node
 from .modes import MicroBatch
@@ -27,32 +28,15 @@ from .state_store import StateStore
 from ..language.steps import NodeId
 from .storage import Storage
 
-T = TypeVar("T")
 
+def record_field(path: str) -> Any:
+    """The field ``path`` ("record.field") of one of the incarnation's records, under the field's name: read by
+    a C-level getter (the protocol's steps read these on every step), written through to the record."""
+    record, name = path.split(".")
 
-class Field(Generic[T]):
-    """A field of one of the incarnation's records (``facts``, ``book`` or ``table``), under the field's name."""
-
-    def __init__(self, record: str):
-        self.record = record
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> Field[T]: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type) -> T: ...
-
-    def __get__(self, obj: object | None, owner: type) -> Field[T] | T:
-        if obj is None:
-            return self
-        return getattr(getattr(obj, self.record), self.name)
-
-    def __set__(self, obj: object, value: T) -> None:
-        setattr(getattr(obj, self.record), self.name, value)
+    def write(obj: object, value: object) -> None:
+        setattr(getattr(obj, record), name, value)
+    return property(attrgetter(path), write)
 
 
 class IncarnationViews:
@@ -64,36 +48,36 @@ class IncarnationViews:
     watermarks: Watermarks
     nodes: dict[NodeId, Node]
 
-    sc = Field[Scenario]("facts")
-    data = Field[SourceData]("facts")
-    storage = Field[Storage]("facts")
-    number = Field[int]("facts")
-    restart = Field[RestartPlan]("facts")
-    obs = Field[Observer]("facts")
-    ops = Field[tuple[OperatorSpec, ...]]("facts")
-    store_ids = Field[list[str]]("facts")
-    mode = Field[MicroBatch]("facts")
-    shape = Field[BatchShape]("facts")
-    fetchers = Field[dict[int, FetchLayer]]("facts")
-    recorded_cuts = Field[dict[int, tuple[int, ...]]]("facts")
-    open_ended = Field[bool]("facts")
-    cfg = Field[EngineConfig]("facts")
-    parts = Field[int]("facts")
+    sc: Scenario = record_field("facts.sc")
+    data: SourceData = record_field("facts.data")
+    storage: Storage = record_field("facts.storage")
+    number: int = record_field("facts.number")
+    restart: RestartPlan = record_field("facts.restart")
+    obs: Observer = record_field("facts.obs")
+    ops: tuple[OperatorSpec, ...] = record_field("facts.ops")
+    store_ids: list[str] = record_field("facts.store_ids")
+    mode: MicroBatch = record_field("facts.mode")
+    shape: BatchShape = record_field("facts.shape")
+    fetchers: dict[int, FetchLayer] = record_field("facts.fetchers")
+    recorded_cuts: dict[int, tuple[int, ...]] = record_field("facts.recorded_cuts")
+    open_ended: bool = record_field("facts.open_ended")
+    cfg: EngineConfig = record_field("facts.cfg")
+    parts: int = record_field("facts.parts")
 
-    plans = Field[dict[int, BatchPlan]]("book")
-    trackers = Field[dict[int, list[dict[str, Any]]]]("book")
-    persisted_offsets = Field[set[int]]("book")
-    reported_ends = Field[dict[int, tuple[int, ...]]]("book")
-    last_persisted_time_ms = Field["int | None"]("book")
-    last_commit_written = Field[int]("book")
-    last_purged_batch = Field[int]("book")
-    clock_skew_ms = Field[int]("book")
+    plans: dict[int, BatchPlan] = record_field("book.plans")
+    trackers: dict[int, list[dict[str, Any]]] = record_field("book.trackers")
+    persisted_offsets: set[int] = record_field("book.persisted_offsets")
+    reported_ends: dict[int, tuple[int, ...]] = record_field("book.reported_ends")
+    last_persisted_time_ms: int | None = record_field("book.last_persisted_time_ms")
+    last_commit_written: int = record_field("book.last_commit_written")
+    last_purged_batch: int = record_field("book.last_purged_batch")
+    clock_skew_ms: int = record_field("book.clock_skew_ms")
 
-    tasks = Field[dict[tuple[int, int], TaskState]]("table")
-    stores = Field[dict[tuple[str, int], StateStore]]("table")
-    store_executor = Field[dict[tuple[str, int], str]]("table")
-    lineage = Field[dict[tuple[str, int, int], str]]("table")
-    placement = Field[PlacementTimeline]("table")
+    tasks: dict[tuple[int, int], TaskState] = record_field("table.tasks")
+    stores: dict[tuple[str, int], StateStore] = record_field("table.stores")
+    store_executor: dict[tuple[str, int], str] = record_field("table.store_executor")
+    lineage: dict[tuple[str, int, int], str] = record_field("table.lineage")
+    placement: PlacementTimeline = record_field("table.placement")
 
     @property
     def uses_watermark(self) -> bool:

@@ -196,8 +196,8 @@ class StepGraph(Protocol):
         """A batch's nodes joined the graph while it runs (a scheduler that caches the graph hears it here)."""
         ...
 
-    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[], None]) -> None:
-        """Apply one node's effect (``apply``: ``step_<name>``); a wall-clock backend may time it here, as
+    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[NodeId], None]) -> None:
+        """Apply one node's effect (``apply(node_id)``: ``step_<name>``); a wall-clock backend may time it here, as
         Spark's ``reportTimeTaken`` times each phase."""
         ...
 

@@ -85,13 +85,13 @@ class SparkGraph:
         if self.on_nodes_added is not None:
             self.on_nodes_added(nodes)
 
-    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[], None]) -> None:
+    def run_step(self, node_id: NodeId, background: bool, apply: Callable[[NodeId], None]) -> None:
         if node_id.partition >= 0 or background:
-            apply()
+            apply(node_id)
             return
         timing = self.batch_timing[node_id.batch]
         timing[f"{node_id.step}:start"] = time.time()
-        apply()
+        apply(node_id)
         timing[f"{node_id.step}:end"] = time.time()
 
 
