@@ -31,7 +31,7 @@ from experiments.conditions import Condition, header_lines
 from experiments.experiment import DEFAULT_MASTER, EXECUTORS, Experiment, ExperimentError, RunContext, json_ready
 from experiments.figures import draw_figures
 from experiments.registry import DEFINITIONS, get_experiment
-from experiments.provenance import git_revision
+from experiments.provenance import OUTPUTS, git_revision
 from experiments.output_paths import output_dir, output_file
 from experiments.results import default_out_dir, load_results, reproduce, write_results
 from experiments.sweep import ExperimentResult, run_experiment, summarize_run
@@ -289,7 +289,7 @@ def resummarize(experiment: Experiment, results_path: str) -> int:
     document["summary"], document["checks"] = summary, [asdict(c) for c in checks]
     # the source that judged it; results being rewritten beside it do not make that source dirty
     document["resummarized"] = {"at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                                "git": git_revision(exclude=("paper/results", "results")),
+                                "git": git_revision(exclude=OUTPUTS),
                                 "version": experiment.version}
     write_results(Path(results_path), json_ready(document))
     figures = draw_figures(experiment, summary, ctx, Path(results_path).parent)

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from experiments.experiment import Experiment, ExperimentError, Point, RunContext, json_ready
 from experiments.output_paths import OutputPathError, write_text
+from experiments.provenance import OUTPUTS
 from experiments.staleness import CodeKey, GitCommit, SourceTree, StalenessError, WorkTree, measured_code
 
 if TYPE_CHECKING:
@@ -73,7 +74,6 @@ UNITS = "units"
 CODE = "code"
 MAX_NAME = 180              # a unit file's name is cut (and a hash added) beyond this many characters
 # what a collection writes into the tree while it runs; a change there does not make the tree dirty
-OUTPUTS = ("paper/results", "results")
 
 
 def _now() -> str:

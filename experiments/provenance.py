@@ -27,7 +27,7 @@ def environment(ctx: RunContext | None = None) -> dict[str, Any]:
             versions[name] = None
     return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
             "platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-            "packages": versions, "java": java_version(), "git": git_revision(),
+            "packages": versions, "java": java_version(), "git": git_revision(exclude=OUTPUTS),
             "executor": ctx.executor, "master": ctx.master if ctx.executor == "spark" else None,
             "argv": sys.argv[1:]}
 
@@ -40,6 +40,10 @@ def java_version() -> str | None:
         return None
     text = proc.stderr or proc.stdout
     return text.splitlines()[0] if text else None
+
+
+# what the commands write: a run's own results are not the source it measured, so they never make a tree dirty
+OUTPUTS = ("paper/results", "paper/generated", "paper/figures", "results")
 
 
 def git_revision(exclude: tuple[str, ...] = ()) -> dict[str, Any] | None:
